@@ -1,0 +1,595 @@
+/*
+ * bench.c -- ordo_bench, the harness that measures ordo against one peer per
+ * row and reports the ratio; see README.md.
+ *
+ * The rows live in one table, bench_rows[] below. For each selected row the
+ * harness runs the row's setup hook, one short unrecorded warm-up of each
+ * side, then `runs` recorded runs of each side, alternating ordo and the peer
+ * so that drift of the machine (frequency, other load) hits both alike. It
+ * reports the medians, the min and max of each side, and
+ *
+ *   ratio = how many times better ordo is:
+ *           ordo / peer for a rate (higher is better),
+ *           peer / ordo for a time (lower is better),
+ *
+ * computed from the two medians. A row meets its target when ratio >= target.
+ *
+ * Output: machine information and one Markdown table on stdout, the rows as
+ * JSON (schema.json) in the file that --out names, and one progress line per
+ * row on stderr when stderr is a terminal.
+ *
+ * Exit status: 0 when every row ran (targets missed or not), 1 when a run
+ * failed (an ordo error, a balance that was not conserved, a system error),
+ * 2 for a usage error such as an unknown row id.
+ *
+ * Interface: main(), and for the workloads bench_param_int(), bench_now(),
+ * bench_sleep(), bench_error() (declared in bench.h).
+ */
+#include "bench.h"
+
+#include <ordo.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- The rows ------------------------------------------------------------ */
+
+#define BANK_ROW(id_, accounts, workers, target_)                              \
+  {                                                                            \
+    .id = id_,                                                                 \
+    .title = "Bank transfers, " #accounts " accounts, " #workers " workers",   \
+    .metric = "transfers/s", .higher_is_better = 1,                            \
+    .peer_name = "pthread hand-ordered", .target = target_,                    \
+    .params = {{"accounts", accounts, NULL}, {"workers", workers, NULL}},      \
+    .run_ordo = bank_run_ordo, .run_peer = bank_run_pthread,                   \
+  }
+
+/*
+ * Every row the harness knows, in the order it runs them. To add a row, write
+ * its two side functions (and setup/teardown if it needs a server or a
+ * helper thread), declare them in bench.h, and add one entry here; see
+ * README.md. An id, once published, never changes meaning.
+ */
+static const bench_row_t bench_rows[] = {
+    BANK_ROW("bank_a2_w2", 2, 2, NAN),
+    BANK_ROW("bank_a2_w8", 2, 8, NAN),
+    BANK_ROW("bank_a64_w2", 64, 2, 0.25),
+    BANK_ROW("bank_a64_w8", 64, 8, 0.25),
+    {
+        .id = "uncontended_1key",
+        .title = "Uncontended lock+unlock of 1 key",
+        .metric = "ns/op",
+        .higher_is_better = 0,
+        .peer_name = "pthread_mutex",
+        .target = 0.33,
+        .params = {{"keys", 1, NULL}, {"live_threads", 2, NULL}},
+        .setup = uncontended_setup,
+        .teardown = uncontended_teardown,
+        .run_ordo = uncontended_run_ordo,
+        .run_peer = uncontended_run_pthread,
+    },
+};
+
+#define BENCH_NROWS (sizeof bench_rows / sizeof bench_rows[0])
+
+/* ---- Helpers for the workloads ------------------------------------------- */
+
+long long bench_param_int(const bench_row_t *row, const char *name) {
+  for (int i = 0; i < BENCH_MAX_PARAMS && row->params[i].name != NULL; i++)
+    if (strcmp(row->params[i].name, name) == 0 && row->params[i].str == NULL)
+      return row->params[i].value;
+  fprintf(stderr, "ordo_bench: %s: no numeric parameter '%s'\n", row->id, name);
+  abort();
+}
+
+double bench_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void bench_sleep(double seconds) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  double whole = floor(seconds);
+  ts.tv_sec += (time_t)whole;
+  ts.tv_nsec += (long)((seconds - whole) * 1e9);
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+    ;
+}
+
+void bench_error(const bench_row_t *row, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "ordo_bench: %s: ", row->id);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+}
+
+/* ---- Configuration --------------------------------------------------------
+ */
+
+typedef struct bench_cfg_s {
+  int quick;
+  int runs;       /* recorded runs per side */
+  double seconds; /* length of one run */
+  const char *out;
+  int progress; /* stderr is a terminal */
+  int selected[BENCH_NROWS];
+} bench_cfg_t;
+
+#define BENCH_RUNS_FULL 7
+#define BENCH_RUNS_QUICK 3
+#define BENCH_SECONDS_FULL 0.5
+#define BENCH_SECONDS_QUICK 0.15
+#define BENCH_WARMUP_FRACTION 0.25
+
+static void bench_usage(FILE *f) {
+  fprintf(f,
+          "usage: ordo_bench [--quick] [--rows ID,ID...] [--out FILE]\n"
+          "                  [--runs N] [--seconds S] [--list] [--help]\n"
+          "\n"
+          "Measures ordo against one peer per row, alternating ordo and peer\n"
+          "runs, and prints a Markdown table of the medians and ratios.\n"
+          "\n"
+          "  --quick        %d runs per side of %.2f s (default %d of %.2f s)\n"
+          "  --rows LIST    run only these row ids, comma-separated\n"
+          "  --out FILE     also write the rows as JSON (bench/schema.json)\n"
+          "  --runs N       recorded runs per side (overrides --quick)\n"
+          "  --seconds S    length of one run in seconds (overrides --quick)\n"
+          "  --list         print the row ids and titles, then exit\n"
+          "  --help         print this help, then exit\n"
+          "\n"
+          "ratio = how many times better ordo is: ordo/peer for a rate,\n"
+          "peer/ordo for a time. A row meets its target when ratio >= "
+          "target.\n"
+          "Exit status: 0 all rows ran, 1 a run failed, 2 usage error.\n"
+          "`make bench` runs this through scripts/bench.sh, which maps\n"
+          "QUICK=1 to --quick and ROWS=id,id to --rows.\n",
+          BENCH_RUNS_QUICK, BENCH_SECONDS_QUICK, BENCH_RUNS_FULL,
+          BENCH_SECONDS_FULL);
+}
+
+static void bench_list_ids(FILE *f, const char *sep) {
+  for (size_t i = 0; i < BENCH_NROWS; i++)
+    fprintf(f, "%s%s", i ? sep : "", bench_rows[i].id);
+}
+
+/* Marks the rows that a comma-separated list names; exits 2 on a bad id. */
+static void bench_select(bench_cfg_t *cfg, const char *list) {
+  char *copy = strdup(list);
+  int any = 0;
+  if (copy == NULL) {
+    perror("ordo_bench");
+    exit(1);
+  }
+  for (char *save = NULL, *tok = strtok_r(copy, ", \t", &save); tok != NULL;
+       tok = strtok_r(NULL, ", \t", &save)) {
+    size_t i = 0;
+    while (i < BENCH_NROWS && strcmp(bench_rows[i].id, tok) != 0)
+      i++;
+    if (i == BENCH_NROWS) {
+      fprintf(stderr, "ordo_bench: unknown row id '%s'; valid ids: ", tok);
+      bench_list_ids(stderr, ", ");
+      fputc('\n', stderr);
+      free(copy);
+      exit(2);
+    }
+    cfg->selected[i] = 1;
+    any = 1;
+  }
+  free(copy);
+  if (!any) {
+    fprintf(stderr, "ordo_bench: --rows names no row; valid ids: ");
+    bench_list_ids(stderr, ", ");
+    fputc('\n', stderr);
+    exit(2);
+  }
+}
+
+static void bench_parse(bench_cfg_t *cfg, int argc, char **argv) {
+  enum { OPT_QUICK = 1, OPT_ROWS, OPT_OUT, OPT_RUNS, OPT_SECONDS, OPT_LIST };
+  static const struct option opts[] = {
+      {"quick", no_argument, NULL, OPT_QUICK},
+      {"rows", required_argument, NULL, OPT_ROWS},
+      {"out", required_argument, NULL, OPT_OUT},
+      {"runs", required_argument, NULL, OPT_RUNS},
+      {"seconds", required_argument, NULL, OPT_SECONDS},
+      {"list", no_argument, NULL, OPT_LIST},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  const char *rows = NULL;
+  int runs = 0;
+  double seconds = 0;
+  int c;
+  char *end;
+
+  memset(cfg, 0, sizeof *cfg);
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case OPT_QUICK:
+      cfg->quick = 1;
+      break;
+    case OPT_ROWS:
+      rows = optarg;
+      break;
+    case OPT_OUT:
+      cfg->out = optarg;
+      break;
+    case OPT_RUNS:
+      errno = 0;
+      runs = (int)strtol(optarg, &end, 10);
+      if (errno != 0 || *end != '\0' || runs < 1 || runs > 1000) {
+        fprintf(stderr, "ordo_bench: --runs wants 1..1000, not '%s'\n", optarg);
+        exit(2);
+      }
+      break;
+    case OPT_SECONDS:
+      errno = 0;
+      seconds = strtod(optarg, &end);
+      if (errno != 0 || *end != '\0' || !(seconds >= 0.001) || seconds > 3600) {
+        fprintf(stderr, "ordo_bench: --seconds wants 0.001..3600, not '%s'\n",
+                optarg);
+        exit(2);
+      }
+      break;
+    case OPT_LIST:
+      for (size_t i = 0; i < BENCH_NROWS; i++)
+        printf("%-20s %s (vs %s)\n", bench_rows[i].id, bench_rows[i].title,
+               bench_rows[i].peer_name);
+      exit(0);
+    case 'h':
+      bench_usage(stdout);
+      exit(0);
+    default:
+      bench_usage(stderr);
+      exit(2);
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "ordo_bench: unexpected argument '%s'\n", argv[optind]);
+    bench_usage(stderr);
+    exit(2);
+  }
+  cfg->runs = runs ? runs : cfg->quick ? BENCH_RUNS_QUICK : BENCH_RUNS_FULL;
+  cfg->seconds = seconds > 0  ? seconds
+                 : cfg->quick ? BENCH_SECONDS_QUICK
+                              : BENCH_SECONDS_FULL;
+  cfg->progress = isatty(STDERR_FILENO);
+  if (rows != NULL)
+    bench_select(cfg, rows);
+  else
+    for (size_t i = 0; i < BENCH_NROWS; i++)
+      cfg->selected[i] = 1;
+}
+
+/* ---- Running a row ---------------------------------------------------------
+ */
+
+typedef struct bench_stat_s {
+  double median, min, max;
+} bench_stat_t;
+
+typedef struct bench_result_s {
+  const bench_row_t *row;
+  int runs;
+  bench_stat_t ordo, peer;
+  double ratio; /* NAN when a median is 0 */
+  int met;      /* -1: the row has no target */
+} bench_result_t;
+
+static int bench_cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Sorts v in place and summarizes it. */
+static bench_stat_t bench_summarize(double *v, int n) {
+  bench_stat_t s;
+  qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+  s.min = v[0];
+  s.max = v[n - 1];
+  s.median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return s;
+}
+
+static void bench_progress(const bench_cfg_t *cfg, size_t k, size_t nsel,
+                           const bench_row_t *row, const char *what) {
+  if (!cfg->progress)
+    return;
+  fprintf(stderr, "\r\033[K[%zu/%zu] %s: %s", k, nsel, row->id, what);
+  fflush(stderr);
+}
+
+/*
+ * bench_row_run -- the schedule of one row: setup, a warm-up run of each
+ * side, then cfg->runs runs of each side in the order ordo, peer, ordo,
+ * peer, ... Returns 0, or -1 when a run failed (already reported).
+ */
+static int bench_row_run(const bench_cfg_t *cfg, const bench_row_t *row,
+                         size_t k, size_t nsel, bench_result_t *res) {
+  void *state = NULL;
+  double *ordo = calloc((size_t)cfg->runs, sizeof *ordo);
+  double *peer = calloc((size_t)cfg->runs, sizeof *peer);
+  double warm;
+  char what[64];
+  int rc = -1;
+
+  if (ordo == NULL || peer == NULL) {
+    bench_error(row, "out of memory");
+    goto out;
+  }
+  bench_progress(cfg, k, nsel, row, "setup");
+  if (row->setup != NULL && row->setup(row, &state) != 0)
+    goto out;
+  bench_progress(cfg, k, nsel, row, "warm-up");
+  double ws = cfg->seconds * BENCH_WARMUP_FRACTION;
+  if (row->run_ordo(row, state, ws, &warm) != 0 ||
+      row->run_peer(row, state, ws, &warm) != 0)
+    goto teardown;
+  for (int i = 0; i < cfg->runs; i++) {
+    snprintf(what, sizeof what, "run %d/%d ordo", i + 1, cfg->runs);
+    bench_progress(cfg, k, nsel, row, what);
+    if (row->run_ordo(row, state, cfg->seconds, &ordo[i]) != 0)
+      goto teardown;
+    snprintf(what, sizeof what, "run %d/%d peer", i + 1, cfg->runs);
+    bench_progress(cfg, k, nsel, row, what);
+    if (row->run_peer(row, state, cfg->seconds, &peer[i]) != 0)
+      goto teardown;
+  }
+
+  res->row = row;
+  res->runs = cfg->runs;
+  res->ordo = bench_summarize(ordo, cfg->runs);
+  res->peer = bench_summarize(peer, cfg->runs);
+  double num = row->higher_is_better ? res->ordo.median : res->peer.median;
+  double den = row->higher_is_better ? res->peer.median : res->ordo.median;
+  res->ratio = den > 0 ? num / den : NAN;
+  if (isnan(row->target))
+    res->met = -1;
+  else
+    res->met = !isnan(res->ratio) && res->ratio >= row->target;
+  if (cfg->progress) {
+    snprintf(what, sizeof what, "ratio %.2f\n", res->ratio);
+    bench_progress(cfg, k, nsel, row, what);
+  }
+  rc = 0;
+
+teardown:
+  if (row->teardown != NULL)
+    row->teardown(row, state);
+out:
+  if (rc != 0 && cfg->progress)
+    fputc('\n', stderr);
+  free(ordo);
+  free(peer);
+  return rc;
+}
+
+/* ---- Output -----------------------------------------------------------------
+ */
+
+/* A value for the table: k/M/G suffixes for large values (rates). */
+static const char *bench_fmt(char *buf, size_t n, double v) {
+  if (isnan(v))
+    snprintf(buf, n, "-");
+  else if (v >= 1e9)
+    snprintf(buf, n, "%.2fG", v / 1e9);
+  else if (v >= 1e6)
+    snprintf(buf, n, "%.2fM", v / 1e6);
+  else if (v >= 1e4)
+    snprintf(buf, n, "%.1fk", v / 1e3);
+  else if (v >= 1)
+    snprintf(buf, n, "%.1f", v);
+  else
+    snprintf(buf, n, "%.3g", v);
+  return buf;
+}
+
+static void bench_params_text(char *buf, size_t n, const bench_row_t *row) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < BENCH_MAX_PARAMS && row->params[i].name != NULL; i++) {
+    const bench_param_t *p = &row->params[i];
+    int w = p->str != NULL ? snprintf(buf + used, n - used, "%s%s=%s",
+                                      i ? " " : "", p->name, p->str)
+                           : snprintf(buf + used, n - used, "%s%s=%lld",
+                                      i ? " " : "", p->name, p->value);
+    if (w < 0 || (size_t)w >= n - used)
+      return;
+    used += (size_t)w;
+  }
+}
+
+static void bench_print_header(const bench_cfg_t *cfg) {
+  struct utsname u;
+  char date[64] = "?";
+  time_t now = time(NULL);
+  struct tm tm;
+
+  if (gmtime_r(&now, &tm) != NULL)
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  if (uname(&u) != 0)
+    memset(&u, 0, sizeof u);
+  printf("## ordo bench\n\n");
+  printf("- date: %s\n", date);
+  printf("- machine: %s %s %s, nproc %ld\n", u.sysname, u.release, u.machine,
+         sysconf(_SC_NPROCESSORS_ONLN));
+  printf("- ordo %s; %s mode: %d runs per side of %.2f s, alternating\n",
+         ordo_version(), cfg->quick ? "quick" : "full", cfg->runs,
+         cfg->seconds);
+  printf("- ratio: how many times better ordo is (ordo/peer for a rate, "
+         "peer/ordo for a time), from the medians; met when ratio >= "
+         "target\n\n");
+}
+
+static void bench_print_table(const bench_result_t *res, size_t n) {
+  char a[32], b[32], c[32], d[32], e[32], f[32], params[128], target[32];
+  char ratio[32];
+
+  printf("| row | params | metric | ordo | peer | ratio | min–max | target "
+         "| met |\n");
+  printf("|---|---|---|---:|---:|---:|---|---:|---|\n");
+  for (size_t i = 0; i < n; i++) {
+    const bench_result_t *r = &res[i];
+    bench_params_text(params, sizeof params, r->row);
+    if (isnan(r->row->target))
+      snprintf(target, sizeof target, "-");
+    else
+      snprintf(target, sizeof target, ">= %.2f", r->row->target);
+    if (isnan(r->ratio))
+      snprintf(ratio, sizeof ratio, "-");
+    else
+      snprintf(ratio, sizeof ratio, "%.2f", r->ratio);
+    printf("| %s (vs %s) | %s | %s | %s | %s | %s | ordo %s–%s; peer "
+           "%s–%s | %s | %s |\n",
+           r->row->title, r->row->peer_name, params, r->row->metric,
+           bench_fmt(a, sizeof a, r->ordo.median),
+           bench_fmt(b, sizeof b, r->peer.median), ratio,
+           bench_fmt(c, sizeof c, r->ordo.min),
+           bench_fmt(d, sizeof d, r->ordo.max),
+           bench_fmt(e, sizeof e, r->peer.min),
+           bench_fmt(f, sizeof f, r->peer.max), target,
+           r->met < 0 ? "-"
+           : r->met   ? "yes"
+                      : "no");
+  }
+}
+
+static void bench_json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s != '\0'; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\')
+      fprintf(f, "\\%c", ch);
+    else if (ch < 0x20)
+      fprintf(f, "\\u%04x", ch);
+    else
+      fputc(ch, f);
+  }
+  fputc('"', f);
+}
+
+/* A JSON number, or null for a value JSON cannot hold. */
+static void bench_json_num(FILE *f, double v) {
+  if (isfinite(v))
+    fprintf(f, "%.10g", v);
+  else
+    fputs("null", f);
+}
+
+static void bench_json_row(FILE *f, const bench_result_t *r) {
+  const bench_row_t *row = r->row;
+  fputs("  {\n    \"id\": ", f);
+  bench_json_str(f, row->id);
+  fputs(",\n    \"row\": ", f);
+  bench_json_str(f, row->title);
+  fputs(",\n    \"params\": {", f);
+  for (int i = 0; i < BENCH_MAX_PARAMS && row->params[i].name != NULL; i++) {
+    fputs(i ? ", " : "", f);
+    bench_json_str(f, row->params[i].name);
+    fputs(": ", f);
+    if (row->params[i].str != NULL)
+      bench_json_str(f, row->params[i].str);
+    else
+      fprintf(f, "%lld", row->params[i].value);
+  }
+  fputs("},\n    \"metric\": ", f);
+  bench_json_str(f, row->metric);
+  fputs(",\n    \"ordo\": ", f);
+  bench_json_num(f, r->ordo.median);
+  fputs(",\n    \"peer_name\": ", f);
+  bench_json_str(f, row->peer_name);
+  fputs(",\n    \"peer\": ", f);
+  bench_json_num(f, r->peer.median);
+  fputs(",\n    \"ratio\": ", f);
+  bench_json_num(f, r->ratio);
+  fputs(",\n    \"min\": {\"ordo\": ", f);
+  bench_json_num(f, r->ordo.min);
+  fputs(", \"peer\": ", f);
+  bench_json_num(f, r->peer.min);
+  fputs("},\n    \"max\": {\"ordo\": ", f);
+  bench_json_num(f, r->ordo.max);
+  fputs(", \"peer\": ", f);
+  bench_json_num(f, r->peer.max);
+  fprintf(f, "},\n    \"runs\": %d,\n    \"target\": ", r->runs);
+  bench_json_num(f, row->target);
+  fprintf(f, ",\n    \"met\": %s\n  }",
+          r->met < 0 ? "null"
+          : r->met   ? "true"
+                     : "false");
+}
+
+/* Writes the rows to path through a temporary file and a rename. */
+static int bench_write_json(const char *path, const bench_result_t *res,
+                            size_t n) {
+  size_t len = strlen(path) + 5;
+  char *tmp = malloc(len);
+  if (tmp == NULL)
+    return -1;
+  snprintf(tmp, len, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (f == NULL) {
+    fprintf(stderr, "ordo_bench: %s: %s\n", tmp, strerror(errno));
+    free(tmp);
+    return -1;
+  }
+  fputs("[\n", f);
+  for (size_t i = 0; i < n; i++) {
+    bench_json_row(f, &res[i]);
+    fputs(i + 1 < n ? ",\n" : "\n", f);
+  }
+  fputs("]\n", f);
+  int bad = ferror(f);
+  if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+    fprintf(stderr, "ordo_bench: cannot write %s: %s\n", path, strerror(errno));
+    remove(tmp);
+    free(tmp);
+    return -1;
+  }
+  free(tmp);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  bench_cfg_t cfg;
+  bench_result_t res[BENCH_NROWS];
+  size_t nsel = 0, n = 0;
+
+  bench_parse(&cfg, argc, argv);
+  for (size_t i = 0; i < BENCH_NROWS; i++)
+    nsel += (size_t)cfg.selected[i];
+  bench_print_header(&cfg);
+  fflush(stdout);
+
+  for (size_t i = 0; i < BENCH_NROWS; i++) {
+    if (!cfg.selected[i])
+      continue;
+    if (bench_row_run(&cfg, &bench_rows[i], n + 1, nsel, &res[n]) != 0) {
+      fprintf(stderr, "ordo_bench: row %s failed; no results written\n",
+              bench_rows[i].id);
+      return 1;
+    }
+    n++;
+  }
+
+  bench_print_table(res, n);
+  fflush(stdout);
+  if (cfg.out != NULL && bench_write_json(cfg.out, res, n) != 0)
+    return 1;
+  return 0;
+}

@@ -1,0 +1,98 @@
+/*
+ * bench.h -- the types shared by the ordo benchmark harness (bench.c) and
+ * its workloads (bank.c, uncontended.c). See README.md.
+ *
+ * A row compares ordo with one peer on one workload. The harness owns the
+ * schedule (warm-up, alternating ordo and peer runs, medians, the ratio); a
+ * workload only supplies two functions that each measure one run and report
+ * one number in the row's metric.
+ *
+ * Interface:
+ *   bench_row_t, bench_param_t     a row of the table in bench.c
+ *   bench_param_int()              reads a row's numeric parameter
+ *   bench_now(), bench_sleep()     CLOCK_MONOTONIC time in seconds
+ *   bench_rng_next()               a small per-thread random generator
+ *   bench_error()                  reports a failed run on stderr
+ *   bank_*, uncontended_*          the workloads' entry points
+ */
+#ifndef ORDO_BENCH_H
+#define ORDO_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BENCH_MAX_PARAMS 6
+
+/* One named parameter of a row: a number, or a string when str is set. */
+typedef struct bench_param_s {
+  const char *name; /* NULL ends the list */
+  long long value;
+  const char *str;
+} bench_param_t;
+
+typedef struct bench_row_s bench_row_t;
+
+/*
+ * bench_side_cb -- measures one run of one side (ordo or the peer) for about
+ * `seconds` and stores the result, in the row's metric, in *out. state is
+ * what the row's setup hook returned (NULL without one). Returns 0, or -1
+ * after reporting the failure with bench_error(); the harness then stops.
+ */
+typedef int (*bench_side_cb)(const bench_row_t *row, void *state,
+                             double seconds, double *out);
+
+/* Optional hooks run once around all of a row's runs (e.g. start a server). */
+typedef int (*bench_setup_cb)(const bench_row_t *row, void **state);
+typedef void (*bench_teardown_cb)(const bench_row_t *row, void *state);
+
+struct bench_row_s {
+  const char *id;        /* stable; what ROWS= and --rows name */
+  const char *title;     /* human-readable, for the table */
+  const char *metric;    /* unit of one measurement, e.g. "transfers/s" */
+  int higher_is_better;  /* 1: a rate (ratio = ordo / peer); 0: a time */
+  const char *peer_name; /* e.g. "pthread hand-ordered" */
+  double target;         /* the ratio to reach, or NAN for none */
+  bench_param_t params[BENCH_MAX_PARAMS];
+  bench_setup_cb setup;       /* may be NULL */
+  bench_teardown_cb teardown; /* may be NULL */
+  bench_side_cb run_ordo;
+  bench_side_cb run_peer;
+};
+
+/* The value of a row's numeric parameter; aborts if the row lacks it. */
+long long bench_param_int(const bench_row_t *row, const char *name);
+
+/* Seconds on CLOCK_MONOTONIC, from an arbitrary origin. */
+double bench_now(void);
+/* Sleeps for `seconds` on CLOCK_MONOTONIC, resuming after signals. */
+void bench_sleep(double seconds);
+
+/* xorshift64*: a fast generator, one state word per thread, never 0. */
+static inline uint64_t bench_rng_next(uint64_t *s) {
+  uint64_t x = *s;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  *s = x;
+  return x * 0x2545F4914F6CDD1DULL;
+}
+
+/* Prints "ordo_bench: <row id>: <message>" on stderr. */
+void bench_error(const bench_row_t *row, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* bank.c: transfers between two random accounts; params accounts, workers. */
+int bank_run_ordo(const bench_row_t *row, void *state, double seconds,
+                  double *out);
+int bank_run_pthread(const bench_row_t *row, void *state, double seconds,
+                     double *out);
+
+/* uncontended.c: acquire+release of one key by one thread, in ns/op. */
+int uncontended_setup(const bench_row_t *row, void **state);
+void uncontended_teardown(const bench_row_t *row, void *state);
+int uncontended_run_ordo(const bench_row_t *row, void *state, double seconds,
+                         double *out);
+int uncontended_run_pthread(const bench_row_t *row, void *state, double seconds,
+                            double *out);
+
+#endif /* ORDO_BENCH_H */

@@ -1,0 +1,302 @@
+/*
+ * ordo.h -- the one public header of libordo, a deadlock-free multi-resource
+ * lock manager.
+ *
+ * A program opens a lock place with ordo_open() ("mem://" is the in-process
+ * engine), begins a transaction handle per unit of work, and takes every key
+ * it needs in one call:
+ *
+ *     ordo_t *o;
+ *     ordo_open(&o, "mem://", NULL);
+ *     ordo_txn_t *t;
+ *     ordo_txn_begin(o, &t, NULL);
+ *     ordo_req_t r[2] = {ORDO_REQ_X("acct:1", 6), ORDO_REQ_X("acct:2", 6)};
+ *     int rc = ordo_lock_all(t, r, 2, 1000);   // all or nothing, 1 s bound
+ *     ...
+ *     ordo_unlock_all(t);
+ *     ordo_txn_end(t);
+ *     ordo_close(o);
+ *
+ * Every call returns an int: 0 (or a positive count where documented) on
+ * success, a negative ORDO_E* code on failure. A call that returns an error
+ * never calls its callback. See docs/architecture.md for the semantics.
+ */
+#ifndef ORDO_H
+#define ORDO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define ORDO_EXTERN __attribute__((visibility("default")))
+#else
+#define ORDO_EXTERN
+#endif
+
+/* ---- Errors ------------------------------------------------------------ */
+
+/*
+ * The one list of error codes: name, value, retryable, message. It yields the
+ * ORDO_E* constants, ordo_strerror(), ordo_err_name() and ordo_is_retryable(),
+ * and the server's wire prefixes.
+ */
+#define ORDO_ERRNO_MAP(XX)                                                     \
+  XX(TIMEDOUT, -1, 1, "the keys could not be had before the deadline")         \
+  XX(DEADLK, -2, 1, "chosen as a deadlock victim; every lock was released")    \
+  XX(CANCELED, -3, 0, "the wait was cancelled")                                \
+  XX(LEASE, -4, 1, "the lease was lost; the locks are gone")                   \
+  XX(ORDER, -5, 0, "lock order violated")                                      \
+  XX(INVAL, -6, 0, "invalid argument")                                         \
+  XX(NOMEM, -7, 0, "out of memory")                                            \
+  XX(BACKEND, -8, 0, "the backend failed or cannot be reached")                \
+  XX(QUORUM, -9, 1, "no quorum of nodes could be reached")                     \
+  XX(AUTH, -10, 0, "authentication failed")                                    \
+  XX(LIMIT, -11, 0, "a configured limit was reached")                          \
+  XX(BUSY, -12, 0, "the handle has a request in flight")                       \
+  XX(NOTHELD, -13, 0, "the key is not held by this transaction")               \
+  XX(NOTSUP, -14, 0, "not supported by this backend")                          \
+  XX(URL, -15, 0, "malformed backend URL")
+
+enum {
+#define ORDO__ERR_ENUM(name, val, retry, msg) ORDO_E##name = (val),
+  ORDO_ERRNO_MAP(ORDO__ERR_ENUM)
+#undef ORDO__ERR_ENUM
+      ORDO__ERR_LAST = -16
+};
+
+/* Returned (positive) by ordo_lock_all_async() when the callback will come. */
+#define ORDO_PENDING 1
+
+ORDO_EXTERN const char *ordo_strerror(int err);
+ORDO_EXTERN const char *ordo_err_name(int err); /* "ETIMEDOUT", ... */
+ORDO_EXTERN int ordo_is_retryable(int err);
+
+/* ---- Keys ---------------------------------------------------------------- */
+
+/*
+ * A key is a binary-safe byte string of 1..max_key_len bytes (512 by default).
+ * The canonical order is unsigned lexicographic byte order, a proper prefix
+ * first. The encoders below write keys whose byte order equals the natural
+ * order of the encoded values.
+ */
+#define ORDO_KEY_MAX_DEFAULT 512
+
+/* Compares two keys in the canonical order: <0, 0 or >0. */
+ORDO_EXTERN int ordo_key_cmp(const void *a, size_t alen, const void *b,
+                             size_t blen);
+
+/* Big-endian unsigned 64-bit: 8 bytes. */
+ORDO_EXTERN void ordo_key_u64(uint8_t out[8], uint64_t v);
+/* Big-endian with the sign bit flipped: 8 bytes. */
+ORDO_EXTERN void ordo_key_i64(uint8_t out[8], int64_t v);
+ORDO_EXTERN uint64_t ordo_key_u64_decode(const uint8_t in[8]);
+ORDO_EXTERN int64_t ordo_key_i64_decode(const uint8_t in[8]);
+
+/*
+ * Tuples (composite keys such as (show_id, seat_id)), encoded as
+ * FoundationDB's tuple layer does so that tuple order equals byte order:
+ * each element starts with a type code; strings escape 0x00 as 0x00 0xFF and
+ * end with 0x00; integers are a type code then 8 big-endian bytes (i64 with
+ * the sign bit flipped). Elements of different types compare by type code:
+ * strings < i64 < u64. A tuple that is a prefix of another sorts first.
+ *
+ * The builder writes into a caller's buffer; ordo_tuple_len() reports the
+ * bytes used, or ORDO_ELIMIT once the buffer has overflowed.
+ */
+typedef struct ordo_tuple_s {
+  uint8_t *buf; /* public, read-only: the encoded bytes */
+  size_t len;   /* public, read-only */
+  size_t cap;   /* private */
+  int overflow; /* private */
+} ordo_tuple_t;
+
+ORDO_EXTERN void ordo_tuple_init(ordo_tuple_t *t, void *buf, size_t cap);
+ORDO_EXTERN void ordo_tuple_add_u64(ordo_tuple_t *t, uint64_t v);
+ORDO_EXTERN void ordo_tuple_add_i64(ordo_tuple_t *t, int64_t v);
+ORDO_EXTERN void ordo_tuple_add_str(ordo_tuple_t *t, const void *s, size_t n);
+ORDO_EXTERN int ordo_tuple_len(const ordo_tuple_t *t);
+
+/* ---- Lock places, transactions, requests --------------------------------- */
+
+typedef struct ordo_s ordo_t;         /* an open lock place (a backend) */
+typedef struct ordo_txn_s ordo_txn_t; /* an owner of locks */
+
+typedef enum ordo_mode_e {
+  ORDO_MODE_S = 1, /* shared */
+  ORDO_MODE_X = 2  /* exclusive */
+} ordo_mode_t;
+
+typedef struct ordo_req_s {
+  const void *key;
+  size_t len;
+  ordo_mode_t mode;
+} ordo_req_t;
+
+#define ORDO_REQ_X(k, n)                                                       \
+  { (k), (n), ORDO_MODE_X }
+#define ORDO_REQ_S(k, n)                                                       \
+  { (k), (n), ORDO_MODE_S }
+
+/* Timeouts are in milliseconds: 0 tries once, ORDO_FOREVER waits unbounded. */
+#define ORDO_FOREVER (-1L)
+
+/* Capabilities a backend declares (ordo_caps). */
+enum {
+  ORDO_CAP_SHARED = 1 << 0,        /* S mode as well as X */
+  ORDO_CAP_SERVER_WAIT = 1 << 1,   /* waits are queued by the lock owner */
+  ORDO_CAP_FENCE = 1 << 2,         /* per-grant fencing tokens */
+  ORDO_CAP_FENCE_DURABLE = 1 << 3, /* tokens never go back, restarts too */
+  ORDO_CAP_CANCEL = 1 << 4,        /* a blocked call can be cancelled */
+  ORDO_CAP_INCREMENTAL = 1 << 5,   /* ordo_lock of one key at a time */
+  ORDO_CAP_ASYNC = 1 << 6,         /* ordo_lock_all_async */
+  ORDO_CAP_REENTRANT = 1 << 7,     /* hold counts per txn */
+  ORDO_CAP_UPGRADE = 1 << 8        /* S to X upgrade */
+};
+
+typedef struct ordo_options_s {
+  unsigned stripes;     /* lock-table stripes, power of two (64) */
+  size_t max_locks;     /* lock objects alive at once (1,000,000) */
+  size_t max_key_len;   /* longest key in bytes (512) */
+  long starvation_us;   /* wait that reserves a waiter's keys (1000) */
+  unsigned hold_sample; /* sample 1 in N hold times, power of two (64) */
+} ordo_options_t;
+
+/* Fills the defaults above; callers change fields after it. */
+ORDO_EXTERN void ordo_options_init(ordo_options_t *opts);
+
+/*
+ * ordo_open -- opens the lock place that url names: "mem://" (the in-process
+ * engine; also the meaning of NULL and ""). opts may be NULL for defaults.
+ * Options in the URL's query (mem://?stripes=16&starvation_us=500) override
+ * opts. Returns ORDO_EURL for an unknown scheme or malformed URL.
+ */
+ORDO_EXTERN int ordo_open(ordo_t **out, const char *url,
+                          const ordo_options_t *opts);
+/* Closes; every txn must have ended. */
+ORDO_EXTERN void ordo_close(ordo_t *o);
+ORDO_EXTERN unsigned ordo_caps(const ordo_t *o);
+/* The URL as given, less any password. */
+ORDO_EXTERN const char *ordo_url(const ordo_t *o);
+
+typedef struct ordo_txn_options_s {
+  int priority;     /* higher wins when a victim is chosen (0) */
+  const char *name; /* for dumps and logs, copied (NULL) */
+} ordo_txn_options_t;
+
+ORDO_EXTERN int ordo_txn_begin(ordo_t *o, ordo_txn_t **out,
+                               const ordo_txn_options_t *opts);
+/* Releases whatever the txn still holds, cancels its wait, frees it. */
+ORDO_EXTERN void ordo_txn_end(ordo_txn_t *t);
+/* A handle's own id: unique within its ordo_t, increasing with begin order. */
+ORDO_EXTERN uint64_t ordo_txn_id(const ordo_txn_t *t);
+
+/*
+ * ordo_lock_all -- takes every key of reqs, all or nothing, within timeout_ms.
+ * Duplicate keys are merged (the strongest mode wins) and the set is taken in
+ * the canonical order. While it waits it holds none of the keys it asks for.
+ * A key the txn already holds is taken again (its hold count grows); asking X
+ * of a key held S is an upgrade. On any error nothing new is held.
+ */
+ORDO_EXTERN int ordo_lock_all(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
+                              long timeout_ms);
+
+/* One key; the same as ordo_lock_all of one request. */
+ORDO_EXTERN int ordo_lock(ordo_txn_t *t, const void *key, size_t len,
+                          ordo_mode_t mode, long timeout_ms);
+
+/*
+ * The asynchronous form. Returns 0 when granted at once (no callback),
+ * ORDO_PENDING when queued (cb runs exactly once, on an engine thread, with 0
+ * or a negative code), or a negative code (no callback). The callback must not
+ * block; it may call ordo_unlock_all and ordo_lock_all_async on the same txn.
+ * Until the callback has run, the txn accepts only ordo_cancel.
+ */
+typedef void (*ordo_done_cb)(ordo_txn_t *t, int status, void *arg);
+ORDO_EXTERN int ordo_lock_all_async(ordo_txn_t *t, const ordo_req_t *reqs,
+                                    size_t n, long timeout_ms, ordo_done_cb cb,
+                                    void *arg);
+
+/* Drops one hold of key (hold counts are per txn and key). */
+ORDO_EXTERN int ordo_unlock(ordo_txn_t *t, const void *key, size_t len);
+/* Drops every hold of the txn, in reverse acquisition order. Returns how many
+ * keys it released. */
+ORDO_EXTERN int ordo_unlock_all(ordo_txn_t *t);
+
+/*
+ * Cancels the txn's pending wait from any thread: the waiting call returns
+ * ORDO_ECANCELED holding nothing new. Returns 0 if a wait was cancelled,
+ * ORDO_ENOTHELD if there was none.
+ */
+ORDO_EXTERN int ordo_cancel(ordo_txn_t *t);
+
+/* How many times the txn holds key (0 if not); *mode gets the mode held. */
+ORDO_EXTERN int ordo_held(ordo_txn_t *t, const void *key, size_t len,
+                          ordo_mode_t *mode);
+/* The fencing token of the grant under which the txn holds key. */
+ORDO_EXTERN int ordo_fence(ordo_txn_t *t, const void *key, size_t len,
+                           uint64_t *token);
+
+/* ---- Retry ------------------------------------------------------------- */
+
+typedef struct ordo_retry_options_s {
+  long base_us;          /* first backoff ceiling (1000) */
+  long cap_us;           /* largest backoff ceiling (100000) */
+  unsigned max_attempts; /* 0 = until success or a non-retryable error (10) */
+} ordo_retry_options_t;
+
+ORDO_EXTERN void ordo_retry_options_init(ordo_retry_options_t *r);
+
+/*
+ * ordo_retry -- runs body(t, arg) until it returns a non-retryable result.
+ * After a retryable error it releases everything t holds, then sleeps a
+ * uniformly random time in [0, min(cap, base * 2^attempt)) (full jitter) and
+ * tries again, at most max_attempts times in all. Returns the body's last
+ * result. *attempts (may be NULL) gets the number of attempts made.
+ */
+typedef int (*ordo_body_cb)(ordo_txn_t *t, void *arg);
+ORDO_EXTERN int ordo_retry(ordo_txn_t *t, const ordo_retry_options_t *r,
+                           ordo_body_cb body, void *arg, unsigned *attempts);
+/* The backoff ceiling before attempt k (k >= 1), in microseconds. */
+ORDO_EXTERN long ordo_retry_ceiling_us(const ordo_retry_options_t *r,
+                                       unsigned k);
+
+/* ---- Stats --------------------------------------------------------------- */
+
+#define ORDO_HIST_BUCKETS 32 /* bucket i counts values in [2^(i-1), 2^i) us */
+
+typedef struct ordo_stats_s {
+  uint64_t acquired;                     /* grants of a whole request */
+  uint64_t waited;                       /* requests that had to queue */
+  uint64_t timeouts;                     /* requests that ran out of time */
+  uint64_t canceled;                     /* requests cancelled */
+  uint64_t deadlocks;                    /* deadlock victims (detection) */
+  uint64_t retries;                      /* re-attempts made by ordo_retry */
+  uint64_t limits;                       /* requests refused by max_locks */
+  uint64_t released;                     /* keys released */
+  uint64_t wakeups;                      /* waiters woken by a grant */
+  uint64_t locks;                        /* lock objects alive now */
+  uint64_t waiting;                      /* requests queued now */
+  uint64_t max_wait_us;                  /* longest wait seen */
+  uint64_t wait_hist[ORDO_HIST_BUCKETS]; /* wait times, us */
+  uint64_t hold_hist[ORDO_HIST_BUCKETS]; /* sampled hold times, us */
+} ordo_stats_t;
+
+/* Reads the counters without stopping the engine. */
+ORDO_EXTERN int ordo_stats(ordo_t *o, ordo_stats_t *out);
+/* The value below which a fraction q (0..1) of a histogram lies, in us. */
+ORDO_EXTERN uint64_t ordo_hist_quantile(const uint64_t hist[ORDO_HIST_BUCKETS],
+                                        double q);
+
+/* Writes a human-readable dump of the lock table (holders, queues) to fd. */
+ORDO_EXTERN void ordo_dump(ordo_t *o, int fd);
+
+ORDO_EXTERN const char *ordo_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ORDO_H */

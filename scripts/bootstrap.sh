@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# bootstrap.sh -- installs the Debian packages ordo needs, and nothing else.
+#
+# It asks dpkg which packages are missing; when none is, it does nothing (no
+# network, no apt-get update). Otherwise it runs apt-get update once and
+# installs just the missing ones. Run as root, or with sudo available.
+set -euo pipefail
+
+# Why each package is here:
+#   build-essential, cmake, pkg-config  the C toolchain and the build
+#   libcmocka-dev                       unit tests (run by ctest)
+#   clang, libclang-rt-14-dev           ThreadSanitizer and ASan+UBSan builds
+#   clang-format                        the style check in `make test`
+#   g++                                 the C++ header test and the bench peers
+#   python3                             the CLI tests read `ordo bank --json` with it
+PACKAGES=(build-essential g++ cmake pkg-config libcmocka-dev clang python3
+          libclang-rt-14-dev clang-format)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "bootstrap: installing missing Debian packages: ${missing[*]}" >&2
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    SUDO=(sudo)
+  else
+    echo "bootstrap: need root (or sudo) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -qq
+"${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

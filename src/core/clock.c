@@ -1,0 +1,65 @@
+/*
+ * clock.c -- monotonic time, deadlines, a per-thread random generator and
+ * the log2 histogram bucket. See README.md.
+ *
+ * Interface: ordo__now_ns, ordo__deadline_ns, ordo__rand64,
+ * ordo__hist_bucket, ordo_hist_quantile.
+ */
+#include "ordo_int.h"
+
+#include <pthread.h>
+#include <time.h>
+
+uint64_t ordo__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t ordo__deadline_ns(long timeout_ms) {
+  if (timeout_ms < 0)
+    return ORDO_NO_DEADLINE;
+  return ordo__now_ns() + (uint64_t)timeout_ms * 1000000u;
+}
+
+uint64_t ordo__rand64(void) {
+  /* xorshift64*: fast, and good enough for jitter and victim choice. */
+  static _Thread_local uint64_t s;
+  if (s == 0) {
+    s = ordo__now_ns() ^ ((uint64_t)(uintptr_t)&s * 0x9E3779B97F4A7C15u);
+    if (s == 0)
+      s = 0x2545F4914F6CDD1Du;
+  }
+  s ^= s >> 12;
+  s ^= s << 25;
+  s ^= s >> 27;
+  return s * 0x2545F4914F6CDD1Du;
+}
+
+unsigned ordo__hist_bucket(uint64_t us) {
+  /* Bucket 0 holds 0 us; bucket i holds [2^(i-1), 2^i). */
+  unsigned b = us ? 64u - (unsigned)__builtin_clzll(us) : 0u;
+  return b < ORDO_HIST_BUCKETS ? b : ORDO_HIST_BUCKETS - 1;
+}
+
+uint64_t ordo_hist_quantile(const uint64_t hist[ORDO_HIST_BUCKETS], double q) {
+  uint64_t total = 0;
+  for (unsigned i = 0; i < ORDO_HIST_BUCKETS; i++)
+    total += hist[i];
+  if (total == 0)
+    return 0;
+  if (q < 0)
+    q = 0;
+  if (q > 1)
+    q = 1;
+  uint64_t want = (uint64_t)(q * (double)total + 0.5);
+  if (want == 0)
+    want = 1;
+  uint64_t seen = 0;
+  for (unsigned i = 0; i < ORDO_HIST_BUCKETS; i++) {
+    seen += hist[i];
+    if (seen >= want)
+      return i == 0 ? 0 : (1ull << i) - 1; /* the bucket's upper bound */
+  }
+  return (1ull << (ORDO_HIST_BUCKETS - 1)) - 1;
+}

@@ -1,0 +1,1087 @@
+/*
+ * table.c -- the lock engine: a striped hash table of lock objects, a wait
+ * queue per lock, and the grant protocol that takes a whole set of keys at
+ * once or queues it holding nothing. See src/core/README.md for the design,
+ * the numbered invariants and the lock order:
+ *
+ *     wait_mu  ->  stripe mutexes, in increasing stripe number
+ *     wait_mu  ->  timer_mu
+ *
+ * No thread takes wait_mu while it holds a stripe mutex, except with
+ * pthread_mutex_trylock, which cannot wait.
+ *
+ * Interface: ordo__table_create, ordo__table_destroy, ordo__owner_init,
+ * ordo__owner_fini, ordo__acquire, ordo__abort_wait, ordo__release_one,
+ * ordo__release_all, ordo__held, ordo__table_stats, ordo__table_dump.
+ */
+#include "core/table.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Empty lock objects kept per stripe for reuse before they are freed. */
+#define EMPTY_CACHE 16
+#define INITIAL_BUCKETS 16
+
+struct ordo__lock {
+  ordo__lock *hnext;         /* hash chain */
+  ordo__lock *eprev, *enext; /* the stripe's empty list, while listed */
+  uint64_t hash;
+  ordo__hold *holders;
+  ordo__entry *qhead, *qtail; /* waiters in arrival order */
+  uint32_t nholders;
+  uint8_t xheld;  /* some holder holds X */
+  uint8_t listed; /* on the stripe's empty list */
+  uint32_t pins;  /* wake-ups in progress that will read this lock */
+  uint32_t klen;
+  uint8_t key[];
+};
+
+/* Counters written under a stripe's mutex and read anywhere: relaxed atomic
+ * stores of a plain read-modify-write, since only one writer exists. */
+#define BUMP(field)                                                            \
+  atomic_store_explicit(                                                       \
+      &(field), atomic_load_explicit(&(field), memory_order_relaxed) + 1,      \
+      memory_order_relaxed)
+#define ADD(field, v)                                                          \
+  atomic_fetch_add_explicit(&(field), (v), memory_order_relaxed)
+#define GET(field) atomic_load_explicit(&(field), memory_order_relaxed)
+
+typedef struct ordo__stripe {
+  /*
+   * mu guards every field below it except the atomics, which it guards for
+   * writing only: readers of statistics load them without it. A stripe's
+   * mutex is taken after the table's wait_mu and before any stripe with a
+   * larger number.
+   */
+  _Alignas(64) pthread_mutex_t mu;
+  ordo__lock **bucket;
+  uint32_t nbucket, nlock;
+  ordo__lock *ehead, *etail; /* empty lock objects, oldest first */
+  uint32_t nempty;
+  uint64_t fence; /* last fencing token granted in this stripe */
+  _Atomic uint64_t acquired, released;
+} ordo__stripe;
+
+struct ordo__table {
+  ordo_options_t opts; /* read-only */
+  uint64_t starve_ns;  /* read-only */
+  uint32_t smask;      /* read-only: stripes - 1 */
+  ordo__stripe *stripe;
+  _Atomic uint64_t live; /* lock objects allocated */
+
+  /*
+   * wait_mu guards every wait queue (a queue changes only under wait_mu
+   * and its lock's stripe mutex, so either one suffices to read it), the
+   * state of every waiting owner, and the counters below. It is the first
+   * engine lock any thread takes; see the lock order at the top of file.
+   */
+  pthread_mutex_t wait_mu;
+  _Atomic uint64_t acquired_w, waited, timeouts, canceled, limits, wakeups,
+      waiting, max_wait_us, deadlocks;
+  _Atomic uint64_t wait_hist[ORDO_HIST_BUCKETS];
+  _Atomic uint64_t hold_hist[ORDO_HIST_BUCKETS]; /* atomic adds, any thread */
+
+  /*
+   * timer_mu guards the deadline heap and the timer thread's state. It is
+   * taken after wait_mu, never with a stripe mutex held.
+   */
+  pthread_mutex_t timer_mu;
+  pthread_cond_t timer_cv;
+  ordo__owner **heap;
+  size_t nheap, capheap;
+  bool timer_started, timer_stop;
+  pthread_t timer_thr;
+};
+
+/* ---- Small helpers --------------------------------------------------------
+ */
+
+static uint64_t hash_key(const void *key, size_t n) {
+  /* A multiply-xorshift hash over 8-byte words; keys are short. */
+  const uint8_t *p = key;
+  uint64_t h = 0x9E3779B97F4A7C15u ^ (uint64_t)n;
+  while (n >= 8) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    h = (h ^ v) * 0xBF58476D1CE4E5B9u;
+    h ^= h >> 31;
+    p += 8;
+    n -= 8;
+  }
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; i++)
+    v |= (uint64_t)p[i] << (8 * i);
+  h = (h ^ v) * 0x94D049BB133111EBu;
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9u;
+  h ^= h >> 32;
+  return h;
+}
+
+static inline uint32_t stripe_of(const ordo__table *tab, uint64_t h) {
+  return (uint32_t)(h & tab->smask);
+}
+
+static inline ordo__stripe *lock_stripe(ordo__table *tab, const ordo__lock *l) {
+  return &tab->stripe[stripe_of(tab, l->hash)];
+}
+
+static inline bool conflicts(int a, int b) {
+  return a == ORDO_MODE_X || b == ORDO_MODE_X;
+}
+
+static void hist_add(_Atomic uint64_t *hist, uint64_t us) {
+  ADD(hist[ordo__hist_bucket(us)], 1);
+}
+
+/* ---- Lock objects (caller holds the stripe's mutex) ---------------------
+ */
+
+static ordo__lock *lookup(ordo__stripe *st, uint64_t h, const void *key,
+                          size_t len) {
+  ordo__lock *l = st->bucket[(h >> 32) & (st->nbucket - 1)];
+  for (; l; l = l->hnext)
+    if (l->hash == h && l->klen == len && memcmp(l->key, key, len) == 0)
+      return l;
+  return NULL;
+}
+
+static void empty_unlink(ordo__stripe *st, ordo__lock *l) {
+  if (!l->listed)
+    return;
+  if (l->eprev)
+    l->eprev->enext = l->enext;
+  else
+    st->ehead = l->enext;
+  if (l->enext)
+    l->enext->eprev = l->eprev;
+  else
+    st->etail = l->eprev;
+  l->eprev = l->enext = NULL;
+  l->listed = 0;
+  st->nempty--;
+}
+
+static void hash_remove(ordo__stripe *st, ordo__lock *l) {
+  ordo__lock **pp = &st->bucket[(l->hash >> 32) & (st->nbucket - 1)];
+  while (*pp != l)
+    pp = &(*pp)->hnext;
+  *pp = l->hnext;
+  st->nlock--;
+}
+
+static void free_lock(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
+  empty_unlink(st, l);
+  hash_remove(st, l);
+  free(l);
+  atomic_fetch_sub_explicit(&tab->live, 1, memory_order_relaxed);
+}
+
+/* Frees the oldest cached empty lock of this stripe; false if none. */
+static bool evict_one(ordo__table *tab, ordo__stripe *st) {
+  if (!st->ehead)
+    return false;
+  free_lock(tab, st, st->ehead);
+  return true;
+}
+
+/* Puts a lock with no holders and no waiters on the empty list; the list
+ * is bounded, so the oldest empty lock is freed past EMPTY_CACHE. */
+static void retire(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
+  if (l->holders || l->qhead || l->listed || l->pins)
+    return;
+  l->listed = 1;
+  l->enext = NULL;
+  l->eprev = st->etail;
+  if (st->etail)
+    st->etail->enext = l;
+  else
+    st->ehead = l;
+  st->etail = l;
+  if (++st->nempty > EMPTY_CACHE)
+    evict_one(tab, st);
+}
+
+static void maybe_grow(ordo__stripe *st) {
+  if (st->nlock <= st->nbucket * 2u || st->nbucket >= (1u << 30))
+    return;
+  uint32_t nb = st->nbucket * 2;
+  ordo__lock **b = calloc(nb, sizeof *b);
+  if (!b)
+    return; /* longer chains, still correct */
+  for (uint32_t i = 0; i < st->nbucket; i++) {
+    ordo__lock *l = st->bucket[i];
+    while (l) {
+      ordo__lock *next = l->hnext;
+      uint32_t j = (uint32_t)(l->hash >> 32) & (nb - 1);
+      l->hnext = b[j];
+      b[j] = l;
+      l = next;
+    }
+  }
+  free(st->bucket);
+  st->bucket = b;
+  st->nbucket = nb;
+}
+
+/* Finds the lock for key or makes it; an empty lock found is taken off the
+ * empty list so that no eviction frees it while the caller uses it. */
+static int lookup_or_create(ordo__table *tab, ordo__stripe *st, uint64_t h,
+                            const void *key, size_t len, ordo__lock **out) {
+  ordo__lock *l = lookup(st, h, key, len);
+  if (l) {
+    empty_unlink(st, l);
+    *out = l;
+    return 0;
+  }
+  uint64_t live =
+      atomic_fetch_add_explicit(&tab->live, 1, memory_order_relaxed);
+  if (live >= tab->opts.max_locks) {
+    /* Make room from this stripe's cache of empty locks, or refuse. */
+    if (!evict_one(tab, st)) {
+      atomic_fetch_sub_explicit(&tab->live, 1, memory_order_relaxed);
+      return ORDO_ELIMIT;
+    }
+  }
+  l = malloc(sizeof *l + len);
+  if (!l) {
+    atomic_fetch_sub_explicit(&tab->live, 1, memory_order_relaxed);
+    return ORDO_ENOMEM;
+  }
+  memset(l, 0, sizeof *l);
+  l->hash = h;
+  l->klen = (uint32_t)len;
+  memcpy(l->key, key, len);
+  uint32_t b = (uint32_t)(h >> 32) & (st->nbucket - 1);
+  l->hnext = st->bucket[b];
+  st->bucket[b] = l;
+  st->nlock++;
+  maybe_grow(st);
+  *out = l;
+  return 0;
+}
+
+/* ---- The grant rules (caller holds the lock's stripe) ---------------------
+ */
+
+static ordo__hold *find_hold(const ordo__lock *l, const ordo__owner *w) {
+  for (ordo__hold *h = l->holders; h; h = h->lnext)
+    if (h->owner == w)
+      return h;
+  return NULL;
+}
+
+/* Does a holder other than w conflict with mode? */
+static bool holders_block(const ordo__lock *l, const ordo__owner *w, int mode) {
+  if (!l->holders)
+    return false;
+  if (mode == ORDO_MODE_S && !l->xheld)
+    return false;
+  for (const ordo__hold *h = l->holders; h; h = h->lnext)
+    if (h->owner != w && conflicts(mode, h->mode))
+      return true;
+  return false;
+}
+
+/*
+ * Is the lock reserved against w by a starving waiter ahead of self (self is
+ * w's own queue entry, or NULL for a new request, which comes after them
+ * all)? A waiter starves once it has waited starve_ns; the queue is in
+ * arrival order, so the scan stops at the first waiter that does not.
+ */
+static bool reserved_against(const ordo__table *tab, const ordo__lock *l,
+                             const ordo__owner *w, int mode,
+                             const ordo__entry *self, uint64_t *now) {
+  for (const ordo__entry *e = l->qhead; e && e != self; e = e->qnext) {
+    if (!*now)
+      *now = ordo__now_ns();
+    if (*now - e->owner->enq_ns < tab->starve_ns)
+      return false;
+    if (e->owner != w && conflicts(mode, e->mode))
+      return true;
+  }
+  return false;
+}
+
+static bool grantable(const ordo__table *tab, const ordo__owner *w, bool queued,
+                      uint64_t *now) {
+  for (size_t i = 0; i < w->nent; i++) {
+    const ordo__entry *e = &w->ent[i];
+    if (holders_block(e->lock, w, e->mode))
+      return false;
+    if (e->lock->qhead &&
+        reserved_against(tab, e->lock, w, e->mode, queued ? e : NULL, now))
+      return false;
+  }
+  return true;
+}
+
+/* Grants one key to w (caller holds its stripe, and w has a free hold). */
+static void grant_one(ordo__table *tab, ordo__stripe *st, ordo__owner *w,
+                      ordo__lock *l, int mode, uint64_t *now) {
+  ordo__hold *h = find_hold(l, w);
+  if (h) {
+    /* Reentrant: count the hold; an upgrade is a new grant of X. */
+    h->count++;
+    if (mode > h->mode) {
+      h->mode = (uint8_t)mode;
+      h->fence = ++st->fence;
+      l->xheld = 1;
+    }
+    return;
+  }
+  h = w->hfree;
+  ORDO_ASSERT(h != NULL);
+  w->hfree = h->tnext;
+  w->nfree--;
+  h->lock = l;
+  h->owner = w;
+  h->mode = (uint8_t)mode;
+  h->count = 1;
+  h->fence = ++st->fence;
+  h->grant_ns = 0;
+  if ((w->sample++ & (tab->opts.hold_sample - 1)) == 0) {
+    if (!*now)
+      *now = ordo__now_ns();
+    h->grant_ns = *now;
+  }
+  h->lnext = l->holders;
+  l->holders = h;
+  l->nholders++;
+  if (mode == ORDO_MODE_X)
+    l->xheld = 1;
+  empty_unlink(st, l);
+  /* Append to the owner's holds, acquisition order. */
+  h->tnext = NULL;
+  h->tprev = w->htail;
+  if (w->htail)
+    w->htail->tnext = h;
+  else
+    w->hhead = h;
+  w->htail = h;
+  w->nholds++;
+}
+
+/* Drops a whole hold (caller holds the stripe); the record returns to the
+ * owner's free list. */
+static void drop_hold(ordo__table *tab, ordo__stripe *st, ordo__hold *h) {
+  ordo__lock *l = h->lock;
+  ordo__owner *w = h->owner;
+  ordo__hold **pp = &l->holders;
+  while (*pp != h)
+    pp = &(*pp)->lnext;
+  *pp = h->lnext;
+  l->nholders--;
+  if (h->mode == ORDO_MODE_X)
+    l->xheld = 0; /* X is never shared, so it was the only X */
+  if (h->grant_ns)
+    hist_add(tab->hold_hist, (ordo__now_ns() - h->grant_ns) / 1000);
+  BUMP(st->released);
+  if (h->tprev)
+    h->tprev->tnext = h->tnext;
+  else
+    w->hhead = h->tnext;
+  if (h->tnext)
+    h->tnext->tprev = h->tprev;
+  else
+    w->htail = h->tprev;
+  w->nholds--;
+  h->lock = NULL;
+  h->tnext = w->hfree;
+  w->hfree = h;
+  w->nfree++;
+}
+
+/* ---- Stripe sets ----------------------------------------------------------
+ */
+
+static void lock_stripes(ordo__table *tab, const ordo__owner *w) {
+  for (size_t i = 0; i < w->nstripes; i++)
+    pthread_mutex_lock(&tab->stripe[w->stripes[i]].mu);
+}
+
+static void unlock_stripes(ordo__table *tab, const ordo__owner *w) {
+  for (size_t i = w->nstripes; i-- > 0;)
+    pthread_mutex_unlock(&tab->stripe[w->stripes[i]].mu);
+}
+
+/* ---- The timer heap (caller holds timer_mu) -----------------------------
+ */
+
+static void heap_swap(ordo__table *tab, size_t a, size_t b) {
+  ordo__owner *t = tab->heap[a];
+  tab->heap[a] = tab->heap[b];
+  tab->heap[b] = t;
+  tab->heap[a]->timer_idx = (long)a;
+  tab->heap[b]->timer_idx = (long)b;
+}
+
+static void heap_up(ordo__table *tab, size_t i) {
+  while (i > 0) {
+    size_t p = (i - 1) / 2;
+    if (tab->heap[p]->deadline_ns <= tab->heap[i]->deadline_ns)
+      break;
+    heap_swap(tab, i, p);
+    i = p;
+  }
+}
+
+static void heap_down(ordo__table *tab, size_t i) {
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= tab->nheap)
+      break;
+    if (c + 1 < tab->nheap &&
+        tab->heap[c + 1]->deadline_ns < tab->heap[c]->deadline_ns)
+      c++;
+    if (tab->heap[i]->deadline_ns <= tab->heap[c]->deadline_ns)
+      break;
+    heap_swap(tab, i, c);
+    i = c;
+  }
+}
+
+static void heap_remove(ordo__table *tab, ordo__owner *w) {
+  if (w->timer_idx < 0)
+    return;
+  size_t i = (size_t)w->timer_idx;
+  w->timer_idx = -1;
+  tab->nheap--;
+  if (i != tab->nheap) {
+    tab->heap[i] = tab->heap[tab->nheap];
+    tab->heap[i]->timer_idx = (long)i;
+    heap_up(tab, i);
+    heap_down(tab, i);
+  }
+}
+
+static void timer_remove(ordo__table *tab, ordo__owner *w) {
+  pthread_mutex_lock(&tab->timer_mu);
+  heap_remove(tab, w);
+  pthread_mutex_unlock(&tab->timer_mu);
+}
+
+/* ---- Transitions (caller holds wait_mu) -----------------------------------
+ */
+
+static void dequeue_all(ordo__owner *w) {
+  for (size_t i = 0; i < w->nent; i++) {
+    ordo__entry *e = &w->ent[i];
+    ordo__lock *l = e->lock;
+    if (e->qprev)
+      e->qprev->qnext = e->qnext;
+    else
+      l->qhead = e->qnext;
+    if (e->qnext)
+      e->qnext->qprev = e->qprev;
+    else
+      l->qtail = e->qprev;
+    e->qprev = e->qnext = NULL;
+  }
+}
+
+/*
+ * try_grant -- WAITING -> granted, if the whole set can be had now. Caller
+ * holds wait_mu and no stripe. On success w joins the fire list.
+ */
+static bool try_grant(ordo__table *tab, ordo__owner *w, ordo__owner **fire) {
+  uint64_t now = 0;
+  lock_stripes(tab, w);
+  bool ok = grantable(tab, w, true, &now);
+  if (ok) {
+    dequeue_all(w);
+    for (size_t i = 0; i < w->nent; i++) {
+      ordo__entry *e = &w->ent[i];
+      grant_one(tab, &tab->stripe[e->stripe], w, e->lock, e->mode, &now);
+    }
+  }
+  unlock_stripes(tab, w);
+  if (!ok)
+    return false;
+  if (!now)
+    now = ordo__now_ns();
+  uint64_t us = (now - w->enq_ns) / 1000;
+  hist_add(tab->wait_hist, us);
+  if (us > GET(tab->max_wait_us))
+    atomic_store_explicit(&tab->max_wait_us, us, memory_order_relaxed);
+  ADD(tab->acquired_w, 1);
+  ADD(tab->wakeups, 1);
+  atomic_fetch_sub_explicit(&tab->waiting, 1, memory_order_relaxed);
+  timer_remove(tab, w);
+  w->status = 0;
+  atomic_store_explicit(&w->state, ORDO__IDLE, memory_order_relaxed);
+  w->fire_next = *fire;
+  *fire = w;
+  return true;
+}
+
+/*
+ * wake_queue -- after l lost a holder or a waiter, grant the waiters that
+ * can now have their whole set, in arrival order. Only those are woken.
+ * Caller holds wait_mu and no stripe; l has waiters, so it cannot be freed
+ * (only empty locks are, and its queue cannot change without wait_mu).
+ */
+static void wake_queue(ordo__table *tab, ordo__lock *l, ordo__owner **fire) {
+  ordo__entry *e = l->qhead;
+  while (e) {
+    ordo__entry *next = e->qnext;
+    int mode = e->mode;
+    if (try_grant(tab, e->owner, fire) && mode == ORDO_MODE_X)
+      break; /* X is now held: nobody behind can be granted on l */
+    e = next;
+  }
+}
+
+static void fire_all(ordo__owner *f) {
+  while (f) {
+    /* Read everything first: the event may free the owner. */
+    ordo__owner *next = f->fire_next;
+    ordo__event_cb cb = f->cb;
+    void *arg = f->cbarg;
+    int st = f->status;
+    cb(f, st, arg);
+    f = next;
+  }
+}
+
+/* WAITING -> ended with status; caller holds wait_mu. */
+static bool abort_locked(ordo__table *tab, ordo__owner *w, int status,
+                         ordo__owner **fire) {
+  if (atomic_load_explicit(&w->state, memory_order_relaxed) != ORDO__WAITING)
+    return false;
+  lock_stripes(tab, w);
+  dequeue_all(w);
+  for (size_t i = 0; i < w->nent; i++) {
+    ordo__entry *e = &w->ent[i];
+    ordo__lock *l = e->lock;
+    e->pinned = l->qhead != NULL;
+    if (e->pinned)
+      l->pins++; /* Leaving may lift this waiter's reservation of l; a
+                  * wake-up of one lock can empty another's queue, so each
+                  * stays pinned until its own wake-up is done. */
+    else
+      retire(tab, &tab->stripe[e->stripe], l);
+  }
+  unlock_stripes(tab, w);
+  atomic_fetch_sub_explicit(&tab->waiting, 1, memory_order_relaxed);
+  if (status == ORDO_ETIMEDOUT)
+    ADD(tab->timeouts, 1);
+  else if (status == ORDO_ECANCELED)
+    ADD(tab->canceled, 1);
+  else if (status == ORDO_EDEADLK)
+    ADD(tab->deadlocks, 1);
+  timer_remove(tab, w);
+  w->status = status;
+  for (size_t i = 0; i < w->nent; i++) {
+    ordo__entry *e = &w->ent[i];
+    if (!e->pinned)
+      continue;
+    ordo__lock *l = e->lock;
+    ordo__stripe *st = &tab->stripe[e->stripe];
+    if (l->qhead)
+      wake_queue(tab, l, fire);
+    pthread_mutex_lock(&st->mu);
+    l->pins--;
+    retire(tab, st, l);
+    pthread_mutex_unlock(&st->mu);
+    e->pinned = 0;
+  }
+  atomic_store_explicit(&w->state, ORDO__IDLE, memory_order_relaxed);
+  w->fire_next = *fire;
+  *fire = w;
+  return true;
+}
+
+/* ---- The timer thread ---------------------------------------------------
+ */
+
+static void *timer_main(void *arg) {
+  ordo__table *tab = arg;
+  pthread_mutex_lock(&tab->timer_mu);
+  for (;;) {
+    if (tab->timer_stop)
+      break;
+    uint64_t now = ordo__now_ns();
+    if (tab->nheap == 0) {
+      pthread_cond_wait(&tab->timer_cv, &tab->timer_mu);
+      continue;
+    }
+    uint64_t d = tab->heap[0]->deadline_ns;
+    if (d > now) {
+      struct timespec ts = {(time_t)(d / 1000000000u), (long)(d % 1000000000u)};
+      pthread_cond_timedwait(&tab->timer_cv, &tab->timer_mu, &ts);
+      continue;
+    }
+    /* Expire under wait_mu, which must come first: let go of timer_mu. */
+    pthread_mutex_unlock(&tab->timer_mu);
+    ordo__owner *fire = NULL;
+    pthread_mutex_lock(&tab->wait_mu);
+    pthread_mutex_lock(&tab->timer_mu);
+    ordo__owner *w = NULL;
+    if (tab->nheap && tab->heap[0]->deadline_ns <= ordo__now_ns()) {
+      w = tab->heap[0];
+      heap_remove(tab, w);
+    }
+    pthread_mutex_unlock(&tab->timer_mu);
+    if (w)
+      abort_locked(tab, w, ORDO_ETIMEDOUT, &fire);
+    pthread_mutex_unlock(&tab->wait_mu);
+    fire_all(fire);
+    pthread_mutex_lock(&tab->timer_mu);
+  }
+  pthread_mutex_unlock(&tab->timer_mu);
+  return NULL;
+}
+
+/* Caller holds wait_mu. Returns false if the heap could not grow. */
+static bool timer_add(ordo__table *tab, ordo__owner *w) {
+  bool ok = true;
+  pthread_mutex_lock(&tab->timer_mu);
+  if (!tab->timer_started) {
+    if (pthread_create(&tab->timer_thr, NULL, timer_main, tab) != 0)
+      ok = false;
+    else
+      tab->timer_started = true;
+  }
+  if (ok && tab->nheap == tab->capheap) {
+    size_t cap = tab->capheap ? tab->capheap * 2 : 64;
+    ordo__owner **h = realloc(tab->heap, cap * sizeof *h);
+    if (!h)
+      ok = false;
+    else {
+      tab->heap = h;
+      tab->capheap = cap;
+    }
+  }
+  if (ok) {
+    w->timer_idx = (long)tab->nheap;
+    tab->heap[tab->nheap++] = w;
+    heap_up(tab, (size_t)w->timer_idx);
+    if (w->timer_idx == 0)
+      pthread_cond_signal(&tab->timer_cv);
+  }
+  pthread_mutex_unlock(&tab->timer_mu);
+  return ok;
+}
+
+/* ---- Public engine calls --------------------------------------------------
+ */
+
+int ordo__table_create(ordo__table **out, const ordo_options_t *opts) {
+  ordo__table *tab = calloc(1, sizeof *tab);
+  if (!tab)
+    return ORDO_ENOMEM;
+  tab->opts = *opts;
+  tab->starve_ns =
+      (uint64_t)(opts->starvation_us < 0 ? 0 : opts->starvation_us) * 1000u;
+  tab->smask = opts->stripes - 1;
+  tab->stripe = aligned_alloc(64, sizeof(ordo__stripe) * opts->stripes);
+  if (!tab->stripe) {
+    free(tab);
+    return ORDO_ENOMEM;
+  }
+  memset(tab->stripe, 0, sizeof(ordo__stripe) * opts->stripes);
+  for (unsigned i = 0; i < opts->stripes; i++) {
+    ordo__stripe *st = &tab->stripe[i];
+    pthread_mutex_init(&st->mu, NULL);
+    st->nbucket = INITIAL_BUCKETS;
+    st->bucket = calloc(INITIAL_BUCKETS, sizeof *st->bucket);
+    if (!st->bucket) {
+      tab->opts.stripes = i + 1;
+      ordo__table_destroy(tab);
+      return ORDO_ENOMEM;
+    }
+  }
+  pthread_mutex_init(&tab->wait_mu, NULL);
+  pthread_mutex_init(&tab->timer_mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&tab->timer_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  *out = tab;
+  return 0;
+}
+
+void ordo__table_destroy(ordo__table *tab) {
+  if (!tab)
+    return;
+  pthread_mutex_lock(&tab->timer_mu);
+  bool started = tab->timer_started;
+  tab->timer_stop = true;
+  pthread_cond_signal(&tab->timer_cv);
+  pthread_mutex_unlock(&tab->timer_mu);
+  if (started)
+    pthread_join(tab->timer_thr, NULL);
+  for (unsigned i = 0; i < tab->opts.stripes; i++) {
+    ordo__stripe *st = &tab->stripe[i];
+    for (uint32_t b = 0; st->bucket && b < st->nbucket; b++) {
+      ordo__lock *l = st->bucket[b];
+      while (l) {
+        ordo__lock *next = l->hnext;
+        free(l);
+        l = next;
+      }
+    }
+    free(st->bucket);
+    pthread_mutex_destroy(&st->mu);
+  }
+  free(tab->stripe);
+  free(tab->heap);
+  pthread_mutex_destroy(&tab->wait_mu);
+  pthread_mutex_destroy(&tab->timer_mu);
+  pthread_cond_destroy(&tab->timer_cv);
+  free(tab);
+}
+
+void ordo__owner_init(ordo__table *tab, ordo__owner *w, uint64_t id,
+                      int priority) {
+  memset(w, 0, sizeof *w);
+  w->tab = tab;
+  w->id = id;
+  w->priority = priority;
+  w->timer_idx = -1;
+  atomic_init(&w->state, ORDO__IDLE);
+}
+
+void ordo__owner_fini(ordo__owner *w) {
+  ordo__abort_wait(w, ORDO_ECANCELED);
+  ordo__release_all(w);
+  while (w->hfree) {
+    ordo__hold *h = w->hfree;
+    w->hfree = h->tnext;
+    free(h);
+  }
+  free(w->ent);
+  free(w->stripes);
+  memset(w, 0, sizeof *w);
+}
+
+/* Makes room for a request of n keys: entries, stripes and free holds are
+ * allocated here, by the requester, so no grant ever allocates. */
+static int reserve(ordo__owner *w, size_t n) {
+  if (n > w->capent) {
+    ordo__entry *e = realloc(w->ent, n * sizeof *e);
+    if (!e)
+      return ORDO_ENOMEM;
+    w->ent = e;
+    uint32_t *s = realloc(w->stripes, n * sizeof *s);
+    if (!s)
+      return ORDO_ENOMEM;
+    w->stripes = s;
+    w->capent = n;
+  }
+  while (w->nfree < n) {
+    ordo__hold *h = calloc(1, sizeof *h);
+    if (!h)
+      return ORDO_ENOMEM;
+    h->tnext = w->hfree;
+    w->hfree = h;
+    w->nfree++;
+  }
+  return 0;
+}
+
+int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
+                  uint64_t deadline_ns, bool use_timer, ordo__event_cb cb,
+                  void *arg) {
+  ordo__table *tab = w->tab;
+  if (atomic_load_explicit(&w->state, memory_order_relaxed) != ORDO__IDLE)
+    return ORDO_EBUSY;
+  int rc = reserve(w, n);
+  if (rc)
+    return rc;
+  /* The entries and the sorted, distinct stripe set. */
+  w->nent = n;
+  w->nstripes = 0;
+  for (size_t i = 0; i < n; i++) {
+    ordo__entry *e = &w->ent[i];
+    e->qprev = e->qnext = NULL;
+    e->lock = NULL;
+    e->owner = w;
+    e->mode = (uint8_t)r[i].mode;
+    e->hash = hash_key(r[i].key, r[i].len);
+    e->stripe = stripe_of(tab, e->hash);
+    size_t j = w->nstripes;
+    while (j > 0 && w->stripes[j - 1] > e->stripe)
+      j--;
+    if (j > 0 && w->stripes[j - 1] == e->stripe)
+      continue;
+    memmove(&w->stripes[j + 1], &w->stripes[j],
+            (w->nstripes - j) * sizeof *w->stripes);
+    w->stripes[j] = e->stripe;
+    w->nstripes++;
+  }
+
+  bool have_wait = false;
+  ordo__owner *fire = NULL;
+  for (;;) {
+    uint64_t now = 0;
+    lock_stripes(tab, w);
+    size_t made = 0;
+    for (; made < n; made++) {
+      ordo__entry *e = &w->ent[made];
+      rc = lookup_or_create(tab, &tab->stripe[e->stripe], e->hash, r[made].key,
+                            r[made].len, &e->lock);
+      if (rc)
+        break;
+    }
+    if (rc == 0 && grantable(tab, w, false, &now)) {
+      for (size_t i = 0; i < n; i++) {
+        ordo__entry *e = &w->ent[i];
+        grant_one(tab, &tab->stripe[e->stripe], w, e->lock, e->mode, &now);
+      }
+      BUMP(tab->stripe[w->stripes[0]].acquired);
+      unlock_stripes(tab, w);
+      if (have_wait)
+        pthread_mutex_unlock(&tab->wait_mu);
+      return 0;
+    }
+    if (rc == 0 && deadline_ns != ORDO_NO_DEADLINE) {
+      if (!now)
+        now = ordo__now_ns();
+      if (deadline_ns <= now)
+        rc = ORDO_ETIMEDOUT;
+    }
+    if (rc == 0 && !have_wait && pthread_mutex_trylock(&tab->wait_mu) == 0)
+      have_wait = true;
+    if (rc || !have_wait) {
+      /* Give back what this attempt touched. */
+      for (size_t i = 0; i < made; i++)
+        retire(tab, &tab->stripe[w->ent[i].stripe], w->ent[i].lock);
+      unlock_stripes(tab, w);
+      if (rc) {
+        if (have_wait)
+          pthread_mutex_unlock(&tab->wait_mu);
+        if (rc == ORDO_ETIMEDOUT)
+          ADD(tab->timeouts, 1);
+        else if (rc == ORDO_ELIMIT)
+          ADD(tab->limits, 1);
+        return rc;
+      }
+      /* wait_mu comes before the stripes: take it, then start again. */
+      pthread_mutex_lock(&tab->wait_mu);
+      have_wait = true;
+      continue;
+    }
+    /* Queue the whole set, holding none of it (unless held from before). */
+    if (!now)
+      now = ordo__now_ns();
+    w->enq_ns = now;
+    w->deadline_ns = deadline_ns;
+    w->cb = cb;
+    w->cbarg = arg;
+    for (size_t i = 0; i < n; i++) {
+      ordo__entry *e = &w->ent[i];
+      ordo__lock *l = e->lock;
+      e->qnext = NULL;
+      e->qprev = l->qtail;
+      if (l->qtail)
+        l->qtail->qnext = e;
+      else
+        l->qhead = e;
+      l->qtail = e;
+    }
+    atomic_store_explicit(&w->state, ORDO__WAITING, memory_order_relaxed);
+    unlock_stripes(tab, w);
+    ADD(tab->waited, 1);
+    ADD(tab->waiting, 1);
+    if (use_timer && deadline_ns != ORDO_NO_DEADLINE && !timer_add(tab, w)) {
+      abort_locked(tab, w, ORDO_ENOMEM, &fire);
+      /* No event for a call that fails: drop w from the fire list. */
+      ORDO_ASSERT(fire == w);
+      fire = w->fire_next;
+      pthread_mutex_unlock(&tab->wait_mu);
+      fire_all(fire);
+      return ORDO_ENOMEM;
+    }
+    pthread_mutex_unlock(&tab->wait_mu);
+    return ORDO_PENDING;
+  }
+}
+
+int ordo__abort_wait(ordo__owner *w, int status) {
+  ordo__table *tab = w->tab;
+  ordo__owner *fire = NULL;
+  pthread_mutex_lock(&tab->wait_mu);
+  bool did = abort_locked(tab, w, status, &fire);
+  pthread_mutex_unlock(&tab->wait_mu);
+  fire_all(fire);
+  return did ? 0 : ORDO_ENOTHELD;
+}
+
+/* Releases hold h whole. Takes wait_mu (once, kept in *have_wait) only when
+ * the lock has waiters to hand it to. */
+static void release_hold(ordo__table *tab, ordo__hold *h, bool *have_wait,
+                         ordo__owner **fire) {
+  ordo__lock *l = h->lock;
+  ordo__stripe *st = lock_stripe(tab, l);
+  pthread_mutex_lock(&st->mu);
+  if (l->qhead && !*have_wait) {
+    if (pthread_mutex_trylock(&tab->wait_mu) != 0) {
+      pthread_mutex_unlock(&st->mu);
+      pthread_mutex_lock(&tab->wait_mu);
+      pthread_mutex_lock(&st->mu);
+    }
+    *have_wait = true;
+  }
+  bool waiters = l->qhead != NULL;
+  drop_hold(tab, st, h);
+  if (!waiters)
+    retire(tab, st, l);
+  pthread_mutex_unlock(&st->mu);
+  if (waiters)
+    wake_queue(tab, l, fire);
+}
+
+int ordo__release_all(ordo__owner *w) {
+  ordo__table *tab = w->tab;
+  bool have_wait = false;
+  ordo__owner *fire = NULL;
+  int n = 0;
+  while (w->htail) {
+    release_hold(tab, w->htail, &have_wait, &fire);
+    n++;
+  }
+  if (have_wait)
+    pthread_mutex_unlock(&tab->wait_mu);
+  fire_all(fire);
+  return n;
+}
+
+int ordo__release_one(ordo__owner *w, const void *key, size_t len) {
+  ordo__table *tab = w->tab;
+  uint64_t h = hash_key(key, len);
+  ordo__stripe *st = &tab->stripe[stripe_of(tab, h)];
+  pthread_mutex_lock(&st->mu);
+  ordo__lock *l = lookup(st, h, key, len);
+  ordo__hold *hd = l ? find_hold(l, w) : NULL;
+  if (!hd) {
+    pthread_mutex_unlock(&st->mu);
+    return ORDO_ENOTHELD;
+  }
+  if (hd->count > 1) {
+    hd->count--;
+    pthread_mutex_unlock(&st->mu);
+    return 0;
+  }
+  pthread_mutex_unlock(&st->mu);
+  /* Only this owner's thread releases its holds, so hd is still ours. */
+  bool have_wait = false;
+  ordo__owner *fire = NULL;
+  release_hold(tab, hd, &have_wait, &fire);
+  if (have_wait)
+    pthread_mutex_unlock(&tab->wait_mu);
+  fire_all(fire);
+  return 0;
+}
+
+int ordo__held(ordo__owner *w, const void *key, size_t len, ordo_mode_t *mode,
+               uint64_t *fence) {
+  ordo__table *tab = w->tab;
+  uint64_t h = hash_key(key, len);
+  ordo__stripe *st = &tab->stripe[stripe_of(tab, h)];
+  int count = 0;
+  pthread_mutex_lock(&st->mu);
+  ordo__lock *l = lookup(st, h, key, len);
+  ordo__hold *hd = l ? find_hold(l, w) : NULL;
+  if (hd) {
+    count = (int)hd->count;
+    if (mode)
+      *mode = (ordo_mode_t)hd->mode;
+    if (fence)
+      *fence = hd->fence;
+  }
+  pthread_mutex_unlock(&st->mu);
+  return count;
+}
+
+void ordo__table_stats(ordo__table *tab, ordo_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  for (unsigned i = 0; i < tab->opts.stripes; i++) {
+    out->acquired += GET(tab->stripe[i].acquired);
+    out->released += GET(tab->stripe[i].released);
+  }
+  out->acquired += GET(tab->acquired_w);
+  out->waited = GET(tab->waited);
+  out->timeouts = GET(tab->timeouts);
+  out->canceled = GET(tab->canceled);
+  out->deadlocks = GET(tab->deadlocks);
+  out->limits = GET(tab->limits);
+  out->wakeups = GET(tab->wakeups);
+  out->locks = GET(tab->live);
+  out->waiting = GET(tab->waiting);
+  out->max_wait_us = GET(tab->max_wait_us);
+  for (unsigned i = 0; i < ORDO_HIST_BUCKETS; i++) {
+    out->wait_hist[i] = GET(tab->wait_hist[i]);
+    out->hold_hist[i] = GET(tab->hold_hist[i]);
+  }
+}
+
+/* ---- Dump -----------------------------------------------------------------
+ */
+
+static void put_key(FILE *f, const uint8_t *k, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (k[i] >= 0x20 && k[i] < 0x7f && k[i] != '\\')
+      fputc(k[i], f);
+    else
+      fprintf(f, "\\x%02x", k[i]);
+  }
+}
+
+static bool timed_lock(pthread_mutex_t *mu) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 2;
+  return pthread_mutex_timedlock(mu, &ts) == 0;
+}
+
+void ordo__table_dump(ordo__table *tab, int fd) {
+  /* A dump serves watchdogs of tests that may already be stuck: it waits
+   * at most 2 s for each engine lock and says so when it gives up. */
+  int dfd = dup(fd);
+  FILE *f = dfd >= 0 ? fdopen(dfd, "w") : NULL;
+  if (!f) {
+    if (dfd >= 0)
+      close(dfd);
+    return;
+  }
+  bool have_wait = timed_lock(&tab->wait_mu);
+  fprintf(f,
+          "ordo lock table: %" PRIu64 " lock objects, %" PRIu64 " waiting%s\n",
+          GET(tab->live), GET(tab->waiting),
+          have_wait ? "" : " (wait_mu is held elsewhere; queues may move)");
+  for (unsigned s = 0; s < tab->opts.stripes; s++) {
+    ordo__stripe *st = &tab->stripe[s];
+    if (!timed_lock(&st->mu)) {
+      fprintf(f, "  stripe %u: mutex held elsewhere for 2 s, skipped\n", s);
+      continue;
+    }
+    for (uint32_t b = 0; b < st->nbucket; b++) {
+      for (ordo__lock *l = st->bucket[b]; l; l = l->hnext) {
+        if (!l->holders && !l->qhead)
+          continue;
+        fprintf(f, "  key \"");
+        put_key(f, l->key, l->klen);
+        fprintf(f, "\" (stripe %u)\n    holders:", s);
+        for (ordo__hold *h = l->holders; h; h = h->lnext)
+          fprintf(f, " txn %" PRIu64 " %s x%u", h->owner->id,
+                  h->mode == ORDO_MODE_X ? "X" : "S", h->count);
+        fprintf(f, "\n    queue:");
+        for (ordo__entry *e = l->qhead; e; e = e->qnext)
+          fprintf(f, " txn %" PRIu64 " %s", e->owner->id,
+                  e->mode == ORDO_MODE_X ? "X" : "S");
+        fprintf(f, "\n");
+      }
+    }
+    pthread_mutex_unlock(&st->mu);
+  }
+  if (have_wait)
+    pthread_mutex_unlock(&tab->wait_mu);
+  fclose(f);
+}

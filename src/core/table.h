@@ -1,0 +1,116 @@
+/*
+ * table.h -- the lock engine: a striped lock table driven as a grant state
+ * machine. See src/core/README.md for the design, the invariants and the
+ * lock order. No thread ever blocks inside these functions except on the
+ * engine's own short mutexes: a request that cannot be granted at once is
+ * queued, and its outcome (granted, timed out, cancelled) is reported later
+ * through the owner's event callback.
+ */
+#ifndef ORDO_CORE_TABLE_H
+#define ORDO_CORE_TABLE_H
+
+#include "ordo_int.h"
+
+#include <pthread.h>
+
+typedef struct ordo__table ordo__table;
+typedef struct ordo__lock ordo__lock;
+typedef struct ordo__hold ordo__hold;
+typedef struct ordo__entry ordo__entry;
+typedef struct ordo__owner ordo__owner;
+
+/* The event: status is 0 (granted) or ORDO_ETIMEDOUT, ORDO_ECANCELED... It
+ * runs on whichever thread made the transition, with no engine lock held. */
+typedef void (*ordo__event_cb)(ordo__owner *w, int status, void *arg);
+
+/* One hold of one key by one owner, with its hold count. */
+struct ordo__hold {
+  ordo__hold *lnext;         /* next holder of the same lock */
+  ordo__hold *tprev, *tnext; /* the owner's holds, in acquisition order */
+  ordo__lock *lock;
+  ordo__owner *owner;
+  uint64_t fence;    /* token of the grant */
+  uint64_t grant_ns; /* set when this hold's time is sampled, else 0 */
+  uint32_t count;
+  uint8_t mode;
+};
+
+/* One key of a queued request. */
+struct ordo__entry {
+  ordo__entry *qprev, *qnext; /* the lock's wait queue, arrival order */
+  ordo__lock *lock;
+  ordo__owner *owner;
+  uint64_t hash;
+  uint32_t stripe;
+  uint8_t mode;
+  uint8_t pinned; /* abort_locked pinned this entry's lock */
+};
+
+enum { ORDO__IDLE = 0, ORDO__WAITING = 1 };
+
+/*
+ * ordo__owner -- an engine transaction. Its user (one thread at a time) owns
+ * every field while no request is waiting. While one is (state WAITING), the
+ * request fields, the hold list and the free holds belong to whichever
+ * thread holds the table's wait_mu, which is the only one that may grant,
+ * expire or cancel it.
+ */
+struct ordo__owner {
+  ordo__table *tab;
+  uint64_t id;
+  int priority;
+  _Atomic int state; /* ORDO__IDLE or ORDO__WAITING; written under wait_mu */
+  int status;        /* outcome of the last request */
+
+  ordo__hold *hhead, *htail; /* holds, acquisition order */
+  size_t nholds;
+  ordo__hold *hfree; /* preallocated hold records */
+  size_t nfree;
+
+  /* The pending request: its entries and the sorted, distinct stripes. */
+  ordo__entry *ent;
+  size_t nent, capent;
+  uint32_t *stripes;
+  size_t nstripes;
+  uint64_t enq_ns, deadline_ns;
+  ordo__event_cb cb;
+  void *cbarg;
+  ordo__owner *fire_next; /* a transition's local list of events to fire */
+  long timer_idx;         /* slot in the timer heap or -1; under timer_mu */
+  uint32_t sample;        /* hold-time sampling counter */
+};
+
+int ordo__table_create(ordo__table **out, const ordo_options_t *opts);
+void ordo__table_destroy(ordo__table *tab);
+
+void ordo__owner_init(ordo__table *tab, ordo__owner *w, uint64_t id,
+                      int priority);
+/* Cancels a pending request (its event fires with ORDO_ECANCELED), releases
+ * every hold and frees the owner's memory. */
+void ordo__owner_fini(ordo__owner *w);
+
+/*
+ * ordo__acquire -- asks for the sorted, distinct keys r[0..n), all or none.
+ * Returns 0 when granted at once, ORDO_PENDING when queued (cb will fire
+ * exactly once), or a negative code (no event). With use_timer, the engine's
+ * timer thread expires the request at deadline_ns; without it, the caller
+ * must call ordo__abort_wait at its deadline.
+ */
+int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
+                  uint64_t deadline_ns, bool use_timer, ordo__event_cb cb,
+                  void *arg);
+/* Ends a waiting request with status; 0 if it did, ORDO_ENOTHELD if the
+ * request had already ended (its event is then on its way). */
+int ordo__abort_wait(ordo__owner *w, int status);
+/* Drops one hold of key. */
+int ordo__release_one(ordo__owner *w, const void *key, size_t len);
+/* Drops every hold, newest first; returns how many keys were released. */
+int ordo__release_all(ordo__owner *w);
+/* Hold count (0 when not held), mode and fencing token of key. */
+int ordo__held(ordo__owner *w, const void *key, size_t len, ordo_mode_t *mode,
+               uint64_t *fence);
+
+void ordo__table_stats(ordo__table *tab, ordo_stats_t *out);
+void ordo__table_dump(ordo__table *tab, int fd);
+
+#endif /* ORDO_CORE_TABLE_H */

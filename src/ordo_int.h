@@ -1,0 +1,104 @@
+/*
+ * ordo_int.h -- private declarations shared by the library's folders: the
+ * backend interface, the common parts of ordo_t and ordo_txn_t, assertions,
+ * and the clock. Nothing here is part of the public API; internal non-static
+ * names start with ordo__.
+ */
+#ifndef ORDO_INT_H
+#define ORDO_INT_H
+
+#include "ordo.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- Assertions --------------------------------------------------------
+ * ORDO_ASSERT checks in debug builds only. ALWAYS(x) and NEVER(x) mark
+ * defensive branches that should never be taken: in debug builds they abort,
+ * in release builds they evaluate to x so the branch still protects us.
+ */
+void ordo__assert_fail(const char *expr, const char *file, int line);
+#ifdef ORDO_DEBUG
+#define ORDO_ASSERT(x)                                                         \
+  ((x) ? (void)0 : ordo__assert_fail(#x, __FILE__, __LINE__))
+#define ALWAYS(x) ((x) ? 1 : (ordo__assert_fail(#x, __FILE__, __LINE__), 0))
+#define NEVER(x) ((x) ? (ordo__assert_fail(#x, __FILE__, __LINE__), 1) : 0)
+#else
+#define ORDO_ASSERT(x) ((void)0)
+#define ALWAYS(x) (x)
+#define NEVER(x) (x)
+#endif
+
+#define ORDO_UNUSED(x) ((void)(x))
+
+/* ---- Clock (src/core/clock.c) ------------------------------------------ */
+
+/* Nanoseconds on CLOCK_MONOTONIC. */
+uint64_t ordo__now_ns(void);
+/* The deadline timeout_ms from now; UINT64_MAX for ORDO_FOREVER. */
+uint64_t ordo__deadline_ns(long timeout_ms);
+#define ORDO_NO_DEADLINE UINT64_MAX
+/* A thread-local xorshift generator seeded from the clock and the thread. */
+uint64_t ordo__rand64(void);
+/* Log2 bucket of a microsecond value, in [0, ORDO_HIST_BUCKETS). */
+unsigned ordo__hist_bucket(uint64_t us);
+
+/* ---- Backends ----------------------------------------------------------- */
+
+typedef struct ordo__backend ordo__backend;
+
+/*
+ * The parts of an open lock place that every backend shares. A backend
+ * allocates a larger struct that begins with this one.
+ */
+struct ordo_s {
+  const ordo__backend *be;  /* read-only after open */
+  char *url;                /* the URL less its password, read-only */
+  ordo_options_t opts;      /* read-only after open */
+  _Atomic uint64_t retries; /* incremented by ordo_retry */
+};
+
+/* Likewise for a transaction handle. */
+struct ordo_txn_s {
+  ordo_t *o;     /* read-only */
+  uint64_t id;   /* read-only */
+  int priority;  /* read-only after begin */
+  char name[32]; /* read-only after begin */
+};
+
+/*
+ * ordo__backend -- the vtable every place implements. The generic layer
+ * (src/core/api.c) validates arguments, dedupes and sorts requests into the
+ * canonical order and turns timeouts into deadlines before it calls these, so
+ * a backend sees only sorted, distinct, valid keys.
+ */
+struct ordo__backend {
+  const char *scheme; /* "mem" */
+  unsigned caps;      /* ORDO_CAP_* */
+  int (*open)(ordo_t **out, const char *url, const ordo_options_t *opts);
+  void (*close)(ordo_t *o);
+  int (*txn_begin)(ordo_t *o, ordo_txn_t **out, int priority);
+  void (*txn_end)(ordo_txn_t *t);
+  int (*lock_all)(ordo_txn_t *t, const ordo_req_t *sorted, size_t n,
+                  uint64_t deadline_ns);
+  int (*lock_all_async)(ordo_txn_t *t, const ordo_req_t *sorted, size_t n,
+                        uint64_t deadline_ns, ordo_done_cb cb, void *arg);
+  int (*unlock)(ordo_txn_t *t, const void *key, size_t len);
+  int (*unlock_all)(ordo_txn_t *t);
+  int (*cancel)(ordo_txn_t *t);
+  int (*held)(ordo_txn_t *t, const void *key, size_t len, ordo_mode_t *mode,
+              uint64_t *fence);
+  int (*stats)(ordo_t *o, ordo_stats_t *out);
+  void (*dump)(ordo_t *o, int fd);
+};
+
+extern const ordo__backend ordo__backend_mem;
+
+/* Sorts reqs into the canonical order and merges duplicates (the strongest
+ * mode wins) in place; returns the new count. */
+size_t ordo__reqs_normalize(ordo_req_t *reqs, size_t n);
+
+#endif /* ORDO_INT_H */

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# help.sh -- `ordo --help` and `ordo bank --help` exit 0 and describe every
+# flag; `ordo --version` prints the version.
+. "$(dirname "$0")/lib.sh"
+
+FLAGS="--backend --accounts --transfers --workers --lock-timeout --json --help"
+for args in "--help" "-h" "bank --help" "bank -h"; do
+  # shellcheck disable=SC2086
+  run $args
+  expect_rc 0 "$args"
+  for f in $FLAGS; do
+    grep -qe "$f" "$OUT" || fail "ordo $args does not mention $f"
+  done
+  grep -qF "mem://" "$OUT" || fail "ordo $args does not show the URL form"
+done
+run --help
+grep -q -e "--version" "$OUT" || fail "ordo --help does not mention --version"
+grep -q "^  bank " "$OUT" || fail "ordo --help does not list the bank command"
+
+run --version
+expect_rc 0 --version
+grep -q '^ordo [0-9]' "$OUT" || fail "ordo --version prints no version"
+echo "ok: help and version"

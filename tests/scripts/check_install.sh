@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# check_install.sh BUILD_DIR CC -- installs the build into a temporary
+# prefix and builds and runs a small program with pkg-config's flags.
+set -euo pipefail
+build=$1
+cc=$2
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+cmake --install "$build" --prefix "$prefix" >/dev/null
+test -f "$prefix/include/ordo.h"
+pc=$(find "$prefix" -name ordo.pc | head -n 1)
+[ -n "$pc" ] || { echo "ordo.pc not installed"; exit 1; }
+export PKG_CONFIG_PATH=$(dirname "$pc")
+cat > "$prefix/hello.c" <<'C'
+#include <ordo.h>
+#include <stdio.h>
+int main(void) {
+  ordo_t *o;
+  ordo_txn_t *t;
+  if (ordo_open(&o, "mem://", NULL) || ordo_txn_begin(o, &t, NULL))
+    return 1;
+  int rc = ordo_lock(t, "k", 1, ORDO_MODE_X, 0);
+  ordo_txn_end(t);
+  ordo_close(o);
+  printf("installed libordo %s: lock -> %s\n", ordo_version(), ordo_err_name(rc));
+  return rc != 0;
+}
+C
+# Link the static library explicitly, as an embedding program would.
+"$cc" -o "$prefix/hello" "$prefix/hello.c" $(pkg-config --cflags ordo) \
+  $(pkg-config --variable=libdir ordo)/libordo.a -lpthread -lm \
+  $( [ -n "${ORDO_SAN_FLAGS:-}" ] && echo "$ORDO_SAN_FLAGS")
+"$prefix/hello"
+# And the shared library through pkg-config's own flags.
+"$cc" -o "$prefix/hello_so" "$prefix/hello.c" $(pkg-config --cflags --libs ordo) \
+  $( [ -n "${ORDO_SAN_FLAGS:-}" ] && echo "$ORDO_SAN_FLAGS")
+LD_LIBRARY_PATH=$(pkg-config --variable=libdir ordo) "$prefix/hello_so"

@@ -1,0 +1,539 @@
+/*
+ * test_engine.c -- the in-process engine through the public API: open and
+ * URLs, errors, all-or-nothing on timeout (seen from another thread),
+ * reentrancy counts, S/X and upgrade, the lock bound, cancel, the async
+ * form, fencing tokens, stats, and ordo_retry's backoff bounds. Every test
+ * that starts threads runs under a watchdog that dumps the lock table.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "../common/testutil.h"
+
+#include <string.h>
+
+static ordo_t *O;
+
+static int setup(void **state) {
+  (void)state;
+  ordo_options_t opts;
+  ordo_options_init(&opts);
+  opts.stripes = 8;
+  if (ordo_open(&O, "mem://", &opts) != 0)
+    return -1;
+  tu_watchdog_start(O, 20, "test_engine case");
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  tu_watchdog_stop();
+  ordo_stats_t s;
+  ordo_stats(O, &s);
+  /* Nothing may be left queued once every txn has ended. */
+  assert_int_equal(s.waiting, 0);
+  ordo_close(O);
+  O = NULL;
+  return 0;
+}
+
+static ordo_txn_t *txn(void) {
+  ordo_txn_t *t = NULL;
+  assert_int_equal(ordo_txn_begin(O, &t, NULL), 0);
+  return t;
+}
+
+/* Is key free, as another txn sees it? (tries X once) */
+static bool free_for_other(const char *key) {
+  ordo_txn_t *o = txn();
+  int rc = ordo_lock(o, key, strlen(key), ORDO_MODE_X, 0);
+  ordo_txn_end(o);
+  return rc == 0;
+}
+
+static void test_errors_and_urls(void **state) {
+  (void)state;
+  assert_string_equal(ordo_err_name(ORDO_ETIMEDOUT), "ETIMEDOUT");
+  assert_string_equal(ordo_err_name(ORDO_EDEADLK), "EDEADLK");
+  assert_true(strlen(ordo_strerror(ORDO_ELIMIT)) > 0);
+  assert_true(ordo_is_retryable(ORDO_ETIMEDOUT));
+  assert_true(ordo_is_retryable(ORDO_EDEADLK));
+  assert_true(ordo_is_retryable(ORDO_ELEASE));
+  assert_false(ordo_is_retryable(ORDO_EINVAL));
+  assert_false(ordo_is_retryable(ORDO_ECANCELED));
+  assert_false(ordo_is_retryable(0));
+
+  ordo_t *o = NULL;
+  assert_int_equal(ordo_open(&o, "nope://x", NULL), ORDO_EURL);
+  assert_int_equal(ordo_open(&o, "mem://junk", NULL), ORDO_EURL);
+  assert_int_equal(ordo_open(&o, "mem://?bogus=1", NULL), ORDO_EURL);
+  assert_int_equal(ordo_open(&o, "mem://?stripes=3", NULL), ORDO_EINVAL);
+  assert_int_equal(ordo_open(&o, "mem://?stripes=16&starvation_us=50", NULL),
+                   0);
+  assert_string_equal(ordo_url(o), "mem://?stripes=16&starvation_us=50");
+  assert_true(ordo_caps(o) & ORDO_CAP_ASYNC);
+  ordo_close(o);
+  assert_int_equal(ordo_open(&o, NULL, NULL), 0);
+  ordo_close(o);
+
+  ordo_txn_t *t = txn();
+  /* Empty keys, over-long keys, bad modes are refused. */
+  assert_int_equal(ordo_lock(t, "", 0, ORDO_MODE_X, 0), ORDO_EINVAL);
+  static char big[ORDO_KEY_MAX_DEFAULT + 1];
+  assert_int_equal(ordo_lock(t, big, sizeof big, ORDO_MODE_X, 0), ORDO_EINVAL);
+  assert_int_equal(ordo_lock(t, "k", 1, (ordo_mode_t)7, 0), ORDO_EINVAL);
+  assert_int_equal(ordo_unlock(t, "k", 1), ORDO_ENOTHELD);
+  /* Binary keys are fine, NULs included. */
+  assert_int_equal(ordo_lock(t, "\0\xff\0", 3, ORDO_MODE_X, 0), 0);
+  assert_int_equal(ordo_held(t, "\0\xff\0", 3, NULL), 1);
+  assert_int_equal(ordo_unlock_all(t), 1);
+  ordo_txn_end(t);
+}
+
+static void test_dedupe_and_unlock_all(void **state) {
+  (void)state;
+  ordo_txn_t *t = txn();
+  ordo_req_t r[] = {ORDO_REQ_S("b", 1), ORDO_REQ_X("a", 1), ORDO_REQ_X("b", 1),
+                    ORDO_REQ_S("a", 1)};
+  assert_int_equal(ordo_lock_all(t, r, 4, 0), 0);
+  ordo_mode_t m;
+  /* One hold each (duplicates merged), the strongest mode. */
+  assert_int_equal(ordo_held(t, "a", 1, &m), 1);
+  assert_int_equal(m, ORDO_MODE_X);
+  assert_int_equal(ordo_held(t, "b", 1, &m), 1);
+  assert_int_equal(m, ORDO_MODE_X);
+  assert_false(free_for_other("a"));
+  assert_int_equal(ordo_unlock_all(t), 2);
+  assert_true(free_for_other("a"));
+  assert_true(free_for_other("b"));
+  ordo_txn_end(t);
+}
+
+static void test_all_or_nothing_timeout(void **state) {
+  (void)state;
+  ordo_txn_t *holder = txn(), *t = txn();
+  assert_int_equal(ordo_lock(holder, "c", 1, ORDO_MODE_X, 0), 0);
+  ordo_req_t r[] = {ORDO_REQ_X("a", 1), ORDO_REQ_X("b", 1), ORDO_REQ_X("c", 1)};
+  uint64_t t0 = tu_now_ns();
+  assert_int_equal(ordo_lock_all(t, r, 3, 50), ORDO_ETIMEDOUT);
+  uint64_t waited_ms = (tu_now_ns() - t0) / 1000000;
+  assert_true(waited_ms >= 45);
+  /* Nothing of the set is held, by t's count or from another thread. */
+  assert_int_equal(ordo_held(t, "a", 1, NULL), 0);
+  assert_int_equal(ordo_held(t, "b", 1, NULL), 0);
+  assert_true(free_for_other("a"));
+  assert_true(free_for_other("b"));
+  /* Try-once fails at once. */
+  assert_int_equal(ordo_lock_all(t, r, 3, 0), ORDO_ETIMEDOUT);
+  ordo_stats_t s;
+  ordo_stats(O, &s);
+  assert_true(s.timeouts >= 2);
+  ordo_txn_end(holder);
+  assert_int_equal(ordo_lock_all(t, r, 3, 0), 0);
+  ordo_txn_end(t);
+}
+
+static void test_waiter_holds_nothing(void **state) {
+  (void)state;
+  /* A lock_all waiting for {a, b} because b is held holds neither. */
+  ordo_txn_t *h = txn();
+  assert_int_equal(ordo_lock(h, "b", 1, ORDO_MODE_X, 0), 0);
+  tu_locker w = {.t = txn(),
+                 .reqs = {ORDO_REQ_X("a", 1), ORDO_REQ_X("b", 1)},
+                 .n = 2,
+                 .timeout_ms = ORDO_FOREVER};
+  tu_locker_start(&w);
+  assert_true(tu_wait_waiting(O, 1));
+  assert_true(free_for_other("a"));
+  ordo_unlock_all(h);
+  assert_int_equal(tu_locker_join(&w), 0);
+  assert_int_equal(ordo_held(w.t, "a", 1, NULL), 1);
+  assert_int_equal(ordo_held(w.t, "b", 1, NULL), 1);
+  ordo_txn_end(w.t);
+  ordo_txn_end(h);
+}
+
+static void test_reentrancy(void **state) {
+  (void)state;
+  ordo_txn_t *t = txn();
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(ordo_lock(t, "r", 1, ORDO_MODE_X, 0), 0);
+  ordo_req_t r[] = {ORDO_REQ_X("r", 1), ORDO_REQ_X("q", 1)};
+  assert_int_equal(ordo_lock_all(t, r, 2, 0), 0);
+  assert_int_equal(ordo_held(t, "r", 1, NULL), 4);
+  assert_int_equal(ordo_held(t, "q", 1, NULL), 1);
+  uint64_t f1, f2;
+  assert_int_equal(ordo_fence(t, "r", 1, &f1), 0);
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(ordo_unlock(t, "r", 1), 0);
+  assert_int_equal(ordo_held(t, "r", 1, NULL), 1);
+  assert_false(free_for_other("r"));
+  /* A reentrant hold keeps the grant's token. */
+  assert_int_equal(ordo_fence(t, "r", 1, &f2), 0);
+  assert_true(f1 == f2);
+  assert_int_equal(ordo_unlock(t, "r", 1), 0);
+  assert_int_equal(ordo_held(t, "r", 1, NULL), 0);
+  assert_true(free_for_other("r"));
+  assert_int_equal(ordo_unlock(t, "r", 1), ORDO_ENOTHELD);
+  ordo_txn_end(t); /* releases q */
+  assert_true(free_for_other("q"));
+}
+
+static void test_shared_exclusive_upgrade(void **state) {
+  (void)state;
+  ordo_txn_t *a = txn(), *b = txn(), *c = txn();
+  assert_int_equal(ordo_lock(a, "s", 1, ORDO_MODE_S, 0), 0);
+  assert_int_equal(ordo_lock(b, "s", 1, ORDO_MODE_S, 0), 0);
+  assert_int_equal(ordo_lock(c, "s", 1, ORDO_MODE_X, 0), ORDO_ETIMEDOUT);
+  /* Upgrade with another S holder waits for it. */
+  assert_int_equal(ordo_lock(a, "s", 1, ORDO_MODE_X, 20), ORDO_ETIMEDOUT);
+  /* a still holds its S after the failed upgrade. */
+  ordo_mode_t m;
+  assert_int_equal(ordo_held(a, "s", 1, &m), 1);
+  assert_int_equal(m, ORDO_MODE_S);
+  /* The upgrade is granted when the other S holder leaves. */
+  tu_locker up = {
+      .t = a, .reqs = {ORDO_REQ_X("s", 1)}, .n = 1, .timeout_ms = ORDO_FOREVER};
+  tu_locker_start(&up);
+  assert_true(tu_wait_waiting(O, 1));
+  ordo_unlock_all(b);
+  assert_int_equal(tu_locker_join(&up), 0);
+  assert_int_equal(ordo_held(a, "s", 1, &m), 2);
+  assert_int_equal(m, ORDO_MODE_X);
+  assert_int_equal(ordo_lock(b, "s", 1, ORDO_MODE_S, 0), ORDO_ETIMEDOUT);
+  ordo_unlock_all(a);
+  /* A sole S holder upgrades at once, with a new token. */
+  uint64_t f1, f2;
+  assert_int_equal(ordo_lock(c, "s", 1, ORDO_MODE_S, 0), 0);
+  assert_int_equal(ordo_fence(c, "s", 1, &f1), 0);
+  assert_int_equal(ordo_lock(c, "s", 1, ORDO_MODE_X, 0), 0);
+  assert_int_equal(ordo_fence(c, "s", 1, &f2), 0);
+  assert_true(f2 > f1);
+  ordo_txn_end(a);
+  ordo_txn_end(b);
+  ordo_txn_end(c);
+}
+
+static void test_two_upgraders_block(void **state) {
+  (void)state;
+  /* Two S holders both asking X wait for each other; without detection
+   * (the next layer) their timeouts end it, and each keeps its S. */
+  ordo_txn_t *a = txn(), *b = txn();
+  assert_int_equal(ordo_lock(a, "u", 1, ORDO_MODE_S, 0), 0);
+  assert_int_equal(ordo_lock(b, "u", 1, ORDO_MODE_S, 0), 0);
+  tu_locker ua = {
+      .t = a, .reqs = {ORDO_REQ_X("u", 1)}, .n = 1, .timeout_ms = 100};
+  tu_locker ub = {
+      .t = b, .reqs = {ORDO_REQ_X("u", 1)}, .n = 1, .timeout_ms = 100};
+  tu_locker_start(&ua);
+  tu_locker_start(&ub);
+  assert_int_equal(tu_locker_join(&ua), ORDO_ETIMEDOUT);
+  assert_int_equal(tu_locker_join(&ub), ORDO_ETIMEDOUT);
+  assert_int_equal(ordo_held(a, "u", 1, NULL), 1);
+  ordo_txn_end(a);
+  ordo_txn_end(b);
+}
+
+static void test_fence_increases(void **state) {
+  (void)state;
+  ordo_txn_t *t = txn();
+  uint64_t last = 0;
+  for (int i = 0; i < 100; i++) {
+    uint64_t f;
+    assert_int_equal(ordo_lock(t, "f", 1, ORDO_MODE_X, 0), 0);
+    assert_int_equal(ordo_fence(t, "f", 1, &f), 0);
+    assert_true(f > last);
+    last = f;
+    ordo_unlock_all(t);
+  }
+  uint64_t f;
+  assert_int_equal(ordo_fence(t, "f", 1, &f), ORDO_ENOTHELD);
+  ordo_txn_end(t);
+}
+
+static void test_lock_bound(void **state) {
+  (void)state;
+  ordo_t *o;
+  assert_int_equal(ordo_open(&o, "mem://?max_locks=100&stripes=4", NULL), 0);
+  ordo_txn_t *t;
+  assert_int_equal(ordo_txn_begin(o, &t, NULL), 0);
+  uint8_t k[8];
+  for (uint64_t i = 0; i < 100; i++) {
+    ordo_key_u64(k, i);
+    assert_int_equal(ordo_lock(t, k, 8, ORDO_MODE_X, 0), 0);
+  }
+  ordo_key_u64(k, 100);
+  assert_int_equal(ordo_lock(t, k, 8, ORDO_MODE_X, 0), ORDO_ELIMIT);
+  /* A set that crosses the bound takes nothing. */
+  uint8_t k2[8];
+  ordo_key_u64(k2, 5);
+  ordo_req_t r[] = {{k, 8, ORDO_MODE_X}, {k2, 8, ORDO_MODE_X}};
+  assert_int_equal(ordo_lock_all(t, r, 2, 0), ORDO_ELIMIT);
+  assert_int_equal(ordo_held(t, k2, 8, NULL), 1); /* held from before */
+  ordo_stats_t s;
+  ordo_stats(o, &s);
+  assert_true(s.locks <= 100);
+  assert_int_equal(s.limits, 2);
+  assert_int_equal(ordo_unlock_all(t), 100);
+  /* Room again. */
+  assert_int_equal(ordo_lock(t, k, 8, ORDO_MODE_X, 0), 0);
+  ordo_txn_end(t);
+  ordo_close(o);
+}
+
+static void test_cancel(void **state) {
+  (void)state;
+  ordo_txn_t *h = txn();
+  assert_int_equal(ordo_lock(h, "x", 1, ORDO_MODE_X, 0), 0);
+  tu_locker w = {.t = txn(),
+                 .reqs = {ORDO_REQ_X("w", 1), ORDO_REQ_X("x", 1)},
+                 .n = 2,
+                 .timeout_ms = ORDO_FOREVER};
+  tu_locker_start(&w);
+  assert_true(tu_wait_waiting(O, 1));
+  assert_int_equal(ordo_cancel(w.t), 0);
+  assert_int_equal(tu_locker_join(&w), ORDO_ECANCELED);
+  assert_int_equal(ordo_held(w.t, "w", 1, NULL), 0);
+  assert_true(free_for_other("w"));
+  assert_int_equal(ordo_cancel(w.t), ORDO_ENOTHELD);
+  ordo_stats_t s;
+  ordo_stats(O, &s);
+  assert_int_equal(s.canceled, 1);
+  ordo_txn_end(w.t);
+  ordo_txn_end(h);
+}
+
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int calls;
+  int status;
+} async_box;
+
+static void async_done(ordo_txn_t *t, int status, void *arg) {
+  (void)t;
+  async_box *b = arg;
+  pthread_mutex_lock(&b->mu);
+  b->calls++;
+  b->status = status;
+  pthread_cond_signal(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+}
+
+static int async_wait(async_box *b) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 5;
+  pthread_mutex_lock(&b->mu);
+  while (b->calls == 0)
+    if (pthread_cond_timedwait(&b->cv, &b->mu, &ts) != 0)
+      break;
+  int calls = b->calls;
+  pthread_mutex_unlock(&b->mu);
+  return calls;
+}
+
+static void test_async(void **state) {
+  (void)state;
+  async_box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 99};
+  ordo_txn_t *h = txn(), *t = txn();
+  ordo_req_t r[] = {ORDO_REQ_X("p", 1), ORDO_REQ_X("q", 1)};
+  /* Free: granted at once, no callback. */
+  assert_int_equal(ordo_lock_all_async(t, r, 2, 1000, async_done, &b), 0);
+  assert_int_equal(b.calls, 0);
+  ordo_unlock_all(t);
+  /* Held: queued, then granted by the release, one callback. */
+  assert_int_equal(ordo_lock(h, "q", 1, ORDO_MODE_X, 0), 0);
+  assert_int_equal(ordo_lock_all_async(t, r, 2, ORDO_FOREVER, async_done, &b),
+                   ORDO_PENDING);
+  /* While pending, the txn accepts only cancel. */
+  assert_int_equal(ordo_lock(t, "z", 1, ORDO_MODE_X, 0), ORDO_EBUSY);
+  ordo_unlock_all(h);
+  assert_int_equal(async_wait(&b), 1);
+  assert_int_equal(b.status, 0);
+  assert_int_equal(ordo_held(t, "p", 1, NULL), 1);
+  ordo_unlock_all(t);
+  /* Time-out through the engine's timer: ETIMEDOUT, holding nothing. */
+  b.calls = 0;
+  assert_int_equal(ordo_lock(h, "q", 1, ORDO_MODE_X, 0), 0);
+  assert_int_equal(ordo_lock_all_async(t, r, 2, 30, async_done, &b),
+                   ORDO_PENDING);
+  assert_int_equal(async_wait(&b), 1);
+  assert_int_equal(b.status, ORDO_ETIMEDOUT);
+  assert_int_equal(ordo_held(t, "p", 1, NULL), 0);
+  /* Cancel: ECANCELED through the callback. */
+  b.calls = 0;
+  assert_int_equal(ordo_lock_all_async(t, r, 2, ORDO_FOREVER, async_done, &b),
+                   ORDO_PENDING);
+  assert_int_equal(ordo_cancel(t), 0);
+  assert_int_equal(async_wait(&b), 1);
+  assert_int_equal(b.status, ORDO_ECANCELED);
+  /* An error return never calls back. */
+  b.calls = 0;
+  ordo_req_t bad = {"", 0, ORDO_MODE_X};
+  assert_int_equal(ordo_lock_all_async(t, &bad, 1, 10, async_done, &b),
+                   ORDO_EINVAL);
+  assert_int_equal(b.calls, 0);
+  ordo_txn_end(t);
+  ordo_txn_end(h);
+}
+
+/* Many async waiters on one key, granted one per release, in order. */
+static void test_async_many(void **state) {
+  (void)state;
+  enum { N = 200 };
+  static async_box box[N];
+  static ordo_txn_t *ts[N];
+  ordo_txn_t *h = txn();
+  assert_int_equal(ordo_lock(h, "hot", 3, ORDO_MODE_X, 0), 0);
+  ordo_req_t r = ORDO_REQ_X("hot", 3);
+  for (int i = 0; i < N; i++) {
+    box[i] =
+        (async_box){PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 99};
+    ts[i] = txn();
+    assert_int_equal(
+        ordo_lock_all_async(ts[i], &r, 1, 10000, async_done, &box[i]),
+        ORDO_PENDING);
+  }
+  ordo_stats_t s0, s1;
+  ordo_stats(O, &s0);
+  ordo_unlock_all(h);
+  for (int i = 0; i < N; i++) {
+    /* The release granted exactly the next one in arrival order. */
+    assert_int_equal(box[i].calls, 1);
+    assert_int_equal(box[i].status, 0);
+    if (i + 1 < N)
+      assert_int_equal(box[i + 1].calls, 0);
+    ordo_unlock_all(ts[i]);
+  }
+  ordo_stats(O, &s1);
+  assert_int_equal(s1.wakeups - s0.wakeups, N);
+  for (int i = 0; i < N; i++)
+    ordo_txn_end(ts[i]);
+  ordo_txn_end(h);
+}
+
+static int retry_body(ordo_txn_t *t, void *arg) {
+  int *left = arg;
+  /* Take a key, then fail retryably while holding it: ordo_retry must
+   * release it before it backs off. */
+  int rc = ordo_lock(t, "held", 4, ORDO_MODE_X, 0);
+  if (rc)
+    return rc;
+  if ((*left)-- > 0)
+    return ORDO_ETIMEDOUT;
+  return 0;
+}
+
+static int retry_fatal(ordo_txn_t *t, void *arg) {
+  (void)t;
+  int *calls = arg;
+  (*calls)++;
+  return ORDO_EINVAL;
+}
+
+static void test_retry(void **state) {
+  (void)state;
+  ordo_retry_options_t ro;
+  ordo_retry_options_init(&ro);
+  ro.base_us = 100;
+  ro.cap_us = 1000;
+  ro.max_attempts = 10;
+  /* The ceiling doubles from base and stops at cap. */
+  assert_int_equal(ordo_retry_ceiling_us(&ro, 1), 100);
+  assert_int_equal(ordo_retry_ceiling_us(&ro, 2), 200);
+  assert_int_equal(ordo_retry_ceiling_us(&ro, 4), 800);
+  assert_int_equal(ordo_retry_ceiling_us(&ro, 5), 1000);
+  assert_int_equal(ordo_retry_ceiling_us(&ro, 60), 1000);
+
+  ordo_txn_t *t = txn();
+  int left = 3;
+  unsigned attempts = 0;
+  ordo_stats_t s0, s1;
+  ordo_stats(O, &s0);
+  uint64_t t0 = tu_now_ns();
+  assert_int_equal(ordo_retry(t, &ro, retry_body, &left, &attempts), 0);
+  uint64_t us = (tu_now_ns() - t0) / 1000;
+  assert_int_equal(attempts, 4);
+  /* Backoff slept at most the ceilings' sum (100+200+400 us) plus slack. */
+  assert_true(us < 700 + 200000);
+  ordo_stats(O, &s1);
+  assert_int_equal(s1.retries - s0.retries, 3);
+  assert_int_equal(ordo_held(t, "held", 4, NULL), 1);
+  ordo_unlock_all(t);
+
+  /* Gives up after max_attempts, holding nothing. */
+  left = 100;
+  ro.max_attempts = 5;
+  assert_int_equal(ordo_retry(t, &ro, retry_body, &left, &attempts),
+                   ORDO_ETIMEDOUT);
+  assert_int_equal(attempts, 5);
+  assert_int_equal(ordo_held(t, "held", 4, NULL), 0);
+  /* A non-retryable error is returned at once. */
+  int calls = 0;
+  assert_int_equal(ordo_retry(t, &ro, retry_fatal, &calls, &attempts),
+                   ORDO_EINVAL);
+  assert_int_equal(calls, 1);
+  ordo_txn_end(t);
+}
+
+static void test_stats(void **state) {
+  (void)state;
+  ordo_txn_t *h = txn(), *t = txn();
+  ordo_stats_t s0, s1;
+  ordo_stats(O, &s0);
+  for (int i = 0; i < 10; i++) {
+    assert_int_equal(ordo_lock(t, "s", 1, ORDO_MODE_X, 0), 0);
+    ordo_unlock_all(t);
+  }
+  assert_int_equal(ordo_lock(h, "s", 1, ORDO_MODE_X, 0), 0);
+  tu_locker w = {
+      .t = t, .reqs = {ORDO_REQ_X("s", 1)}, .n = 1, .timeout_ms = ORDO_FOREVER};
+  tu_locker_start(&w);
+  assert_true(tu_wait_waiting(O, 1));
+  tu_sleep_us(2000); /* so the wait is measurable: at least 2 ms */
+  ordo_unlock_all(h);
+  assert_int_equal(tu_locker_join(&w), 0);
+  ordo_unlock_all(t);
+  ordo_stats(O, &s1);
+  assert_int_equal(s1.acquired - s0.acquired, 12);
+  assert_int_equal(s1.released - s0.released, 12);
+  assert_int_equal(s1.waited - s0.waited, 1);
+  assert_int_equal(s1.wakeups - s0.wakeups, 1);
+  assert_true(s1.max_wait_us >= 2000);
+  uint64_t n = 0;
+  for (int i = 0; i < ORDO_HIST_BUCKETS; i++)
+    n += s1.wait_hist[i];
+  assert_int_equal(n, 1);
+  assert_true(ordo_hist_quantile(s1.wait_hist, 0.5) >= 2000);
+  ordo_txn_end(h);
+  ordo_txn_end(t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_errors_and_urls, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_dedupe_and_unlock_all, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_all_or_nothing_timeout, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_waiter_holds_nothing, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_reentrancy, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_shared_exclusive_upgrade, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_two_upgraders_block, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_fence_increases, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lock_bound, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_async, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_async_many, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_retry, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
