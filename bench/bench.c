@@ -364,7 +364,7 @@ static int bench_row_run(const bench_cfg_t *cfg, const bench_row_t *row,
   else
     res->met = !isnan(res->ratio) && res->ratio >= row->target;
   if (cfg->progress) {
-    snprintf(what, sizeof what, "ratio %.2f\n", res->ratio);
+    snprintf(what, sizeof what, "ratio %.3g\n", res->ratio);
     bench_progress(cfg, k, nsel, row, what);
   }
   rc = 0;
@@ -429,7 +429,7 @@ static void bench_print_header(const bench_cfg_t *cfg) {
   printf("- date: %s\n", date);
   printf("- machine: %s %s %s, nproc %ld\n", u.sysname, u.release, u.machine,
          sysconf(_SC_NPROCESSORS_ONLN));
-  printf("- ordo %s; %s mode: %d runs per side of %.2f s, alternating\n",
+  printf("- ordo %s; %s mode: runs per side %d, %.2f s each, alternating\n",
          ordo_version(), cfg->quick ? "quick" : "full", cfg->runs,
          cfg->seconds);
   printf("- ratio: how many times better ordo is (ordo/peer for a rate, "
@@ -454,7 +454,7 @@ static void bench_print_table(const bench_result_t *res, size_t n) {
     if (isnan(r->ratio))
       snprintf(ratio, sizeof ratio, "-");
     else
-      snprintf(ratio, sizeof ratio, "%.2f", r->ratio);
+      snprintf(ratio, sizeof ratio, "%.3g", r->ratio);
     printf("| %s (vs %s) | %s | %s | %s | %s | %s | ordo %s–%s; peer "
            "%s–%s | %s | %s |\n",
            r->row->title, r->row->peer_name, params, r->row->metric,
