@@ -1,9 +1,9 @@
 /*
- * test_engine.c -- the in-process engine through the public API: open and
- * URLs, errors, all-or-nothing on timeout (seen from another thread),
- * reentrancy counts, S/X and upgrade, the lock bound, cancel, the async
- * form, fencing tokens, stats, and ordo_retry's backoff bounds. Every test
- * that starts threads runs under a watchdog that dumps the lock table.
+ * test_engine.c -- what is particular to the in-process engine (the
+ * semantics every backend shares are in tests/conformance): open and URLs,
+ * errors, reentrant fencing tokens, two upgraders, the lock bound, the async
+ * form's one-wake-per-release, stats, and ordo_retry's backoff bounds. Every
+ * case runs under a watchdog that dumps the lock table.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -93,69 +93,6 @@ static void test_errors_and_urls(void **state) {
   ordo_txn_end(t);
 }
 
-static void test_dedupe_and_unlock_all(void **state) {
-  (void)state;
-  ordo_txn_t *t = txn();
-  ordo_req_t r[] = {ORDO_REQ_S("b", 1), ORDO_REQ_X("a", 1), ORDO_REQ_X("b", 1),
-                    ORDO_REQ_S("a", 1)};
-  assert_int_equal(ordo_lock_all(t, r, 4, 0), 0);
-  ordo_mode_t m;
-  /* One hold each (duplicates merged), the strongest mode. */
-  assert_int_equal(ordo_held(t, "a", 1, &m), 1);
-  assert_int_equal(m, ORDO_MODE_X);
-  assert_int_equal(ordo_held(t, "b", 1, &m), 1);
-  assert_int_equal(m, ORDO_MODE_X);
-  assert_false(free_for_other("a"));
-  assert_int_equal(ordo_unlock_all(t), 2);
-  assert_true(free_for_other("a"));
-  assert_true(free_for_other("b"));
-  ordo_txn_end(t);
-}
-
-static void test_all_or_nothing_timeout(void **state) {
-  (void)state;
-  ordo_txn_t *holder = txn(), *t = txn();
-  assert_int_equal(ordo_lock(holder, "c", 1, ORDO_MODE_X, 0), 0);
-  ordo_req_t r[] = {ORDO_REQ_X("a", 1), ORDO_REQ_X("b", 1), ORDO_REQ_X("c", 1)};
-  uint64_t t0 = tu_now_ns();
-  assert_int_equal(ordo_lock_all(t, r, 3, 50), ORDO_ETIMEDOUT);
-  uint64_t waited_ms = (tu_now_ns() - t0) / 1000000;
-  assert_true(waited_ms >= 45);
-  /* Nothing of the set is held, by t's count or from another thread. */
-  assert_int_equal(ordo_held(t, "a", 1, NULL), 0);
-  assert_int_equal(ordo_held(t, "b", 1, NULL), 0);
-  assert_true(free_for_other("a"));
-  assert_true(free_for_other("b"));
-  /* Try-once fails at once. */
-  assert_int_equal(ordo_lock_all(t, r, 3, 0), ORDO_ETIMEDOUT);
-  ordo_stats_t s;
-  ordo_stats(O, &s);
-  assert_true(s.timeouts >= 2);
-  ordo_txn_end(holder);
-  assert_int_equal(ordo_lock_all(t, r, 3, 0), 0);
-  ordo_txn_end(t);
-}
-
-static void test_waiter_holds_nothing(void **state) {
-  (void)state;
-  /* A lock_all waiting for {a, b} because b is held holds neither. */
-  ordo_txn_t *h = txn();
-  assert_int_equal(ordo_lock(h, "b", 1, ORDO_MODE_X, 0), 0);
-  tu_locker w = {.t = txn(),
-                 .reqs = {ORDO_REQ_X("a", 1), ORDO_REQ_X("b", 1)},
-                 .n = 2,
-                 .timeout_ms = ORDO_FOREVER};
-  tu_locker_start(&w);
-  assert_true(tu_wait_waiting(O, 1));
-  assert_true(free_for_other("a"));
-  ordo_unlock_all(h);
-  assert_int_equal(tu_locker_join(&w), 0);
-  assert_int_equal(ordo_held(w.t, "a", 1, NULL), 1);
-  assert_int_equal(ordo_held(w.t, "b", 1, NULL), 1);
-  ordo_txn_end(w.t);
-  ordo_txn_end(h);
-}
-
 static void test_reentrancy(void **state) {
   (void)state;
   ordo_txn_t *t = txn();
@@ -182,41 +119,6 @@ static void test_reentrancy(void **state) {
   assert_true(free_for_other("q"));
 }
 
-static void test_shared_exclusive_upgrade(void **state) {
-  (void)state;
-  ordo_txn_t *a = txn(), *b = txn(), *c = txn();
-  assert_int_equal(ordo_lock(a, "s", 1, ORDO_MODE_S, 0), 0);
-  assert_int_equal(ordo_lock(b, "s", 1, ORDO_MODE_S, 0), 0);
-  assert_int_equal(ordo_lock(c, "s", 1, ORDO_MODE_X, 0), ORDO_ETIMEDOUT);
-  /* Upgrade with another S holder waits for it. */
-  assert_int_equal(ordo_lock(a, "s", 1, ORDO_MODE_X, 20), ORDO_ETIMEDOUT);
-  /* a still holds its S after the failed upgrade. */
-  ordo_mode_t m;
-  assert_int_equal(ordo_held(a, "s", 1, &m), 1);
-  assert_int_equal(m, ORDO_MODE_S);
-  /* The upgrade is granted when the other S holder leaves. */
-  tu_locker up = {
-      .t = a, .reqs = {ORDO_REQ_X("s", 1)}, .n = 1, .timeout_ms = ORDO_FOREVER};
-  tu_locker_start(&up);
-  assert_true(tu_wait_waiting(O, 1));
-  ordo_unlock_all(b);
-  assert_int_equal(tu_locker_join(&up), 0);
-  assert_int_equal(ordo_held(a, "s", 1, &m), 2);
-  assert_int_equal(m, ORDO_MODE_X);
-  assert_int_equal(ordo_lock(b, "s", 1, ORDO_MODE_S, 0), ORDO_ETIMEDOUT);
-  ordo_unlock_all(a);
-  /* A sole S holder upgrades at once, with a new token. */
-  uint64_t f1, f2;
-  assert_int_equal(ordo_lock(c, "s", 1, ORDO_MODE_S, 0), 0);
-  assert_int_equal(ordo_fence(c, "s", 1, &f1), 0);
-  assert_int_equal(ordo_lock(c, "s", 1, ORDO_MODE_X, 0), 0);
-  assert_int_equal(ordo_fence(c, "s", 1, &f2), 0);
-  assert_true(f2 > f1);
-  ordo_txn_end(a);
-  ordo_txn_end(b);
-  ordo_txn_end(c);
-}
-
 static void test_two_upgraders_block(void **state) {
   (void)state;
   /* Two S holders both asking X wait for each other; without detection
@@ -235,23 +137,6 @@ static void test_two_upgraders_block(void **state) {
   assert_int_equal(ordo_held(a, "u", 1, NULL), 1);
   ordo_txn_end(a);
   ordo_txn_end(b);
-}
-
-static void test_fence_increases(void **state) {
-  (void)state;
-  ordo_txn_t *t = txn();
-  uint64_t last = 0;
-  for (int i = 0; i < 100; i++) {
-    uint64_t f;
-    assert_int_equal(ordo_lock(t, "f", 1, ORDO_MODE_X, 0), 0);
-    assert_int_equal(ordo_fence(t, "f", 1, &f), 0);
-    assert_true(f > last);
-    last = f;
-    ordo_unlock_all(t);
-  }
-  uint64_t f;
-  assert_int_equal(ordo_fence(t, "f", 1, &f), ORDO_ENOTHELD);
-  ordo_txn_end(t);
 }
 
 static void test_lock_bound(void **state) {
@@ -284,28 +169,6 @@ static void test_lock_bound(void **state) {
   ordo_close(o);
 }
 
-static void test_cancel(void **state) {
-  (void)state;
-  ordo_txn_t *h = txn();
-  assert_int_equal(ordo_lock(h, "x", 1, ORDO_MODE_X, 0), 0);
-  tu_locker w = {.t = txn(),
-                 .reqs = {ORDO_REQ_X("w", 1), ORDO_REQ_X("x", 1)},
-                 .n = 2,
-                 .timeout_ms = ORDO_FOREVER};
-  tu_locker_start(&w);
-  assert_true(tu_wait_waiting(O, 1));
-  assert_int_equal(ordo_cancel(w.t), 0);
-  assert_int_equal(tu_locker_join(&w), ORDO_ECANCELED);
-  assert_int_equal(ordo_held(w.t, "w", 1, NULL), 0);
-  assert_true(free_for_other("w"));
-  assert_int_equal(ordo_cancel(w.t), ORDO_ENOTHELD);
-  ordo_stats_t s;
-  ordo_stats(O, &s);
-  assert_int_equal(s.canceled, 1);
-  ordo_txn_end(w.t);
-  ordo_txn_end(h);
-}
-
 typedef struct {
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -321,64 +184,6 @@ static void async_done(ordo_txn_t *t, int status, void *arg) {
   b->status = status;
   pthread_cond_signal(&b->cv);
   pthread_mutex_unlock(&b->mu);
-}
-
-static int async_wait(async_box *b) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += 5;
-  pthread_mutex_lock(&b->mu);
-  while (b->calls == 0)
-    if (pthread_cond_timedwait(&b->cv, &b->mu, &ts) != 0)
-      break;
-  int calls = b->calls;
-  pthread_mutex_unlock(&b->mu);
-  return calls;
-}
-
-static void test_async(void **state) {
-  (void)state;
-  async_box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 99};
-  ordo_txn_t *h = txn(), *t = txn();
-  ordo_req_t r[] = {ORDO_REQ_X("p", 1), ORDO_REQ_X("q", 1)};
-  /* Free: granted at once, no callback. */
-  assert_int_equal(ordo_lock_all_async(t, r, 2, 1000, async_done, &b), 0);
-  assert_int_equal(b.calls, 0);
-  ordo_unlock_all(t);
-  /* Held: queued, then granted by the release, one callback. */
-  assert_int_equal(ordo_lock(h, "q", 1, ORDO_MODE_X, 0), 0);
-  assert_int_equal(ordo_lock_all_async(t, r, 2, ORDO_FOREVER, async_done, &b),
-                   ORDO_PENDING);
-  /* While pending, the txn accepts only cancel. */
-  assert_int_equal(ordo_lock(t, "z", 1, ORDO_MODE_X, 0), ORDO_EBUSY);
-  ordo_unlock_all(h);
-  assert_int_equal(async_wait(&b), 1);
-  assert_int_equal(b.status, 0);
-  assert_int_equal(ordo_held(t, "p", 1, NULL), 1);
-  ordo_unlock_all(t);
-  /* Time-out through the engine's timer: ETIMEDOUT, holding nothing. */
-  b.calls = 0;
-  assert_int_equal(ordo_lock(h, "q", 1, ORDO_MODE_X, 0), 0);
-  assert_int_equal(ordo_lock_all_async(t, r, 2, 30, async_done, &b),
-                   ORDO_PENDING);
-  assert_int_equal(async_wait(&b), 1);
-  assert_int_equal(b.status, ORDO_ETIMEDOUT);
-  assert_int_equal(ordo_held(t, "p", 1, NULL), 0);
-  /* Cancel: ECANCELED through the callback. */
-  b.calls = 0;
-  assert_int_equal(ordo_lock_all_async(t, r, 2, ORDO_FOREVER, async_done, &b),
-                   ORDO_PENDING);
-  assert_int_equal(ordo_cancel(t), 0);
-  assert_int_equal(async_wait(&b), 1);
-  assert_int_equal(b.status, ORDO_ECANCELED);
-  /* An error return never calls back. */
-  b.calls = 0;
-  ordo_req_t bad = {"", 0, ORDO_MODE_X};
-  assert_int_equal(ordo_lock_all_async(t, &bad, 1, 10, async_done, &b),
-                   ORDO_EINVAL);
-  assert_int_equal(b.calls, 0);
-  ordo_txn_end(t);
-  ordo_txn_end(h);
 }
 
 /* Many async waiters on one key, granted one per release, in order. */
@@ -516,21 +321,10 @@ static void test_stats(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_errors_and_urls, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_dedupe_and_unlock_all, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_all_or_nothing_timeout, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_waiter_holds_nothing, setup,
-                                      teardown),
       cmocka_unit_test_setup_teardown(test_reentrancy, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_shared_exclusive_upgrade, setup,
-                                      teardown),
       cmocka_unit_test_setup_teardown(test_two_upgraders_block, setup,
                                       teardown),
-      cmocka_unit_test_setup_teardown(test_fence_increases, setup, teardown),
       cmocka_unit_test_setup_teardown(test_lock_bound, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_async, setup, teardown),
       cmocka_unit_test_setup_teardown(test_async_many, setup, teardown),
       cmocka_unit_test_setup_teardown(test_retry, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stats, setup, teardown),

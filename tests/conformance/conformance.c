@@ -1,0 +1,399 @@
+/*
+ * conformance.c -- the backend conformance suite: the semantics every place
+ * must keep, written once against the public API and run against a URL
+ * (argv[1], else $ORDO_TEST_URL, else mem://). Each backend declares its
+ * capabilities (ordo_caps); a case that needs one the backend lacks is
+ * skipped, and cmocka's summary lists what was skipped.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "../common/testutil.h"
+
+#include <string.h>
+
+static const char *URL = "mem://";
+static ordo_t *O;
+
+#define NEED(cap)                                                              \
+  do {                                                                         \
+    if (!(ordo_caps(O) & (cap))) {                                             \
+      print_message("%s: backend lacks " #cap "\n", URL);                      \
+      skip();                                                                  \
+    }                                                                          \
+  } while (0)
+
+static int setup(void **state) {
+  (void)state;
+  if (ordo_open(&O, URL, NULL) != 0)
+    return -1;
+  tu_watchdog_start(O, 30, "conformance case");
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  tu_watchdog_stop();
+  ordo_close(O);
+  O = NULL;
+  return 0;
+}
+
+static ordo_txn_t *txn(void) {
+  ordo_txn_t *t = NULL;
+  if (ordo_txn_begin(O, &t, NULL) != 0)
+    abort(); /* also called from worker threads, where cmocka cannot */
+  return t;
+}
+
+/* Is key free for X, as another txn sees it? */
+static bool free_for_other(const char *key) {
+  ordo_txn_t *o = txn();
+  int rc = ordo_lock(o, key, strlen(key), ORDO_MODE_X, 0);
+  ordo_txn_end(o);
+  return rc == 0;
+}
+
+static void test_lock_unlock(void **state) {
+  (void)state;
+  ordo_txn_t *t = txn();
+  ordo_req_t r[] = {ORDO_REQ_X("c1", 2), ORDO_REQ_X("c2", 2)};
+  assert_int_equal(ordo_lock_all(t, r, 2, 1000), 0);
+  assert_int_equal(ordo_held(t, "c1", 2, NULL), 1);
+  assert_false(free_for_other("c1"));
+  assert_false(free_for_other("c2"));
+  assert_int_equal(ordo_unlock_all(t), 2);
+  assert_true(free_for_other("c1"));
+  assert_true(free_for_other("c2"));
+  assert_int_equal(ordo_unlock_all(t), 0);
+  ordo_txn_end(t);
+}
+
+static void test_bad_keys(void **state) {
+  (void)state;
+  ordo_txn_t *t = txn();
+  assert_int_equal(ordo_lock(t, "", 0, ORDO_MODE_X, 0), ORDO_EINVAL);
+  assert_int_equal(ordo_lock(t, NULL, 3, ORDO_MODE_X, 0), ORDO_EINVAL);
+  static char big[ORDO_KEY_MAX_DEFAULT + 1];
+  assert_int_equal(ordo_lock(t, big, sizeof big, ORDO_MODE_X, 0), ORDO_EINVAL);
+  ordo_req_t bad[] = {ORDO_REQ_X("ok", 2), {"", 0, ORDO_MODE_X}};
+  assert_int_equal(ordo_lock_all(t, bad, 2, 0), ORDO_EINVAL);
+  assert_int_equal(ordo_held(t, "ok", 2, NULL), 0); /* took nothing */
+  /* Binary keys, NULs and 0xff included, are keys like any other. */
+  assert_int_equal(ordo_lock(t, "\0\xff\0", 3, ORDO_MODE_X, 0), 0);
+  assert_int_equal(ordo_held(t, "\0\xff\0", 3, NULL), 1);
+  assert_int_equal(ordo_held(t, "\0\xff", 2, NULL), 0);
+  ordo_txn_end(t);
+}
+
+static void test_dedupe(void **state) {
+  (void)state;
+  ordo_txn_t *t = txn();
+  ordo_req_t r[] = {ORDO_REQ_X("d2", 2), ORDO_REQ_X("d1", 2),
+                    ORDO_REQ_X("d2", 2), ORDO_REQ_X("d1", 2)};
+  assert_int_equal(ordo_lock_all(t, r, 4, 1000), 0);
+  assert_int_equal(ordo_held(t, "d1", 2, NULL), 1);
+  assert_int_equal(ordo_held(t, "d2", 2, NULL), 1);
+  assert_int_equal(ordo_unlock_all(t), 2);
+  if (ordo_caps(O) & ORDO_CAP_SHARED) {
+    ordo_req_t m[] = {ORDO_REQ_S("d1", 2), ORDO_REQ_X("d1", 2)};
+    ordo_mode_t mode;
+    assert_int_equal(ordo_lock_all(t, m, 2, 1000), 0);
+    assert_int_equal(ordo_held(t, "d1", 2, &mode), 1);
+    assert_int_equal(mode, ORDO_MODE_X); /* the strongest mode wins */
+  }
+  ordo_txn_end(t);
+}
+
+static void test_all_or_nothing(void **state) {
+  (void)state;
+  ordo_txn_t *h = txn(), *t = txn();
+  assert_int_equal(ordo_lock(h, "n3", 2, ORDO_MODE_X, 0), 0);
+  ordo_req_t r[] = {ORDO_REQ_X("n1", 2), ORDO_REQ_X("n2", 2),
+                    ORDO_REQ_X("n3", 2)};
+  uint64_t t0 = tu_now_ns();
+  assert_int_equal(ordo_lock_all(t, r, 3, 100), ORDO_ETIMEDOUT);
+  uint64_t ms = (tu_now_ns() - t0) / 1000000;
+  assert_true(ms >= 90);        /* it waited its bound... */
+  assert_true(ms < 100 + 2000); /* ...and not much longer */
+  assert_int_equal(ordo_held(t, "n1", 2, NULL), 0);
+  assert_true(free_for_other("n1"));
+  assert_true(free_for_other("n2"));
+  assert_int_equal(ordo_lock_all(t, r, 3, 0), ORDO_ETIMEDOUT); /* try once */
+  ordo_txn_end(h);
+  assert_int_equal(ordo_lock_all(t, r, 3, 0), 0);
+  ordo_txn_end(t);
+}
+
+static void test_waiter_holds_nothing(void **state) {
+  (void)state;
+  NEED(ORDO_CAP_SERVER_WAIT);
+  ordo_txn_t *h = txn();
+  assert_int_equal(ordo_lock(h, "w2", 2, ORDO_MODE_X, 0), 0);
+  tu_locker w = {.t = txn(),
+                 .reqs = {ORDO_REQ_X("w1", 2), ORDO_REQ_X("w2", 2)},
+                 .n = 2,
+                 .timeout_ms = ORDO_FOREVER};
+  tu_locker_start(&w);
+  assert_true(tu_wait_waiting(O, 1));
+  assert_true(free_for_other("w1"));
+  ordo_unlock_all(h);
+  assert_int_equal(tu_locker_join(&w), 0);
+  assert_int_equal(ordo_held(w.t, "w1", 2, NULL), 1);
+  assert_int_equal(ordo_held(w.t, "w2", 2, NULL), 1);
+  ordo_txn_end(w.t);
+  ordo_txn_end(h);
+}
+
+static void test_reentrant(void **state) {
+  (void)state;
+  NEED(ORDO_CAP_REENTRANT);
+  ordo_txn_t *t = txn();
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(ordo_lock(t, "r", 1, ORDO_MODE_X, 0), 0);
+  assert_int_equal(ordo_held(t, "r", 1, NULL), 3);
+  assert_int_equal(ordo_unlock(t, "r", 1), 0);
+  assert_int_equal(ordo_unlock(t, "r", 1), 0);
+  assert_false(free_for_other("r"));
+  assert_int_equal(ordo_unlock(t, "r", 1), 0);
+  assert_true(free_for_other("r"));
+  assert_int_equal(ordo_unlock(t, "r", 1), ORDO_ENOTHELD);
+  ordo_txn_end(t);
+}
+
+static void test_shared(void **state) {
+  (void)state;
+  NEED(ORDO_CAP_SHARED);
+  ordo_txn_t *a = txn(), *b = txn(), *c = txn();
+  assert_int_equal(ordo_lock(a, "s", 1, ORDO_MODE_S, 0), 0);
+  assert_int_equal(ordo_lock(b, "s", 1, ORDO_MODE_S, 0), 0);
+  assert_int_equal(ordo_lock(c, "s", 1, ORDO_MODE_X, 0), ORDO_ETIMEDOUT);
+  ordo_txn_end(a);
+  assert_int_equal(ordo_lock(c, "s", 1, ORDO_MODE_X, 0), ORDO_ETIMEDOUT);
+  ordo_txn_end(b);
+  assert_int_equal(ordo_lock(c, "s", 1, ORDO_MODE_X, 0), 0);
+  ordo_txn_end(c);
+}
+
+static void test_upgrade(void **state) {
+  (void)state;
+  NEED(ORDO_CAP_UPGRADE);
+  ordo_txn_t *a = txn(), *b = txn();
+  ordo_mode_t m;
+  /* A sole S holder upgrades at once. */
+  assert_int_equal(ordo_lock(a, "u", 1, ORDO_MODE_S, 0), 0);
+  assert_int_equal(ordo_lock(a, "u", 1, ORDO_MODE_X, 0), 0);
+  assert_int_equal(ordo_held(a, "u", 1, &m), 2);
+  assert_int_equal(m, ORDO_MODE_X);
+  ordo_unlock_all(a);
+  /* With another S holder it waits, keeping its S, until that one goes. */
+  assert_int_equal(ordo_lock(a, "u", 1, ORDO_MODE_S, 0), 0);
+  assert_int_equal(ordo_lock(b, "u", 1, ORDO_MODE_S, 0), 0);
+  assert_int_equal(ordo_lock(a, "u", 1, ORDO_MODE_X, 50), ORDO_ETIMEDOUT);
+  assert_int_equal(ordo_held(a, "u", 1, &m), 1);
+  assert_int_equal(m, ORDO_MODE_S);
+  ordo_txn_end(b);
+  assert_int_equal(ordo_lock(a, "u", 1, ORDO_MODE_X, 1000), 0);
+  ordo_txn_end(a);
+}
+
+static void test_cancel(void **state) {
+  (void)state;
+  NEED(ORDO_CAP_CANCEL);
+  NEED(ORDO_CAP_SERVER_WAIT);
+  ordo_txn_t *h = txn();
+  assert_int_equal(ordo_lock(h, "x", 1, ORDO_MODE_X, 0), 0);
+  tu_locker w = {.t = txn(),
+                 .reqs = {ORDO_REQ_X("v", 1), ORDO_REQ_X("x", 1)},
+                 .n = 2,
+                 .timeout_ms = ORDO_FOREVER};
+  tu_locker_start(&w);
+  assert_true(tu_wait_waiting(O, 1));
+  assert_int_equal(ordo_cancel(w.t), 0);
+  assert_int_equal(tu_locker_join(&w), ORDO_ECANCELED);
+  assert_int_equal(ordo_held(w.t, "v", 1, NULL), 0);
+  assert_true(free_for_other("v"));
+  assert_int_equal(ordo_cancel(w.t), ORDO_ENOTHELD);
+  ordo_txn_end(w.t);
+  ordo_txn_end(h);
+}
+
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int calls, status;
+} box_t;
+
+static void box_done(ordo_txn_t *t, int status, void *arg) {
+  (void)t;
+  box_t *b = arg;
+  pthread_mutex_lock(&b->mu);
+  b->calls++;
+  b->status = status;
+  pthread_cond_signal(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+}
+
+static int box_wait(box_t *b) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 5;
+  pthread_mutex_lock(&b->mu);
+  while (b->calls == 0 && pthread_cond_timedwait(&b->cv, &b->mu, &ts) == 0)
+    ;
+  int calls = b->calls;
+  pthread_mutex_unlock(&b->mu);
+  return calls;
+}
+
+static void test_async(void **state) {
+  (void)state;
+  NEED(ORDO_CAP_ASYNC);
+  box_t b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 99};
+  ordo_txn_t *h = txn(), *t = txn();
+  ordo_req_t r[] = {ORDO_REQ_X("p", 1), ORDO_REQ_X("q", 1)};
+  assert_int_equal(ordo_lock_all_async(t, r, 2, 1000, box_done, &b), 0);
+  assert_int_equal(b.calls, 0); /* granted at once: no callback */
+  ordo_unlock_all(t);
+  assert_int_equal(ordo_lock(h, "q", 1, ORDO_MODE_X, 0), 0);
+  assert_int_equal(ordo_lock_all_async(t, r, 2, 5000, box_done, &b),
+                   ORDO_PENDING);
+  ordo_unlock_all(h);
+  assert_int_equal(box_wait(&b), 1);
+  assert_int_equal(b.status, 0);
+  assert_int_equal(ordo_held(t, "p", 1, NULL), 1);
+  ordo_unlock_all(t);
+  /* The deadline passes: ETIMEDOUT through the callback, nothing held. */
+  b.calls = 0;
+  assert_int_equal(ordo_lock(h, "q", 1, ORDO_MODE_X, 0), 0);
+  assert_int_equal(ordo_lock_all_async(t, r, 2, 30, box_done, &b),
+                   ORDO_PENDING);
+  assert_int_equal(box_wait(&b), 1);
+  assert_int_equal(b.status, ORDO_ETIMEDOUT);
+  assert_int_equal(ordo_held(t, "p", 1, NULL), 0);
+  /* A call that fails never calls back. */
+  b.calls = 0;
+  ordo_req_t bad = {"", 0, ORDO_MODE_X};
+  assert_int_equal(ordo_lock_all_async(t, &bad, 1, 10, box_done, &b),
+                   ORDO_EINVAL);
+  assert_int_equal(b.calls, 0);
+  ordo_txn_end(t);
+  ordo_txn_end(h);
+}
+
+static void test_fence(void **state) {
+  (void)state;
+  NEED(ORDO_CAP_FENCE);
+  ordo_txn_t *a = txn(), *b = txn();
+  uint64_t last = 0;
+  for (int i = 0; i < 50; i++) {
+    ordo_txn_t *t = (i & 1) ? a : b;
+    uint64_t f;
+    assert_int_equal(ordo_lock(t, "f", 1, ORDO_MODE_X, 1000), 0);
+    assert_int_equal(ordo_fence(t, "f", 1, &f), 0);
+    assert_true(f > last); /* strictly increasing, whoever holds */
+    last = f;
+    ordo_unlock_all(t);
+  }
+  uint64_t f;
+  assert_int_equal(ordo_fence(a, "f", 1, &f), ORDO_ENOTHELD);
+  ordo_txn_end(a);
+  ordo_txn_end(b);
+}
+
+static void test_incremental(void **state) {
+  (void)state;
+  NEED(ORDO_CAP_INCREMENTAL);
+  ordo_txn_t *t = txn();
+  ordo_req_t r[] = {ORDO_REQ_X("i1", 2), ORDO_REQ_X("i2", 2)};
+  assert_int_equal(ordo_lock(t, "i3", 2, ORDO_MODE_X, 0), 0);
+  assert_int_equal(ordo_lock_all(t, r, 2, 0), 0);
+  assert_int_equal(ordo_unlock(t, "i1", 2), 0);
+  assert_true(free_for_other("i1"));
+  assert_false(free_for_other("i2"));
+  assert_false(free_for_other("i3"));
+  assert_int_equal(ordo_unlock_all(t), 2);
+  ordo_txn_end(t);
+}
+
+/* Opposite request orders, many times, with no bound: the canonical order
+ * makes a deadlock impossible (a hang would trip the watchdog). */
+typedef struct {
+  int flip;
+  long n;
+  _Atomic long *owner;
+  _Atomic long violations;
+} order_arg;
+
+static order_arg g_oa;
+
+static void *order_worker(void *arg) {
+  long me = (long)(intptr_t)arg;
+  ordo_txn_t *t = txn();
+  for (long i = 0; i < g_oa.n; i++) {
+    int a = (int)((me + i) & 3), b = (int)((me + i + 1 + (i & 1)) & 3);
+    char ka[2] = {'k', (char)('0' + a)}, kb[2] = {'k', (char)('0' + b)};
+    ordo_req_t r[2] = {{ka, 2, ORDO_MODE_X}, {kb, 2, ORDO_MODE_X}};
+    if (me & 1) {
+      ordo_req_t tmp = r[0];
+      r[0] = r[1];
+      r[1] = tmp;
+    }
+    if (ordo_lock_all(t, r, 2, ORDO_FOREVER) != 0)
+      abort();
+    long z = 0;
+    if (!atomic_compare_exchange_strong(&g_oa.owner[a], &z, me))
+      atomic_fetch_add(&g_oa.violations, 1);
+    z = 0;
+    if (!atomic_compare_exchange_strong(&g_oa.owner[b], &z, me))
+      atomic_fetch_add(&g_oa.violations, 1);
+    atomic_store(&g_oa.owner[a], 0);
+    atomic_store(&g_oa.owner[b], 0);
+    ordo_unlock_all(t);
+  }
+  ordo_txn_end(t);
+  return NULL;
+}
+
+static void test_opposite_orders(void **state) {
+  (void)state;
+  static _Atomic long owner[4];
+  g_oa.n = tu_scaled(5000);
+  g_oa.owner = owner;
+  atomic_store(&g_oa.violations, 0);
+  pthread_t thr[4];
+  for (long i = 0; i < 4; i++)
+    pthread_create(&thr[i], NULL, order_worker, (void *)(intptr_t)(i + 1));
+  for (int i = 0; i < 4; i++)
+    pthread_join(thr[i], NULL);
+  assert_int_equal(atomic_load(&g_oa.violations), 0);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1)
+    URL = argv[1];
+  else if (getenv("ORDO_TEST_URL"))
+    URL = getenv("ORDO_TEST_URL");
+  print_message("conformance suite on %s\n", URL);
+  const struct CMUnitTest tests[] = {
+#define CASE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+      CASE(test_lock_unlock),
+      CASE(test_bad_keys),
+      CASE(test_dedupe),
+      CASE(test_all_or_nothing),
+      CASE(test_waiter_holds_nothing),
+      CASE(test_reentrant),
+      CASE(test_shared),
+      CASE(test_upgrade),
+      CASE(test_cancel),
+      CASE(test_async),
+      CASE(test_fence),
+      CASE(test_incremental),
+      CASE(test_opposite_orders),
+#undef CASE
+  };
+  return cmocka_run_group_tests_name(URL, tests, NULL, NULL);
+}
