@@ -163,6 +163,7 @@ typedef struct ordo_options_s {
   size_t max_key_len;   /* longest key in bytes (512) */
   long starvation_us;   /* wait that reserves a waiter's keys (1000) */
   unsigned hold_sample; /* sample 1 in N hold times, power of two (64) */
+  long spin_us;         /* a blocked caller spins this long first (20) */
 } ordo_options_t;
 
 /* Fills the defaults above; callers change fields after it. */
@@ -269,18 +270,19 @@ ORDO_EXTERN long ordo_retry_ceiling_us(const ordo_retry_options_t *r,
 #define ORDO_HIST_BUCKETS 32 /* bucket i counts values in [2^(i-1), 2^i) us */
 
 typedef struct ordo_stats_s {
-  uint64_t acquired;                     /* grants of a whole request */
-  uint64_t waited;                       /* requests that had to queue */
-  uint64_t timeouts;                     /* requests that ran out of time */
-  uint64_t canceled;                     /* requests cancelled */
-  uint64_t deadlocks;                    /* deadlock victims (detection) */
-  uint64_t retries;                      /* re-attempts made by ordo_retry */
-  uint64_t limits;                       /* requests refused by max_locks */
-  uint64_t released;                     /* keys released */
-  uint64_t wakeups;                      /* waiters woken by a grant */
-  uint64_t locks;                        /* lock objects alive now */
-  uint64_t waiting;                      /* requests queued now */
-  uint64_t max_wait_us;                  /* longest wait seen */
+  uint64_t acquired;    /* grants of a whole request */
+  uint64_t waited;      /* requests that had to queue */
+  uint64_t timeouts;    /* requests that ran out of time */
+  uint64_t canceled;    /* requests cancelled */
+  uint64_t deadlocks;   /* deadlock victims (detection) */
+  uint64_t retries;     /* re-attempts made by ordo_retry */
+  uint64_t limits;      /* requests refused by max_locks */
+  uint64_t released;    /* keys released */
+  uint64_t wakeups;     /* waiters woken by a grant */
+  uint64_t pokes;       /* sleeping waiters woken to try again themselves */
+  uint64_t locks;       /* lock objects alive now */
+  uint64_t waiting;     /* requests queued now */
+  uint64_t max_wait_us; /* longest wait seen */
   uint64_t wait_hist[ORDO_HIST_BUCKETS]; /* wait times, us */
   uint64_t hold_hist[ORDO_HIST_BUCKETS]; /* sampled hold times, us */
 } ordo_stats_t;

@@ -11,27 +11,47 @@
 #include <errno.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
 
 typedef struct mem_place {
   struct ordo_s base;
   ordo__table *tab;
   _Atomic uint64_t next_id;
+  /* Waiters spinning now, and how many may (one per spare CPU): spinning
+   * where no CPU is free only delays the holder it waits for. */
+  _Atomic int spinners;
+  int max_spinners; /* read-only after open */
+  uint64_t spin_ns; /* read-only after open */
 } mem_place;
+
+/* A blocking wait's state: the event moves SPIN to DONE with one atomic
+ * exchange and touches the txn no more; a waiter that went to sleep moved
+ * SPIN to SLEEP under mu, and then the event signals under mu. */
+enum { W_SPIN = 0, W_DONE = 1, W_SLEEP = 2 };
 
 typedef struct mem_txn {
   struct ordo_txn_s base;
   ordo__owner ow;
   /*
-   * mu guards done and status: the engine's event sets them from whatever
-   * thread granted, expired or cancelled the request, and the waiting
-   * thread reads them. mu is a leaf: nothing else is locked while it is
-   * held, and the engine fires events with none of its own locks held.
+   * mu and cv serve a waiter that sleeps: mu guards the move of wstate to
+   * W_SLEEP and, after it, to W_DONE, so the event's signal cannot be
+   * missed. A waiter that is still spinning needs neither: the event moves
+   * wstate from W_SPIN to W_DONE with one compare-and-swap. mu is a leaf:
+   * nothing else is locked while it is held, and the engine fires events
+   * with none of its own locks held.
    */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int done;
-  int status;
-  ordo_done_cb ucb; /* the async caller's callback, set before queueing */
+  _Atomic int wstate; /* W_*: written by the waiter and the event */
+  _Atomic bool poked; /* a poke came: try again */
+  int status;         /* written by the event before wstate becomes DONE */
+  ordo_done_cb ucb;   /* the async caller's callback, set before queueing */
   void *uarg;
 } mem_txn;
 
@@ -50,6 +70,10 @@ static int mem_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
     return rc;
   }
   atomic_init(&p->next_id, 1);
+  atomic_init(&p->spinners, 0);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  p->max_spinners = cpus > 1 ? (int)(cpus - 1) : 0;
+  p->spin_ns = (uint64_t)opts->spin_us * 1000u;
   *out = &p->base;
   return 0;
 }
@@ -88,34 +112,110 @@ static void mem_txn_end(ordo_txn_t *tx) {
   free(t);
 }
 
-/* The event of a blocking call: hand the status to the waiting thread. The
- * signal is sent before mu is let go, so the waiter cannot free t first. */
+/* The event of a blocking call: hand the status to the waiting thread. A
+ * spinning waiter sees DONE after one exchange, with no system call; a
+ * sleeping one is signalled before mu is let go, so it cannot free t first. */
 static void mem_wake(ordo__owner *w, int status, void *arg) {
   ORDO_UNUSED(w);
   mem_txn *t = arg;
-  pthread_mutex_lock(&t->mu);
+  if (status == ORDO_PENDING) {
+    /* A poke (the engine holds wait_mu, so t stays): the waiter should try
+     * its set again itself. A spinning waiter sees the flag; a sleeping
+     * one is signalled. Both sides write, then read the other's word
+     * (sequentially consistent), so one of them sees the other. */
+    atomic_store(&t->poked, true);
+    if (atomic_load(&t->wstate) == W_SLEEP) {
+      pthread_mutex_lock(&t->mu);
+      pthread_cond_signal(&t->cv);
+      pthread_mutex_unlock(&t->mu);
+    }
+    return;
+  }
   t->status = status;
-  t->done = 1;
+  int expect = W_SPIN;
+  if (atomic_compare_exchange_strong_explicit(&t->wstate, &expect, W_DONE,
+                                              memory_order_acq_rel,
+                                              memory_order_acquire))
+    return; /* t may be gone from here on */
+  pthread_mutex_lock(&t->mu);
+  atomic_store_explicit(&t->wstate, W_DONE, memory_order_release);
   pthread_cond_signal(&t->cv);
   pthread_mutex_unlock(&t->mu);
+}
+
+/*
+ * wait_spin -- spins a short while for the outcome, if a spare CPU allows
+ * it, answering pokes by trying again. Returns 0 or a final status, or
+ * ORDO_PENDING when the caller must go on to sleep.
+ */
+static int wait_spin(mem_place *p, mem_txn *t, uint64_t deadline_ns) {
+  if (p->spin_ns == 0)
+    return ORDO_PENDING;
+  if (atomic_fetch_add_explicit(&p->spinners, 1, memory_order_relaxed) >=
+      p->max_spinners) {
+    atomic_fetch_sub_explicit(&p->spinners, 1, memory_order_relaxed);
+    return ORDO_PENDING;
+  }
+  uint64_t end = ordo__now_ns() + p->spin_ns;
+  if (end > deadline_ns)
+    end = deadline_ns;
+  int rc = ORDO_PENDING;
+  for (unsigned i = 1;; i++) {
+    if (atomic_load_explicit(&t->wstate, memory_order_acquire) == W_DONE) {
+      rc = t->status;
+      break;
+    }
+    if (atomic_load_explicit(&t->poked, memory_order_relaxed) &&
+        atomic_exchange(&t->poked, false) && ordo__retry(&t->ow) == 0) {
+      rc = 0; /* granted by our own try: no event will come */
+      break;
+    }
+    cpu_relax();
+    if ((i & 63) == 0 && ordo__now_ns() >= end)
+      break;
+  }
+  atomic_fetch_sub_explicit(&p->spinners, 1, memory_order_relaxed);
+  return rc;
 }
 
 static int mem_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
                         uint64_t deadline_ns) {
   mem_txn *t = mt(tx);
+  mem_place *p = (mem_place *)tx->o;
+  atomic_store_explicit(&t->wstate, W_SPIN, memory_order_relaxed);
+  atomic_store_explicit(&t->poked, false, memory_order_relaxed);
+  /* A thread waits for us: the engine may poke it rather than hand it the
+   * keys (src/core/README.md, "Hand-over and pokes"). */
+  atomic_store_explicit(&t->ow.pokeable, true, memory_order_relaxed);
   int rc = ordo__acquire(&t->ow, r, n, deadline_ns, false, mem_wake, t);
+  if (rc != ORDO_PENDING)
+    return rc;
+  rc = wait_spin(p, t, deadline_ns);
   if (rc != ORDO_PENDING)
     return rc;
   bool expired = false;
   pthread_mutex_lock(&t->mu);
-  while (!t->done) {
+  int expect = W_SPIN;
+  if (!atomic_compare_exchange_strong(&t->wstate, &expect, W_SLEEP)) {
+    pthread_mutex_unlock(&t->mu); /* the event came meanwhile */
+    return t->status;
+  }
+  while (atomic_load_explicit(&t->wstate, memory_order_acquire) != W_DONE) {
+    if (atomic_exchange(&t->poked, false)) {
+      pthread_mutex_unlock(&t->mu);
+      if (ordo__retry(&t->ow) == 0)
+        return 0; /* granted by our own try: no event will come */
+      pthread_mutex_lock(&t->mu);
+      continue;
+    }
     if (deadline_ns == ORDO_NO_DEADLINE || expired) {
       pthread_cond_wait(&t->cv, &t->mu);
       continue;
     }
     struct timespec ts = {(time_t)(deadline_ns / 1000000000u),
                           (long)(deadline_ns % 1000000000u)};
-    if (pthread_cond_timedwait(&t->cv, &t->mu, &ts) == ETIMEDOUT && !t->done) {
+    if (pthread_cond_timedwait(&t->cv, &t->mu, &ts) == ETIMEDOUT &&
+        atomic_load_explicit(&t->wstate, memory_order_acquire) != W_DONE) {
       /* Our deadline: end the wait ourselves. If a grant or a cancel won
        * the race, its event is on its way and we wait for it. */
       pthread_mutex_unlock(&t->mu);
@@ -124,7 +224,6 @@ static int mem_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
       expired = true;
     }
   }
-  t->done = 0;
   rc = t->status;
   pthread_mutex_unlock(&t->mu);
   return rc;

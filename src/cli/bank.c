@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ordo.h"
 
@@ -46,6 +47,7 @@ typedef struct bank_opts_s {
   long transfers;       /* each way: the run makes 2 * transfers */
   long workers;         /* 1..1024 */
   long lock_timeout_ms; /* bound on each lock_all attempt */
+  long watchdog_s;      /* dump the lock table and exit 3 after this; 0 off */
   int json;             /* print one JSON object instead of the summary */
   bank_mode_t mode;
 } bank_opts_t;
@@ -56,6 +58,7 @@ static void bank_opts_init(bank_opts_t *o) {
   o->transfers = 1000;
   o->workers = 8;
   o->lock_timeout_ms = 5000;
+  o->watchdog_s = 0;
   o->json = 0;
   o->mode = BANK_MODE_ORDERED;
 }
@@ -86,6 +89,7 @@ typedef struct bank_flag_s {
 #define BANK_MAX_TRANSFERS 10000000L
 #define BANK_MAX_WORKERS 1024L
 #define BANK_MAX_TIMEOUT_MS 3600000L
+#define BANK_MAX_WATCHDOG_S 86400L
 
 static const bank_flag_t bank_flags[] = {
     {"--backend", NULL, "URL", FLAG_STR, offsetof(bank_opts_t, url), 0, 0,
@@ -103,6 +107,11 @@ static const bank_flag_t bank_flags[] = {
      offsetof(bank_opts_t, lock_timeout_ms), 0, BANK_MAX_TIMEOUT_MS,
      "bound on each lock attempt in milliseconds, 0..3600000 (default 5000; "
      "0 tries once); attempts are retried with backoff, 10 at most"},
+    {"--watchdog", NULL, "SEC", FLAG_NUM, offsetof(bank_opts_t, watchdog_s), 0,
+     BANK_MAX_WATCHDOG_S,
+     "when the run has not finished SEC seconds after the transfers start, "
+     "print the lock table (holders and queues) on stderr and exit with "
+     "status 3; 0..86400 (default 0: no watchdog)"},
     {"--json", NULL, NULL, FLAG_BOOL, offsetof(bank_opts_t, json), 0, 0,
      "print one JSON object on stdout instead of the summary"},
     {"--help", "-h", NULL, FLAG_HELP, 0, 0, 0, "print this help and exit"},
@@ -137,7 +146,8 @@ static void help_wrap(FILE *f, const char *text, int indent, int width) {
 
 void cli_bank_usage(FILE *f) {
   fputs("usage: ordo bank [--backend URL] [--accounts N] [--transfers N]\n"
-        "                 [--workers N] [--lock-timeout MS] [--json]\n"
+        "                 [--workers N] [--lock-timeout MS] [--watchdog SEC]\n"
+        "                 [--json]\n"
         "\n"
         "The bank check: workers move random amounts between accounts at\n"
         "once, each transfer locking both accounts with one ordo_lock_all\n"
@@ -163,7 +173,9 @@ void cli_bank_usage(FILE *f) {
         "deadlocks (the engine's count), the total before and after, and a\n"
         "verdict line. --json prints the same as one object.\n"
         "Exit status: 0 the check passed, 1 it failed (or the backend could\n"
-        "not be used), 2 bad usage.\n",
+        "not be used), 2 bad usage, 3 the watchdog fired: the run had not\n"
+        "finished within --watchdog SEC seconds; stderr then holds one\n"
+        "'ordo bank: watchdog: ...' line and the lock table, stdout nothing.\n",
         f);
 }
 
@@ -337,7 +349,8 @@ typedef struct bank_s {
   _Atomic uint64_t next; /* the next transfer index to claim */
   _Atomic int hard_err;  /* first non-retryable error; stops the claims */
   bank_worker_t *w;
-  int fault_leak; /* test hook, see bank_fault() */
+  int fault_leak; /* test hooks, see bank_fault() */
+  int fault_hang;
   /* gate_mu guards go and abort; gate_cv announces either. */
   pthread_mutex_t gate_mu;
   pthread_cond_t gate_cv;
@@ -448,6 +461,17 @@ static void bank_critical(bank_t *b, bank_xfer_t *x) {
 }
 
 /*
+ * bank_hang -- the "hang" test hook (bank_fault): the worker that took the
+ * locks of transfer 0 never comes back, so it holds both keys for good and
+ * the run cannot end; only --watchdog (or a kill) stops the process. pause()
+ * returns only after a signal handler ran, and the command installs none.
+ */
+_Noreturn static void bank_hang(void) {
+  for (;;)
+    pause();
+}
+
+/*
  * bank_body -- one attempt, run by ordo_retry: lock both accounts (as given,
  * from then to; lock_all sorts them), transfer, unlock. A lock error is
  * returned as is so that ordo_retry backs off and retries the retryable ones;
@@ -464,6 +488,8 @@ static int bank_body(ordo_txn_t *t, void *arg) {
       x->w->timeouts++;
     return rc;
   }
+  if (b->fault_hang && x->idx == 0)
+    bank_hang(); /* the test hook: keep both keys held forever */
   bank_critical(b, x);
   rc = ordo_unlock_all(t);
   /* The money has moved, so this attempt must count as done: returning the
@@ -550,7 +576,9 @@ static double percentile_us(const uint64_t *v, uint64_t n, unsigned pct) {
  * bank_fault -- a test hook read from ORDO_BANK_FAULT, so that the suite can
  * prove the check fails when it should: "leak" credits one extra unit in
  * transfer 0 (the total changes), "owner" marks account 0 as taken before the
- * run (every transfer touching it sees a violation). Unset, it changes nothing.
+ * run (every transfer touching it sees a violation), "hang" makes the worker
+ * of transfer 0 block forever while holding its two keys (the run never ends;
+ * for testing --watchdog). Unset, it changes nothing.
  */
 static void bank_fault(bank_t *b) {
   const char *f = getenv("ORDO_BANK_FAULT");
@@ -560,11 +588,123 @@ static void bank_fault(bank_t *b) {
     b->fault_leak = 1;
   else if (strcmp(f, "owner") == 0)
     atomic_store_explicit(&b->owner[0], UINT32_MAX, memory_order_relaxed);
+  else if (strcmp(f, "hang") == 0)
+    b->fault_hang = 1;
   else
     fprintf(stderr,
             "ordo bank: ignoring ORDO_BANK_FAULT='%s': accepted "
-            "values are leak, owner\n",
+            "values are leak, owner, hang\n",
             f);
+}
+
+/* ---- The watchdog ---------------------------------------------------------
+ */
+
+/*
+ * The watchdog of --watchdog SEC (README.md, "The watchdog"): one thread that
+ * sleeps in a timed wait on cv until deadline (CLOCK_MONOTONIC), or until the
+ * main thread sets cancel after the last worker has exited. It never polls:
+ * it wakes once, either cancelled or at the deadline. At the deadline it
+ * stops the progress bar, prints one line and the lock table on stderr and
+ * ends the process with _exit(CLI_EXIT_WATCHDOG).
+ */
+typedef struct bank_watchdog_s {
+  ordo_t *o;
+  cli_progress_t *bar; /* started before the watchdog; stopped when it fires */
+  long seconds;
+  struct timespec deadline; /* CLOCK_MONOTONIC */
+  int active;               /* a thread was started and must be joined */
+  pthread_t thread;
+  /* mu guards cancel; cv announces it. A leaf: see README.md, lock order. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int cancel;
+} bank_watchdog_t;
+
+static void *bank_watchdog_thread(void *arg) {
+  bank_watchdog_t *wd = arg;
+  pthread_mutex_lock(&wd->mu);
+  while (!wd->cancel &&
+         pthread_cond_timedwait(&wd->cv, &wd->mu, &wd->deadline) != ETIMEDOUT)
+    ;
+  int fire = !wd->cancel;
+  pthread_mutex_unlock(&wd->mu);
+  if (!fire)
+    return NULL;
+  /* From here on the main thread is blocked in a pthread_join (of a worker,
+   * or of this thread in bank_watchdog_stop) that can only end with the
+   * process: it has not stopped the bar or closed o, and never will. So the
+   * bar is ours to stop and o stays valid for the dump. No lock is held. */
+  cli_progress_stop(wd->bar);
+  fprintf(stderr,
+          "ordo bank: watchdog: the run did not finish within %ld s; lock "
+          "table follows:\n",
+          wd->seconds);
+  fflush(stderr);
+  ordo_dump(wd->o, STDERR_FILENO);
+  fflush(stderr);
+  _exit(CLI_EXIT_WATCHDOG);
+}
+
+/*
+ * bank_watchdog_start -- arms the watchdog for seconds from now, or does
+ * nothing when seconds is 0. Returns 0, or an error number when the
+ * condition variable (on CLOCK_MONOTONIC), its mutex or the thread could not
+ * be set up (then nothing is left to stop).
+ */
+static int bank_watchdog_start(bank_watchdog_t *wd, ordo_t *o,
+                               cli_progress_t *bar, long seconds) {
+  memset(wd, 0, sizeof(*wd));
+  wd->o = o;
+  wd->bar = bar;
+  wd->seconds = seconds;
+  if (seconds == 0)
+    return 0;
+  pthread_condattr_t ca;
+  int rc = pthread_condattr_init(&ca);
+  if (rc != 0)
+    return rc;
+  /* The deadline is on CLOCK_MONOTONIC, so setting the wall clock can
+   * neither fire the watchdog early nor hold it off. */
+  rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  if (rc == 0)
+    rc = pthread_cond_init(&wd->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  if (rc != 0)
+    return rc;
+  rc = pthread_mutex_init(&wd->mu, NULL);
+  if (rc != 0) {
+    pthread_cond_destroy(&wd->cv);
+    return rc;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &wd->deadline);
+  wd->deadline.tv_sec += (time_t)seconds;
+  rc = pthread_create(&wd->thread, NULL, bank_watchdog_thread, wd);
+  if (rc != 0) {
+    pthread_mutex_destroy(&wd->mu);
+    pthread_cond_destroy(&wd->cv);
+    return rc;
+  }
+  wd->active = 1;
+  return 0;
+}
+
+/*
+ * bank_watchdog_stop -- cancels the watchdog and joins it; safe when it was
+ * never armed. If it has already fired, the join never returns: the
+ * watchdog ends the process.
+ */
+static void bank_watchdog_stop(bank_watchdog_t *wd) {
+  if (!wd->active)
+    return;
+  pthread_mutex_lock(&wd->mu);
+  wd->cancel = 1;
+  pthread_cond_signal(&wd->cv);
+  pthread_mutex_unlock(&wd->mu);
+  pthread_join(wd->thread, NULL);
+  pthread_mutex_destroy(&wd->mu);
+  pthread_cond_destroy(&wd->cv);
+  wd->active = 0;
 }
 
 static void bank_free(bank_t *b) {
@@ -751,9 +891,29 @@ static int bank_run(const bank_opts_t *o, ordo_t *ordo, bank_result_t *r) {
     }
   }
 
-  /* Open the gate only once every worker exists, so the clock measures all
-   * of them working (invariant 6). */
+  /* Zeroed, both are safe to stop when they never started. The bar starts
+   * before the watchdog, which stops it when it fires. */
   cli_progress_t bar;
+  bank_watchdog_t wd;
+  memset(&bar, 0, sizeof(bar));
+  memset(&wd, 0, sizeof(wd));
+  if (status == CLI_EXIT_OK)
+    cli_progress_start(&bar, "bank", b.ntransfers, bank_progress_read, &b);
+
+  /* Open the gate only once every worker exists, so the clock measures all
+   * of them working (invariant 6). The watchdog is armed just before, so its
+   * SEC seconds count from the start of the transfers too (a few
+   * microseconds early, never late). */
+  if (status == CLI_EXIT_OK) {
+    int rc = bank_watchdog_start(&wd, ordo, &bar, o->watchdog_s);
+    if (rc != 0) {
+      fprintf(stderr,
+              "ordo bank: cannot start the watchdog thread: %s; try without "
+              "--watchdog\n",
+              strerror(rc));
+      status = CLI_EXIT_FAIL;
+    }
+  }
   double t0 = cli_now();
   pthread_mutex_lock(&b.gate_mu);
   if (status == CLI_EXIT_OK)
@@ -762,13 +922,13 @@ static int bank_run(const bank_opts_t *o, ordo_t *ordo, bank_result_t *r) {
     b.abort = 1;
   pthread_cond_broadcast(&b.gate_cv);
   pthread_mutex_unlock(&b.gate_mu);
-  if (status == CLI_EXIT_OK)
-    cli_progress_start(&bar, "bank", b.ntransfers, bank_progress_read, &b);
   for (size_t i = 0; i < started; i++)
     pthread_join(b.w[i].thread, NULL);
   double t1 = cli_now();
-  if (status == CLI_EXIT_OK)
-    cli_progress_stop(&bar);
+  /* The run is over: cancel the watchdog before touching the bar (it stops
+   * the bar itself when it fires, and then this join never returns). */
+  bank_watchdog_stop(&wd);
+  cli_progress_stop(&bar);
   pthread_mutex_destroy(&b.gate_mu);
   pthread_cond_destroy(&b.gate_cv);
 

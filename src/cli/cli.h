@@ -16,9 +16,16 @@
 /*
  * Exit statuses, the same for every subcommand (README.md, invariant 1):
  * 0 when the command did what it checks, 1 when the check failed or the
- * backend could not be used, 2 when the command line was wrong.
+ * backend could not be used, 2 when the command line was wrong, 3 when a
+ * watchdog (`ordo bank --watchdog SEC`) found the run still going after SEC
+ * seconds and printed the lock table.
  */
-enum { CLI_EXIT_OK = 0, CLI_EXIT_FAIL = 1, CLI_EXIT_USAGE = 2 };
+enum {
+  CLI_EXIT_OK = 0,
+  CLI_EXIT_FAIL = 1,
+  CLI_EXIT_USAGE = 2,
+  CLI_EXIT_WATCHDOG = 3
+};
 
 /*
  * The backend URL forms this build accepts, quoted in usage errors and help.

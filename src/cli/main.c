@@ -54,7 +54,8 @@ static void usage(FILE *f) {
   for (size_t i = 0; i < NCMDS; i++)
     fprintf(f, "  %-13s  %s\n", cmds[i].name, cmds[i].summary);
   fputs("\nRun 'ordo <command> --help' for one command's help.\n"
-        "Exit status: 0 ok, 1 the check failed, 2 bad usage.\n",
+        "Exit status: 0 ok, 1 the check failed, 2 bad usage, 3 the\n"
+        "watchdog fired (the run hung; the lock table is on stderr).\n",
         f);
   for (size_t i = 0; i < NCMDS; i++) {
     fputs("\n", f);

@@ -19,6 +19,7 @@ void ordo_options_init(ordo_options_t *o) {
   o->max_key_len = ORDO_KEY_MAX_DEFAULT;
   o->starvation_us = 1000;
   o->hold_sample = 64;
+  o->spin_us = 20;
 }
 
 static bool pow2(unsigned long v) {
@@ -32,7 +33,7 @@ static int check_options(const ordo_options_t *o) {
     return ORDO_EINVAL;
   if (o->max_locks == 0 || o->max_key_len == 0 || o->max_key_len > (1u << 20))
     return ORDO_EINVAL;
-  if (o->starvation_us < 0)
+  if (o->starvation_us < 0 || o->spin_us < 0 || o->spin_us > 1000000)
     return ORDO_EINVAL;
   return 0;
 }
@@ -68,6 +69,8 @@ static int parse_query(const char *q, ordo_options_t *o) {
       o->starvation_us = (long)v;
     else if (OPT("hold_sample"))
       o->hold_sample = (unsigned)v;
+    else if (OPT("spin_us"))
+      o->spin_us = (long)v;
     else
       return ORDO_EURL;
 #undef OPT

@@ -81,7 +81,7 @@ struct ordo__table {
    */
   pthread_mutex_t wait_mu;
   _Atomic uint64_t acquired_w, waited, timeouts, canceled, limits, wakeups,
-      waiting, max_wait_us, deadlocks;
+      pokes, waiting, max_wait_us, deadlocks;
   _Atomic uint64_t wait_hist[ORDO_HIST_BUCKETS];
   _Atomic uint64_t hold_hist[ORDO_HIST_BUCKETS]; /* atomic adds, any thread */
 
@@ -484,54 +484,86 @@ static void dequeue_all(ordo__owner *w) {
   }
 }
 
-/*
- * try_grant -- WAITING -> granted, if the whole set can be had now. Caller
- * holds wait_mu and no stripe. On success w joins the fire list.
- */
-static bool try_grant(ordo__table *tab, ordo__owner *w, ordo__owner **fire) {
-  uint64_t now = 0;
-  lock_stripes(tab, w);
-  bool ok = grantable(tab, w, true, &now);
-  if (ok) {
-    dequeue_all(w);
-    for (size_t i = 0; i < w->nent; i++) {
-      ordo__entry *e = &w->ent[i];
-      grant_one(tab, &tab->stripe[e->stripe], w, e->lock, e->mode, &now);
-    }
+/* Grants w's whole set (caller holds wait_mu and w's stripes, and has
+ * checked that it is grantable) and records the wait. */
+static void grant_waiter(ordo__table *tab, ordo__owner *w, uint64_t *now) {
+  dequeue_all(w);
+  for (size_t i = 0; i < w->nent; i++) {
+    ordo__entry *e = &w->ent[i];
+    grant_one(tab, &tab->stripe[e->stripe], w, e->lock, e->mode, now);
   }
-  unlock_stripes(tab, w);
-  if (!ok)
-    return false;
-  if (!now)
-    now = ordo__now_ns();
-  uint64_t us = (now - w->enq_ns) / 1000;
+  if (!*now)
+    *now = ordo__now_ns();
+  uint64_t us = (*now - w->enq_ns) / 1000;
   hist_add(tab->wait_hist, us);
   if (us > GET(tab->max_wait_us))
     atomic_store_explicit(&tab->max_wait_us, us, memory_order_relaxed);
   ADD(tab->acquired_w, 1);
-  ADD(tab->wakeups, 1);
   atomic_fetch_sub_explicit(&tab->waiting, 1, memory_order_relaxed);
-  timer_remove(tab, w);
   w->status = 0;
+  w->woken = false;
+}
+
+enum { WAKE_NO, WAKE_GRANTED, WAKE_POKED };
+
+/*
+ * wake_one -- a release made w's whole set grantable, perhaps. Caller holds
+ * wait_mu and no stripe. A waiter with a thread of its own that has not yet
+ * starved is not handed the keys: the keys would sit with a thread that is
+ * still waking up (or spinning on another CPU) while running threads wait
+ * for it, a lock convoy. It is poked to try again itself, and may lose the
+ * keys to a request that runs meanwhile; once it starves it is handed them.
+ * Every other waiter (starving, or asynchronous, with no thread to poke) is
+ * granted here and joins the fire list. Returns what it did.
+ */
+static int wake_one(ordo__table *tab, ordo__owner *w, ordo__owner **fire) {
+  uint64_t now = 0;
+  lock_stripes(tab, w);
+  bool ok = grantable(tab, w, true, &now);
+  bool poke = false;
+  if (ok && atomic_load_explicit(&w->pokeable, memory_order_relaxed)) {
+    if (!now)
+      now = ordo__now_ns();
+    poke = now - w->enq_ns < tab->starve_ns;
+  }
+  if (ok && !poke)
+    grant_waiter(tab, w, &now);
+  unlock_stripes(tab, w);
+  if (!ok)
+    return WAKE_NO;
+  if (poke) {
+    if (!w->woken) {
+      /* One poke until it has tried: a stream of releases must not turn
+       * into a stream of wake-ups. The poke runs under wait_mu, so w
+       * cannot end meanwhile. */
+      w->woken = true;
+      ADD(tab->pokes, 1);
+      w->cb(w, ORDO_PENDING, w->cbarg);
+    }
+    return WAKE_POKED;
+  }
+  ADD(tab->wakeups, 1);
+  timer_remove(tab, w);
   atomic_store_explicit(&w->state, ORDO__IDLE, memory_order_relaxed);
   w->fire_next = *fire;
   *fire = w;
-  return true;
+  return WAKE_GRANTED;
 }
 
 /*
- * wake_queue -- after l lost a holder or a waiter, grant the waiters that
- * can now have their whole set, in arrival order. Only those are woken.
- * Caller holds wait_mu and no stripe; l has waiters, so it cannot be freed
- * (only empty locks are, and its queue cannot change without wait_mu).
+ * wake_queue -- after l lost a holder or a waiter, grant (or poke) the
+ * waiters that can now have their whole set, in arrival order. Only those
+ * are woken. Caller holds wait_mu and no stripe; l has waiters, so it cannot
+ * be freed (only empty locks are, and its queue cannot change without
+ * wait_mu).
  */
 static void wake_queue(ordo__table *tab, ordo__lock *l, ordo__owner **fire) {
   ordo__entry *e = l->qhead;
   while (e) {
     ordo__entry *next = e->qnext;
     int mode = e->mode;
-    if (try_grant(tab, e->owner, fire) && mode == ORDO_MODE_X)
-      break; /* X is now held: nobody behind can be granted on l */
+    if (wake_one(tab, e->owner, fire) != WAKE_NO && mode == ORDO_MODE_X)
+      break; /* X is taken (or promised): nobody behind can have l now */
     e = next;
   }
 }
@@ -685,18 +717,27 @@ int ordo__table_create(ordo__table **out, const ordo_options_t *opts) {
     return ORDO_ENOMEM;
   }
   memset(tab->stripe, 0, sizeof(ordo__stripe) * opts->stripes);
+  /* The engine's critical sections are a few hundred instructions: a
+   * mutex that spins a little before it sleeps keeps a thread that finds
+   * one busy off the futex path, where a preempted holder would cost a
+   * system call and a context switch per hand-over. */
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
   for (unsigned i = 0; i < opts->stripes; i++) {
     ordo__stripe *st = &tab->stripe[i];
-    pthread_mutex_init(&st->mu, NULL);
+    pthread_mutex_init(&st->mu, &ma);
     st->nbucket = INITIAL_BUCKETS;
     st->bucket = calloc(INITIAL_BUCKETS, sizeof *st->bucket);
     if (!st->bucket) {
       tab->opts.stripes = i + 1;
+      pthread_mutexattr_destroy(&ma);
       ordo__table_destroy(tab);
       return ORDO_ENOMEM;
     }
   }
-  pthread_mutex_init(&tab->wait_mu, NULL);
+  pthread_mutex_init(&tab->wait_mu, &ma);
+  pthread_mutexattr_destroy(&ma);
   pthread_mutex_init(&tab->timer_mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -914,6 +955,39 @@ int ordo__abort_wait(ordo__owner *w, int status) {
   return did ? 0 : ORDO_ENOTHELD;
 }
 
+int ordo__retry(ordo__owner *w) {
+  ordo__table *tab = w->tab;
+  ordo__owner *fire = NULL;
+  int rc = ORDO_PENDING;
+  pthread_mutex_lock(&tab->wait_mu);
+  if (atomic_load_explicit(&w->state, memory_order_relaxed) != ORDO__WAITING) {
+    pthread_mutex_unlock(&tab->wait_mu);
+    return ORDO_ENOTHELD; /* ended meanwhile: its event is on its way */
+  }
+  w->woken = false;
+  uint64_t now = 0;
+  lock_stripes(tab, w);
+  bool ok = grantable(tab, w, true, &now);
+  if (ok)
+    grant_waiter(tab, w, &now);
+  unlock_stripes(tab, w);
+  if (ok) {
+    timer_remove(tab, w);
+    atomic_store_explicit(&w->state, ORDO__IDLE, memory_order_relaxed);
+    rc = 0;
+  } else {
+    /* Lost the race to a request that ran meanwhile. A waiter behind us
+     * that we held back (by being poked) may be able to go: pass it on.
+     * Our entries keep these locks alive. */
+    for (size_t i = 0; i < w->nent; i++)
+      if (w->ent[i].lock->qhead)
+        wake_queue(tab, w->ent[i].lock, &fire);
+  }
+  pthread_mutex_unlock(&tab->wait_mu);
+  fire_all(fire);
+  return rc;
+}
+
 /* Releases hold h whole. Takes wait_mu (once, kept in *have_wait) only when
  * the lock has waiters to hand it to. */
 static void release_hold(ordo__table *tab, ordo__hold *h, bool *have_wait,
@@ -1013,6 +1087,7 @@ void ordo__table_stats(ordo__table *tab, ordo_stats_t *out) {
   out->deadlocks = GET(tab->deadlocks);
   out->limits = GET(tab->limits);
   out->wakeups = GET(tab->wakeups);
+  out->pokes = GET(tab->pokes);
   out->locks = GET(tab->live);
   out->waiting = GET(tab->waiting);
   out->max_wait_us = GET(tab->max_wait_us);

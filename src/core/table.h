@@ -77,6 +77,8 @@ struct ordo__owner {
   void *cbarg;
   ordo__owner *fire_next; /* a transition's local list of events to fire */
   long timer_idx;         /* slot in the timer heap or -1; under timer_mu */
+  _Atomic bool pokeable;  /* a thread waits: poke it, don't hand over */
+  bool woken;             /* poked, and has not tried yet; under wait_mu */
   uint32_t sample;        /* hold-time sampling counter */
 };
 
@@ -99,6 +101,14 @@ void ordo__owner_fini(ordo__owner *w);
 int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
                   uint64_t deadline_ns, bool use_timer, ordo__event_cb cb,
                   void *arg);
+/*
+ * ordo__retry -- a poked waiter tries its whole set again. Returns 0 when
+ * granted (no event will fire), ORDO_PENDING when it must wait on, or
+ * ORDO_ENOTHELD when the request had already ended (its event is coming).
+ * A poke is the event with status ORDO_PENDING; it runs with wait_mu held,
+ * so it must only wake the waiting thread.
+ */
+int ordo__retry(ordo__owner *w);
 /* Ends a waiting request with status; 0 if it did, ORDO_ENOTHELD if the
  * request had already ended (its event is then on its way). */
 int ordo__abort_wait(ordo__owner *w, int status);

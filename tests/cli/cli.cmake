@@ -15,7 +15,10 @@ add_test(NAME cli_progress
   COMMAND bash ${ORDO_CLI_TESTS}/progress.sh $<TARGET_FILE:ordo_cli>)
 add_test(NAME cli_fault
   COMMAND bash ${ORDO_CLI_TESTS}/fault.sh $<TARGET_FILE:ordo_cli>)
+add_test(NAME cli_watchdog
+  COMMAND bash ${ORDO_CLI_TESTS}/watchdog.sh $<TARGET_FILE:ordo_cli>)
 
 set_tests_properties(
   cli_bank_default cli_bank_many cli_usage cli_help cli_progress cli_fault
+  cli_watchdog
   PROPERTIES TIMEOUT 60 LABELS cli)

@@ -3,7 +3,8 @@
 # flag; `ordo --version` prints the version.
 . "$(dirname "$0")/lib.sh"
 
-FLAGS="--backend --accounts --transfers --workers --lock-timeout --json --help"
+FLAGS="--backend --accounts --transfers --workers --lock-timeout --watchdog
+--json --help"
 for args in "--help" "-h" "bank --help" "bank -h"; do
   # shellcheck disable=SC2086
   run $args

@@ -3,6 +3,9 @@
 # Each script is called as `script.sh path/to/ordo`. Every run of ordo goes
 # through run(), which bounds it with `timeout 10` (the bank check's hang
 # bound): a hang shows up as exit status 124 and fails the assertion on it.
+# That kill is silent, so every bank run that does work also passes
+# `--watchdog 8`: a run still going after 8 s exits 3 with the lock table on
+# stderr, and fail() prints that stderr.
 set -euo pipefail
 
 ORDO=${1:?usage: $0 path/to/ordo}

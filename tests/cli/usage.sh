@@ -26,6 +26,9 @@ case_ "'1' for --accounts" bank --accounts 1
 case_ "'0' for --transfers" bank --transfers 0
 case_ "'99999999999999999999' for --transfers" bank --transfers 99999999999999999999
 case_ "'soon' for --lock-timeout" bank --lock-timeout soon
+case_ "'1s' for --watchdog" bank --watchdog 1s
+case_ "'86401' for --watchdog" bank --watchdog 86401
+case_ "'--watchdog' needs a value" bank --watchdog
 case_ "'--workers' needs a value" bank --workers
 case_ "'--json' takes no value" bank --json=yes
 case_ "'stray'" bank stray

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# watchdog.sh -- `ordo bank --watchdog SEC` fires when the run hangs: with
+# ORDO_BANK_FAULT=hang the worker of transfer 0 keeps both account keys
+# forever, so the run cannot end; the watchdog must then exit 3 within about
+# SEC seconds, with its line and a lock table showing the held keys on stderr
+# and nothing on stdout. timeout 10 (in run) stays the outer bound.
+. "$(dirname "$0")/lib.sh"
+
+# check_fired SEC: the last run was stopped by a watchdog of SEC seconds.
+check_fired() {
+  expect_rc 3 "bank --watchdog $1 (hang)"
+  [ ! -s "$OUT" ] || fail "the watchdog run wrote to stdout"
+  grep -qx "ordo bank: watchdog: the run did not finish within $1 s; lock table follows:" \
+    "$ERR" || fail "no watchdog line on stderr"
+  grep -q '^ordo lock table: ' "$ERR" || fail "no lock table header"
+  # Both keys of transfer 0 (accounts 0 and 1) are held, each by a txn in X
+  # mode: a key line followed at once by a holders line naming a txn.
+  for key in acct:00000000 acct:00000001; do
+    awk -v k="  key \"$key\"" '
+      found { ok = $0 ~ /^    holders:.* txn [0-9]+ X / ; exit }
+      index($0, k) == 1 { found = 1 }
+      END { exit !ok }' "$ERR" ||
+      fail "the dump does not show $key held (key line, then holders: txn N X)"
+  done
+}
+
+export ORDO_BANK_FAULT=hang
+start=$(date +%s%N)
+run bank --watchdog 1
+elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+check_fired 1
+# It fires after SEC, not at once, and long before the outer bound.
+[ "$elapsed_ms" -ge 1000 ] || fail "the watchdog fired after $elapsed_ms ms, before 1 s"
+[ "$elapsed_ms" -lt 6000 ] || fail "the watchdog took $elapsed_ms ms to fire for 1 s"
+
+# The same with --json: still exit 3, and no (partial) JSON on stdout.
+run bank --watchdog 1 --json --workers 2
+check_fired 1
+
+# The watchdog is cancelled when the run ends in time: a passing run with a
+# watchdog exits 0 and is silent on stderr.
+unset ORDO_BANK_FAULT
+run bank --watchdog 8 --transfers 100
+expect_rc 0 "bank --watchdog 8 --transfers 100"
+[ ! -s "$ERR" ] || fail "a passing run with --watchdog wrote to stderr"
+echo "ok: the watchdog fires on a hung run and prints the lock table"
