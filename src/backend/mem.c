@@ -43,8 +43,10 @@ typedef struct mem_txn {
    * W_SLEEP and, after it, to W_DONE, so the event's signal cannot be
    * missed. A waiter that is still spinning needs neither: the event moves
    * wstate from W_SPIN to W_DONE with one compare-and-swap. mu is a leaf:
-   * nothing else is locked while it is held, and the engine fires events
-   * with none of its own locks held.
+   * nothing else is locked while it is held. Outcome events take it with
+   * no engine lock held; a poke takes it under the engine's wait_mu
+   * (lock order wait_mu -> mu), so the waiter never holds mu while it
+   * calls into the engine.
    */
   pthread_mutex_t mu;
   pthread_cond_t cv;
