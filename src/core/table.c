@@ -833,10 +833,14 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
   ordo__table *tab = w->tab;
   if (atomic_load_explicit(&w->state, memory_order_relaxed) != ORDO__IDLE)
     return ORDO_EBUSY;
-  int rc = reserve(w, n);
-  if (rc)
-    return rc;
-  /* The entries and the sorted, distinct stripe set. */
+  int rc = 0;
+  if (n > w->capent || n > w->nfree) {
+    rc = reserve(w, n);
+    if (rc)
+      return rc;
+  }
+  /* The entries and the sorted, distinct stripe set (insertion: requests
+   * are short). */
   w->nent = n;
   w->nstripes = 0;
   for (size_t i = 0; i < n; i++) {
@@ -846,15 +850,19 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
     e->owner = w;
     e->mode = (uint8_t)r[i].mode;
     e->hash = hash_key(r[i].key, r[i].len);
-    e->stripe = stripe_of(tab, e->hash);
+    uint32_t sn = e->stripe = stripe_of(tab, e->hash);
     size_t j = w->nstripes;
-    while (j > 0 && w->stripes[j - 1] > e->stripe)
+    while (j > 0 && w->stripes[j - 1] > sn) {
+      w->stripes[j] = w->stripes[j - 1];
       j--;
-    if (j > 0 && w->stripes[j - 1] == e->stripe)
+    }
+    if (j > 0 && w->stripes[j - 1] == sn) {
+      /* Already there: close the gap we opened. */
+      for (; j < w->nstripes; j++)
+        w->stripes[j] = w->stripes[j + 1];
       continue;
-    memmove(&w->stripes[j + 1], &w->stripes[j],
-            (w->nstripes - j) * sizeof *w->stripes);
-    w->stripes[j] = e->stripe;
+    }
+    w->stripes[j] = sn;
     w->nstripes++;
   }
 
