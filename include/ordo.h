@@ -157,13 +157,51 @@ enum {
   ORDO_CAP_UPGRADE = 1 << 8        /* S to X upgrade */
 };
 
+/* Deadlock detection modes (DESIGN §5). */
+typedef enum ordo_detect_e {
+  ORDO_DETECT_IMMEDIATE = 0, /* search when a txn blocks (the default) */
+  ORDO_DETECT_DELAYED = 1,   /* search after deadlock_timeout_ms of waiting */
+  ORDO_DETECT_OFF = 2        /* timeouts only */
+} ordo_detect_t;
+
+/* Who is aborted when a cycle is found. Priority is compared first (the
+ * lowest effective priority loses), then the policy decides. */
+typedef enum ordo_victim_e {
+  ORDO_VICTIM_YOUNGEST = 0,         /* the latest begun txn (the default) */
+  ORDO_VICTIM_OLDEST = 1,           /* the earliest begun txn */
+  ORDO_VICTIM_FEWEST_LOCKS = 2,     /* the one holding the fewest keys */
+  ORDO_VICTIM_LEAST_WORK = 3,       /* the smallest declared cost */
+  ORDO_VICTIM_NEAREST_DEADLINE = 4, /* the one whose deadline is nearest */
+  ORDO_VICTIM_LOWEST_PRIORITY = 5,  /* priority alone, then the youngest */
+  ORDO_VICTIM_RANDOM = 6,
+  ORDO_VICTIM__COUNT = 7
+} ordo_victim_t;
+
+/* The lock-order checker (lockdep for keys). */
+typedef enum ordo_order_mode_e {
+  ORDO_ORDER_OFF = 0,   /* the default */
+  ORDO_ORDER_WARN = 1,  /* report (callback, else a log line), then lock */
+  ORDO_ORDER_REFUSE = 2 /* report, and the call returns ORDO_EORDER */
+} ordo_order_mode_t;
+
 typedef struct ordo_options_s {
-  unsigned stripes;     /* lock-table stripes, power of two (64) */
-  size_t max_locks;     /* lock objects alive at once (1,000,000) */
-  size_t max_key_len;   /* longest key in bytes (512) */
-  long starvation_us;   /* wait that reserves a waiter's keys (1000) */
-  unsigned hold_sample; /* sample 1 in N hold times, power of two (64) */
-  long spin_us;         /* a blocked caller spins this long first (20) */
+  unsigned stripes;          /* lock-table stripes, power of two (64) */
+  size_t max_locks;          /* lock objects alive at once (1,000,000) */
+  size_t max_key_len;        /* longest key in bytes (512) */
+  long starvation_us;        /* wait that reserves a waiter's keys (1000) */
+  unsigned hold_sample;      /* sample 1 in N hold times, power of two (64) */
+  long spin_us;              /* a blocked caller spins this long first (20) */
+  ordo_detect_t detect;      /* ORDO_DETECT_IMMEDIATE */
+  long deadlock_timeout_ms;  /* the wait before a delayed search (1000) */
+  long sweep_ms;             /* background cycle sweep period, 0 = off (1000) */
+  ordo_victim_t victim;      /* ORDO_VICTIM_YOUNGEST */
+  long log_wait_ms;          /* log waits longer than this, 0 = off (1000) */
+  unsigned deadlock_history; /* deadlock records kept (32) */
+  unsigned alarm_per_min;    /* deadlocks per minute that raise the alarm,
+                                0 = off (60) */
+  unsigned alarm_window_s;   /* the alarm's window in seconds (60) */
+  ordo_order_mode_t order;   /* ORDO_ORDER_OFF */
+  char order_sep;            /* a key's class is its prefix up to this (':') */
 } ordo_options_t;
 
 /* Fills the defaults above; callers change fields after it. */
@@ -186,6 +224,7 @@ ORDO_EXTERN const char *ordo_url(const ordo_t *o);
 typedef struct ordo_txn_options_s {
   int priority;     /* higher wins when a victim is chosen (0) */
   const char *name; /* for dumps and logs, copied (NULL) */
+  uint64_t cost;    /* declared work, for ORDO_VICTIM_LEAST_WORK (0) */
 } ordo_txn_options_t;
 
 ORDO_EXTERN int ordo_txn_begin(ordo_t *o, ordo_txn_t **out,
@@ -241,6 +280,123 @@ ORDO_EXTERN int ordo_held(ordo_txn_t *t, const void *key, size_t len,
 ORDO_EXTERN int ordo_fence(ordo_txn_t *t, const void *key, size_t len,
                            uint64_t *token);
 
+/* Adds to the txn's work, for ORDO_VICTIM_LEAST_WORK. */
+ORDO_EXTERN void ordo_txn_add_cost(ordo_txn_t *t, uint64_t cost);
+/* How many times this txn was chosen as a deadlock victim. Each abort adds
+ * one to its effective priority (aging), so it cannot lose forever. */
+ORDO_EXTERN unsigned ordo_txn_aborts(const ordo_txn_t *t);
+
+/* ---- Deadlocks ------------------------------------------------------------
+ * Every deadlock found leaves a record: the cycle's edges (who waits for
+ * whom, on which key, in which mode, hard or soft), the policy and the
+ * victim, and a monotonic timestamp. The last deadlock_history records are
+ * kept; a callback can receive each one as it happens.
+ */
+#define ORDO_DL_MAX_EDGES 16 /* longer cycles keep their first 16 edges */
+#define ORDO_DL_KEY_MAX 64   /* keys in records are cut to 64 bytes */
+
+typedef struct ordo_dl_edge_s {
+  uint64_t from, to; /* txn ids: from waits for to */
+  uint8_t key[ORDO_DL_KEY_MAX];
+  size_t key_len;   /* bytes kept in key */
+  ordo_mode_t mode; /* the mode from asks for */
+  int soft;         /* 1: to is queued ahead of from; 0: to holds key */
+} ordo_dl_edge_t;
+
+typedef struct ordo_deadlock_s {
+  uint64_t seq;     /* 1, 2, ... per lock place */
+  uint64_t time_ns; /* CLOCK_MONOTONIC when found */
+  size_t nedges;    /* the cycle's length (edges kept: up to 16) */
+  ordo_dl_edge_t edge[ORDO_DL_MAX_EDGES];
+  ordo_victim_t policy;
+  uint64_t victim;    /* txn id */
+  int found_by_sweep; /* 1 when the background sweep found it */
+} ordo_deadlock_t;
+
+/* Copies up to max of the newest records, oldest first; returns how many. */
+ORDO_EXTERN int ordo_deadlocks(ordo_t *o, ordo_deadlock_t *out, size_t max);
+typedef void (*ordo_deadlock_cb)(const ordo_deadlock_t *d, void *arg);
+/* Called for each deadlock, with no engine lock held, on the thread that
+ * found it (two can run at once on different threads). */
+ORDO_EXTERN void ordo_on_deadlock(ordo_t *o, ordo_deadlock_cb cb, void *arg);
+/* The deadlock-rate alarm: per_min deadlocks per minute over the window,
+ * and the key classes of the cycles, e.g. "acct,user". */
+typedef void (*ordo_alarm_cb)(double per_min, const char *classes, void *arg);
+ORDO_EXTERN void ordo_on_alarm(ordo_t *o, ordo_alarm_cb cb, void *arg);
+
+/* Writes the wait-for graph of this moment. */
+typedef enum ordo_graph_fmt_e {
+  ORDO_GRAPH_DOT = 0,
+  ORDO_GRAPH_JSON = 1
+} ordo_graph_fmt_t;
+ORDO_EXTERN int ordo_graph_dump(ordo_t *o, int fd, ordo_graph_fmt_t fmt);
+
+/* ---- The lock-order checker -----------------------------------------------
+ * Off unless opts.order says otherwise. Every acquisition made while the txn
+ * holds other keys adds edges from the held keys' classes to the new keys'
+ * classes; keys taken together by one lock_all add none among themselves. A
+ * class is a key's prefix up to opts.order_sep, or a rank registered for a
+ * prefix: ranked classes must be taken in increasing rank. The first
+ * acquisition that closes a cycle of any length (or inverts two ranks) is
+ * reported once, with the site of every edge, though no deadlock happened.
+ * The *_at calls and the ORDO_LOCK* macros pass the caller's file:line.
+ */
+ORDO_EXTERN int ordo_order_rank(ordo_t *o, const void *prefix, size_t len,
+                                int rank);
+
+#define ORDO_ORDER_MAX_EDGES 16
+typedef struct ordo_order_edge_s {
+  char from[64], to[64]; /* class names (a prefix, or "rank:N <prefix>") */
+  const char *file;      /* the acquisition that added the edge */
+  int line;
+} ordo_order_edge_t;
+
+typedef struct ordo_order_report_s {
+  size_t nedges; /* the cycle, in order; the last edge is the new one */
+  ordo_order_edge_t edge[ORDO_ORDER_MAX_EDGES];
+  int rank_inversion; /* 1 when two ranked classes were taken out of order */
+  uint64_t txn;       /* the txn whose acquisition closed it */
+} ordo_order_report_t;
+
+typedef void (*ordo_order_cb)(const ordo_order_report_t *r, void *arg);
+ORDO_EXTERN void ordo_on_order(ordo_t *o, ordo_order_cb cb, void *arg);
+
+ORDO_EXTERN int ordo_lock_all_at(ordo_txn_t *t, const ordo_req_t *reqs,
+                                 size_t n, long timeout_ms, const char *file,
+                                 int line);
+ORDO_EXTERN int ordo_lock_at(ordo_txn_t *t, const void *key, size_t len,
+                             ordo_mode_t mode, long timeout_ms,
+                             const char *file, int line);
+#define ORDO_LOCK_ALL(t, reqs, n, timeout_ms)                                  \
+  ordo_lock_all_at((t), (reqs), (n), (timeout_ms), __FILE__, __LINE__)
+#define ORDO_LOCK(t, key, len, mode, timeout_ms)                               \
+  ordo_lock_at((t), (key), (len), (mode), (timeout_ms), __FILE__, __LINE__)
+
+/* ---- Avoidance: the Banker's pool -----------------------------------------
+ * A counted resource (connection slots, workers) of `units` units. A txn
+ * declares its maximum claim before it asks; a request is granted only if
+ * the state stays safe (Dijkstra's Banker's algorithm): some order exists in
+ * which every declared claim can still be met. Otherwise it waits, bounded
+ * by its timeout (0 tries once and returns ORDO_ETIMEDOUT at once).
+ */
+typedef struct ordo_pool_s ordo_pool_t;
+
+ORDO_EXTERN int ordo_pool_create(ordo_pool_t **out, uint64_t units);
+/* Every client must have left. */
+ORDO_EXTERN void ordo_pool_destroy(ordo_pool_t *p);
+/* Declares t's maximum claim (at most the pool's units): ORDO_EINVAL past
+ * it; ORDO_EBUSY if t holds units already. */
+ORDO_EXTERN int ordo_pool_declare(ordo_pool_t *p, ordo_txn_t *t,
+                                  uint64_t max_claim);
+/* Takes n more units: past the declared claim is ORDO_EINVAL. */
+ORDO_EXTERN int ordo_pool_acquire(ordo_pool_t *p, ordo_txn_t *t, uint64_t n,
+                                  long timeout_ms);
+ORDO_EXTERN int ordo_pool_release(ordo_pool_t *p, ordo_txn_t *t, uint64_t n);
+/* Releases all of t's units and forgets its claim. */
+ORDO_EXTERN int ordo_pool_leave(ordo_pool_t *p, ordo_txn_t *t);
+/* Units free now (for tests and stats). */
+ORDO_EXTERN uint64_t ordo_pool_available(ordo_pool_t *p);
+
 /* ---- Retry ------------------------------------------------------------- */
 
 typedef struct ordo_retry_options_s {
@@ -283,8 +439,15 @@ typedef struct ordo_stats_s {
   uint64_t locks;       /* lock objects alive now */
   uint64_t waiting;     /* requests queued now */
   uint64_t max_wait_us; /* longest wait seen */
-  uint64_t wait_hist[ORDO_HIST_BUCKETS]; /* wait times, us */
-  uint64_t hold_hist[ORDO_HIST_BUCKETS]; /* sampled hold times, us */
+  uint64_t victims[ORDO_VICTIM__COUNT]; /* deadlock victims by policy */
+  uint64_t reorders;      /* soft cycles resolved by reordering a queue */
+  uint64_t sweep_finds;   /* cycles the background sweep found (should be 0) */
+  uint64_t long_waits;    /* waits logged for passing log_wait_ms */
+  uint64_t order_reports; /* lock-order inversions reported */
+  uint64_t detect_hist[ORDO_HIST_BUCKETS]; /* cycle's last edge to the
+                                              victim's return, us */
+  uint64_t wait_hist[ORDO_HIST_BUCKETS];   /* wait times, us */
+  uint64_t hold_hist[ORDO_HIST_BUCKETS];   /* sampled hold times, us */
 } ordo_stats_t;
 
 /* Reads the counters without stopping the engine. */

@@ -13,8 +13,9 @@ set -euo pipefail
 #   clang-format                        the style check in `make test`
 #   g++                                 the C++ header test and the bench peers
 #   python3                             the CLI tests read `ordo bank --json` with it
+#   graphviz                            `dot` draws the wait-for graphs ordo writes
 PACKAGES=(build-essential g++ cmake pkg-config libcmocka-dev clang python3
-          libclang-rt-14-dev clang-format)
+          libclang-rt-14-dev clang-format graphviz)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -2,7 +2,13 @@
 # format-check.sh -- fails when a tracked C file differs from .clang-format.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-files=$(git ls-files '*.c' '*.h' '*.cc' 2>/dev/null || find src include tests bench examples -name '*.[ch]' -o -name '*.cc')
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  files=$(git ls-files '*.c' '*.h' '*.cc')
+else
+  # Not a git checkout (an unpacked tarball): look at the source folders.
+  files=$(find src include tests bench examples \( -name '*.[ch]' -o -name '*.cc' \) \
+            2>/dev/null || true)
+fi
 bad=0
 for f in $files; do
   [ -f "$f" ] || continue

@@ -59,6 +59,9 @@ struct ordo_s {
   char *url;                /* the URL less its password, read-only */
   ordo_options_t opts;      /* read-only after open */
   _Atomic uint64_t retries; /* incremented by ordo_retry */
+  /* The lock-order checker (src/detect/order.c), NULL when opts.order is
+   * ORDO_ORDER_OFF. Read-only after open. */
+  struct ordo__order *order;
 };
 
 /* Likewise for a transaction handle. */
@@ -67,6 +70,9 @@ struct ordo_txn_s {
   uint64_t id;   /* read-only */
   int priority;  /* read-only after begin */
   char name[32]; /* read-only after begin */
+  /* The checker's state of this txn (src/detect/order.c), NULL until its
+   * first lock with the checker on. Only the txn's own thread uses it. */
+  void *order_state;
 };
 
 /*
@@ -93,6 +99,13 @@ struct ordo__backend {
               uint64_t *fence);
   int (*stats)(ordo_t *o, ordo_stats_t *out);
   void (*dump)(ordo_t *o, int fd);
+  /* Detection; NULL where the backend has none (ORDO_ENOTSUP). */
+  int (*graph)(ordo_t *o, int fd, ordo_graph_fmt_t fmt);
+  int (*deadlocks)(ordo_t *o, ordo_deadlock_t *out, size_t max);
+  void (*on_deadlock)(ordo_t *o, ordo_deadlock_cb cb, void *arg);
+  void (*on_alarm)(ordo_t *o, ordo_alarm_cb cb, void *arg);
+  void (*txn_add_cost)(ordo_txn_t *t, uint64_t cost);
+  unsigned (*txn_aborts)(const ordo_txn_t *t);
 };
 
 extern const ordo__backend ordo__backend_mem;

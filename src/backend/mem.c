@@ -272,6 +272,32 @@ static void mem_dump(ordo_t *o, int fd) {
   ordo__table_dump(((mem_place *)o)->tab, fd);
 }
 
+static int mem_graph(ordo_t *o, int fd, ordo_graph_fmt_t fmt) {
+  return ordo__table_graph(((mem_place *)o)->tab, fd, fmt);
+}
+
+static int mem_deadlocks(ordo_t *o, ordo_deadlock_t *out, size_t max) {
+  return ordo__table_deadlocks(((mem_place *)o)->tab, out, max);
+}
+
+static void mem_on_deadlock(ordo_t *o, ordo_deadlock_cb cb, void *arg) {
+  ordo__table_on_deadlock(((mem_place *)o)->tab, cb, arg);
+}
+
+static void mem_on_alarm(ordo_t *o, ordo_alarm_cb cb, void *arg) {
+  ordo__table_on_alarm(((mem_place *)o)->tab, cb, arg);
+}
+
+static void mem_txn_add_cost(ordo_txn_t *tx, uint64_t cost) {
+  atomic_fetch_add_explicit(&mt(tx)->ow.cost, cost, memory_order_relaxed);
+}
+
+static unsigned mem_txn_aborts(const ordo_txn_t *tx) {
+  /* Written under the engine's wait_mu while the txn waits; its own
+   * thread reads it between calls. */
+  return ((const mem_txn *)tx)->ow.aborts;
+}
+
 const ordo__backend ordo__backend_mem = {
     .scheme = "mem",
     .caps = ORDO_CAP_SHARED | ORDO_CAP_SERVER_WAIT | ORDO_CAP_FENCE |
@@ -289,4 +315,10 @@ const ordo__backend ordo__backend_mem = {
     .held = mem_held,
     .stats = mem_stats,
     .dump = mem_dump,
+    .graph = mem_graph,
+    .deadlocks = mem_deadlocks,
+    .on_deadlock = mem_on_deadlock,
+    .on_alarm = mem_on_alarm,
+    .txn_add_cost = mem_txn_add_cost,
+    .txn_aborts = mem_txn_aborts,
 };

@@ -6,9 +6,12 @@
  * Interface: ordo_options_init, ordo_open, ordo_close, ordo_caps, ordo_url,
  * ordo_txn_begin, ordo_txn_end, ordo_txn_id, ordo_lock_all, ordo_lock,
  * ordo_lock_all_async, ordo_unlock, ordo_unlock_all, ordo_cancel, ordo_held,
- * ordo_fence, ordo_stats, ordo_dump.
+ * ordo_fence, ordo_stats, ordo_dump; ordo_lock_all_at, ordo_lock_at,
+ * ordo_order_rank, ordo_on_order (the hooks of the lock-order checker,
+ * src/detect/README.md).
  */
 #include "ordo_int.h"
+#include "detect/order.h"
 
 #include <errno.h>
 #include <string.h>
@@ -20,6 +23,16 @@ void ordo_options_init(ordo_options_t *o) {
   o->starvation_us = 1000;
   o->hold_sample = 64;
   o->spin_us = 20;
+  o->detect = ORDO_DETECT_IMMEDIATE;
+  o->deadlock_timeout_ms = 1000;
+  o->sweep_ms = 1000;
+  o->victim = ORDO_VICTIM_YOUNGEST;
+  o->log_wait_ms = 1000;
+  o->deadlock_history = 32;
+  o->alarm_per_min = 60;
+  o->alarm_window_s = 60;
+  o->order = ORDO_ORDER_OFF;
+  o->order_sep = ':';
 }
 
 static bool pow2(unsigned long v) {
@@ -35,7 +48,29 @@ static int check_options(const ordo_options_t *o) {
     return ORDO_EINVAL;
   if (o->starvation_us < 0 || o->spin_us < 0 || o->spin_us > 1000000)
     return ORDO_EINVAL;
+  if ((unsigned)o->detect > ORDO_DETECT_OFF ||
+      (unsigned)o->victim >= ORDO_VICTIM__COUNT ||
+      (unsigned)o->order > ORDO_ORDER_REFUSE)
+    return ORDO_EINVAL;
+  if (o->deadlock_timeout_ms < 0 || o->sweep_ms < 0 || o->log_wait_ms < 0 ||
+      o->deadlock_history == 0 || o->deadlock_history > 100000 ||
+      o->alarm_window_s == 0 || o->alarm_window_s > 86400)
+    return ORDO_EINVAL;
   return 0;
+}
+
+static const char *const detect_names[] = {"immediate", "delayed", "off", NULL};
+static const char *const victim_names[] = {
+    "youngest",         "oldest",          "fewest_locks", "least_work",
+    "nearest_deadline", "lowest_priority", "random",       NULL};
+static const char *const order_names[] = {"off", "warn", "refuse", NULL};
+
+/* The index of val in names, or -1. */
+static int name_value(const char *const *names, const char *val) {
+  for (int i = 0; names && names[i]; i++)
+    if (strcmp(names[i], val) == 0)
+      return i;
+  return -1;
 }
 
 /* Parses "name=value&..." of a mem:// URL into opts. */
@@ -53,12 +88,35 @@ static int parse_query(const char *q, ordo_options_t *o) {
       return ORDO_EURL;
     memcpy(val, eq + 1, vlen);
     val[vlen] = 0;
+#define OPT(name) (nlen == sizeof(name) - 1 && memcmp(q, name, nlen) == 0)
+    /* Options whose values are names. */
+    int named = name_value(OPT("detect")   ? detect_names
+                           : OPT("victim") ? victim_names
+                           : OPT("order")  ? order_names
+                                           : NULL,
+                           val);
+    if (OPT("detect") || OPT("victim") || OPT("order")) {
+      if (named < 0)
+        return ORDO_EURL;
+      if (OPT("detect"))
+        o->detect = (ordo_detect_t)named;
+      else if (OPT("victim"))
+        o->victim = (ordo_victim_t)named;
+      else
+        o->order = (ordo_order_mode_t)named;
+      goto next;
+    }
+    if (OPT("order_sep")) {
+      if (vlen != 1)
+        return ORDO_EURL;
+      o->order_sep = val[0];
+      goto next;
+    }
     char *end;
     errno = 0;
     long long v = strtoll(val, &end, 10);
     if (*end || errno || v < 0)
       return ORDO_EURL;
-#define OPT(name) (nlen == sizeof(name) - 1 && memcmp(q, name, nlen) == 0)
     if (OPT("stripes"))
       o->stripes = (unsigned)v;
     else if (OPT("max_locks"))
@@ -71,9 +129,22 @@ static int parse_query(const char *q, ordo_options_t *o) {
       o->hold_sample = (unsigned)v;
     else if (OPT("spin_us"))
       o->spin_us = (long)v;
+    else if (OPT("deadlock_timeout_ms"))
+      o->deadlock_timeout_ms = (long)v;
+    else if (OPT("sweep_ms"))
+      o->sweep_ms = (long)v;
+    else if (OPT("log_wait_ms"))
+      o->log_wait_ms = (long)v;
+    else if (OPT("deadlock_history"))
+      o->deadlock_history = (unsigned)v;
+    else if (OPT("alarm_per_min"))
+      o->alarm_per_min = (unsigned)v;
+    else if (OPT("alarm_window_s"))
+      o->alarm_window_s = (unsigned)v;
     else
       return ORDO_EURL;
 #undef OPT
+  next:
     q += len;
     if (*q == '&')
       q++;
@@ -136,9 +207,19 @@ int ordo_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   p->opts = o;
   p->url = redact(url);
   atomic_init(&p->retries, 0);
+  p->order = NULL;
   if (!p->url) {
     be->close(p);
     return ORDO_ENOMEM;
+  }
+  if (o.order != ORDO_ORDER_OFF) {
+    rc = ordo__order_create(&p->order, &o);
+    if (rc) {
+      char *u = p->url;
+      be->close(p);
+      free(u);
+      return rc;
+    }
   }
   *out = p;
   return 0;
@@ -148,7 +229,9 @@ void ordo_close(ordo_t *o) {
   if (!o)
     return;
   char *url = o->url;
+  struct ordo__order *ck = o->order;
   o->be->close(o);
+  ordo__order_destroy(ck);
   free(url);
 }
 
@@ -169,17 +252,27 @@ int ordo_txn_begin(ordo_t *o, ordo_txn_t **out,
     return rc;
   (*out)->o = o;
   (*out)->priority = prio;
+  (*out)->order_state = NULL;
   (*out)->name[0] = 0;
   if (opts && opts->name) {
     strncpy((*out)->name, opts->name, sizeof((*out)->name) - 1);
     (*out)->name[sizeof((*out)->name) - 1] = 0;
   }
+  if (opts && opts->cost)
+    ordo_txn_add_cost(*out, opts->cost);
   return 0;
 }
 
 void ordo_txn_end(ordo_txn_t *t) {
-  if (t)
-    t->o->be->txn_end(t);
+  if (!t)
+    return;
+  struct ordo__order *ck = t->o->order;
+  /* The checker's state goes after the txn: ending it cancels a pending
+   * async request, whose callback (ordo__order_async_done) still uses it. */
+  void *order_state = t->order_state;
+  t->o->be->txn_end(t);
+  if (ck)
+    ordo__order_txn_end(ck, order_state);
 }
 
 uint64_t ordo_txn_id(const ordo_txn_t *t) {
@@ -230,13 +323,34 @@ static ordo_req_t *normalize(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
   return r;
 }
 
-int ordo_lock_all(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
-                  long timeout_ms) {
+/*
+ * lock_sorted -- takes sorted[0..n) for t, made at file:line. With the
+ * lock-order checker on, it is asked first (and may refuse, taking
+ * nothing) and told of the grant after; off, this costs one branch.
+ */
+static int lock_sorted(ordo_txn_t *t, const ordo_req_t *sorted, size_t n,
+                       long timeout_ms, const char *file, int line) {
+  uint64_t deadline = ordo__deadline_ns(timeout_ms);
+  struct ordo__order *ck = t->o->order;
+  if (ck == NULL)
+    return t->o->be->lock_all(t, sorted, n, deadline);
+  int rc = ordo__order_before(ck, t, sorted, n, file, line);
+  if (rc)
+    return rc;
+  rc = t->o->be->lock_all(t, sorted, n, deadline);
+  if (rc == 0)
+    ordo__order_granted(ck, t, sorted, n);
+  return rc;
+}
+
+int ordo_lock_all_at(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
+                     long timeout_ms, const char *file, int line) {
   if (n == 1) {
     /* One key: nothing to sort. */
     if (!t || !reqs)
       return ORDO_EINVAL;
-    return ordo_lock(t, reqs[0].key, reqs[0].len, reqs[0].mode, timeout_ms);
+    return ordo_lock_at(t, reqs[0].key, reqs[0].len, reqs[0].mode, timeout_ms,
+                        file, line);
   }
   ordo_req_t buf[16];
   size_t m = 0;
@@ -246,14 +360,19 @@ int ordo_lock_all(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
     return err;
   if (m == 0)
     return 0;
-  int rc = t->o->be->lock_all(t, r, m, ordo__deadline_ns(timeout_ms));
+  int rc = lock_sorted(t, r, m, timeout_ms, file, line);
   if (r != buf)
     free(r);
   return rc;
 }
 
-int ordo_lock(ordo_txn_t *t, const void *key, size_t len, ordo_mode_t mode,
-              long timeout_ms) {
+int ordo_lock_all(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
+                  long timeout_ms) {
+  return ordo_lock_all_at(t, reqs, n, timeout_ms, NULL, 0);
+}
+
+int ordo_lock_at(ordo_txn_t *t, const void *key, size_t len, ordo_mode_t mode,
+                 long timeout_ms, const char *file, int line) {
   if (!t)
     return ORDO_EINVAL;
   int rc = check_key(t->o, key, len);
@@ -264,7 +383,12 @@ int ordo_lock(ordo_txn_t *t, const void *key, size_t len, ordo_mode_t mode,
   if (mode == ORDO_MODE_S && !(t->o->be->caps & ORDO_CAP_SHARED))
     return ORDO_ENOTSUP;
   ordo_req_t r = {key, len, mode};
-  return t->o->be->lock_all(t, &r, 1, ordo__deadline_ns(timeout_ms));
+  return lock_sorted(t, &r, 1, timeout_ms, file, line);
+}
+
+int ordo_lock(ordo_txn_t *t, const void *key, size_t len, ordo_mode_t mode,
+              long timeout_ms) {
+  return ordo_lock_at(t, key, len, mode, timeout_ms, NULL, 0);
 }
 
 int ordo_lock_all_async(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
@@ -280,9 +404,19 @@ int ordo_lock_all_async(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
   if (!r)
     return err;
   int rc = 0;
-  if (m > 0)
-    rc = t->o->be->lock_all_async(t, r, m, ordo__deadline_ns(timeout_ms), cb,
-                                  arg);
+  struct ordo__order *ck = m > 0 ? t->o->order : NULL;
+  if (ck == NULL) {
+    if (m > 0)
+      rc = t->o->be->lock_all_async(t, r, m, ordo__deadline_ns(timeout_ms), cb,
+                                    arg);
+  } else if ((rc = ordo__order_before(ck, t, r, m, NULL, 0)) == 0) {
+    /* The checker's callback records a later grant, then calls cb. */
+    ordo__order_async_arm(t, cb, arg);
+    rc = t->o->be->lock_all_async(t, r, m, ordo__deadline_ns(timeout_ms),
+                                  ordo__order_async_done, NULL);
+    if (rc != ORDO_PENDING)
+      ordo__order_async_now(t, rc); /* no callback will come */
+  }
   if (r != buf)
     free(r);
   return rc;
@@ -294,13 +428,19 @@ int ordo_unlock(ordo_txn_t *t, const void *key, size_t len) {
   int rc = check_key(t->o, key, len);
   if (rc)
     return rc;
-  return t->o->be->unlock(t, key, len);
+  rc = t->o->be->unlock(t, key, len);
+  if (rc == 0 && t->o->order)
+    ordo__order_released(t->o->order, t, key, len);
+  return rc;
 }
 
 int ordo_unlock_all(ordo_txn_t *t) {
   if (!t)
     return ORDO_EINVAL;
-  return t->o->be->unlock_all(t);
+  int rc = t->o->be->unlock_all(t);
+  if (t->o->order)
+    ordo__order_released_all(t->o->order, t);
+  return rc;
 }
 
 int ordo_cancel(ordo_txn_t *t) {
@@ -332,11 +472,26 @@ int ordo_fence(ordo_txn_t *t, const void *key, size_t len, uint64_t *token) {
   return rc > 0 ? 0 : (rc < 0 ? rc : ORDO_ENOTHELD);
 }
 
+int ordo_order_rank(ordo_t *o, const void *prefix, size_t len, int rank) {
+  if (!o || !prefix || len == 0 || len > o->opts.max_key_len)
+    return ORDO_EINVAL;
+  /* Off, ranks are accepted and ignored, so code need not change with it. */
+  if (!o->order)
+    return 0;
+  return ordo__order_rank(o->order, prefix, len, rank);
+}
+
+void ordo_on_order(ordo_t *o, ordo_order_cb cb, void *arg) {
+  if (o && o->order)
+    ordo__order_set_cb(o->order, cb, arg);
+}
+
 int ordo_stats(ordo_t *o, ordo_stats_t *out) {
   if (!o || !out)
     return ORDO_EINVAL;
   int rc = o->be->stats(o, out);
   out->retries = atomic_load_explicit(&o->retries, memory_order_relaxed);
+  out->order_reports = o->order ? ordo__order_reports(o->order) : 0;
   return rc;
 }
 

@@ -14,7 +14,7 @@
  * ordo__owner_fini, ordo__acquire, ordo__abort_wait, ordo__release_one,
  * ordo__release_all, ordo__held, ordo__table_stats, ordo__table_dump.
  */
-#include "core/table.h"
+#include "core/table_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -25,77 +25,6 @@
 /* Empty lock objects kept per stripe for reuse before they are freed. */
 #define EMPTY_CACHE 16
 #define INITIAL_BUCKETS 16
-
-struct ordo__lock {
-  ordo__lock *hnext;         /* hash chain */
-  ordo__lock *eprev, *enext; /* the stripe's empty list, while listed */
-  uint64_t hash;
-  ordo__hold *holders;
-  ordo__entry *qhead, *qtail; /* waiters in arrival order */
-  uint32_t nholders;
-  uint8_t xheld;  /* some holder holds X */
-  uint8_t listed; /* on the stripe's empty list */
-  uint32_t pins;  /* wake-ups in progress that will read this lock */
-  uint32_t klen;
-  uint8_t key[];
-};
-
-/* Counters written under a stripe's mutex and read anywhere: relaxed atomic
- * stores of a plain read-modify-write, since only one writer exists. */
-#define BUMP(field)                                                            \
-  atomic_store_explicit(                                                       \
-      &(field), atomic_load_explicit(&(field), memory_order_relaxed) + 1,      \
-      memory_order_relaxed)
-#define ADD(field, v)                                                          \
-  atomic_fetch_add_explicit(&(field), (v), memory_order_relaxed)
-#define GET(field) atomic_load_explicit(&(field), memory_order_relaxed)
-
-typedef struct ordo__stripe {
-  /*
-   * mu guards every field below it except the atomics, which it guards for
-   * writing only: readers of statistics load them without it. A stripe's
-   * mutex is taken after the table's wait_mu and before any stripe with a
-   * larger number.
-   */
-  _Alignas(64) pthread_mutex_t mu;
-  ordo__lock **bucket;
-  uint32_t nbucket, nlock;
-  ordo__lock *ehead, *etail; /* empty lock objects, oldest first */
-  uint32_t nempty;
-  uint64_t fence; /* last fencing token granted in this stripe */
-  _Atomic uint64_t acquired, released;
-} ordo__stripe;
-
-struct ordo__table {
-  ordo_options_t opts; /* read-only */
-  uint64_t starve_ns;  /* read-only */
-  uint32_t smask;      /* read-only: stripes - 1 */
-  ordo__stripe *stripe;
-  _Atomic uint64_t live; /* lock objects allocated */
-
-  /*
-   * wait_mu guards every wait queue (a queue changes only under wait_mu
-   * and its lock's stripe mutex, so either one suffices to read it), the
-   * state of every waiting owner, and the counters below. It is the first
-   * engine lock any thread takes; see the lock order at the top of file.
-   */
-  pthread_mutex_t wait_mu;
-  _Atomic uint64_t acquired_w, waited, timeouts, canceled, limits, wakeups,
-      pokes, waiting, max_wait_us, deadlocks;
-  _Atomic uint64_t wait_hist[ORDO_HIST_BUCKETS];
-  _Atomic uint64_t hold_hist[ORDO_HIST_BUCKETS]; /* atomic adds, any thread */
-
-  /*
-   * timer_mu guards the deadline heap and the timer thread's state. It is
-   * taken after wait_mu, never with a stripe mutex held.
-   */
-  pthread_mutex_t timer_mu;
-  pthread_cond_t timer_cv;
-  ordo__owner **heap;
-  size_t nheap, capheap;
-  bool timer_started, timer_stop;
-  pthread_t timer_thr;
-};
 
 /* ---- Small helpers --------------------------------------------------------
  */
@@ -120,18 +49,6 @@ static uint64_t hash_key(const void *key, size_t n) {
   h *= 0xBF58476D1CE4E5B9u;
   h ^= h >> 32;
   return h;
-}
-
-static inline uint32_t stripe_of(const ordo__table *tab, uint64_t h) {
-  return (uint32_t)(h & tab->smask);
-}
-
-static inline ordo__stripe *lock_stripe(ordo__table *tab, const ordo__lock *l) {
-  return &tab->stripe[stripe_of(tab, l->hash)];
-}
-
-static inline bool conflicts(int a, int b) {
-  return a == ORDO_MODE_X || b == ORDO_MODE_X;
 }
 
 static void hist_add(_Atomic uint64_t *hist, uint64_t us) {
@@ -299,8 +216,11 @@ static bool reserved_against(const ordo__table *tab, const ordo__lock *l,
   for (const ordo__entry *e = l->qhead; e && e != self; e = e->qnext) {
     if (!*now)
       *now = ordo__now_ns();
-    if (*now - e->owner->enq_ns < tab->starve_ns)
-      return false;
+    if (*now - e->owner->enq_ns < tab->starve_ns) {
+      if (!l->reordered)
+        return false; /* arrival order: nobody behind has waited longer */
+      continue;
+    }
     if (e->owner != w && conflicts(mode, e->mode))
       return true;
   }
@@ -423,7 +343,7 @@ static void heap_swap(ordo__table *tab, size_t a, size_t b) {
 static void heap_up(ordo__table *tab, size_t i) {
   while (i > 0) {
     size_t p = (i - 1) / 2;
-    if (tab->heap[p]->deadline_ns <= tab->heap[i]->deadline_ns)
+    if (tab->heap[p]->alarm_ns <= tab->heap[i]->alarm_ns)
       break;
     heap_swap(tab, i, p);
     i = p;
@@ -436,9 +356,9 @@ static void heap_down(ordo__table *tab, size_t i) {
     if (c >= tab->nheap)
       break;
     if (c + 1 < tab->nheap &&
-        tab->heap[c + 1]->deadline_ns < tab->heap[c]->deadline_ns)
+        tab->heap[c + 1]->alarm_ns < tab->heap[c]->alarm_ns)
       c++;
-    if (tab->heap[i]->deadline_ns <= tab->heap[c]->deadline_ns)
+    if (tab->heap[i]->alarm_ns <= tab->heap[c]->alarm_ns)
       break;
     heap_swap(tab, i, c);
     i = c;
@@ -481,7 +401,32 @@ static void dequeue_all(ordo__owner *w) {
     else
       l->qtail = e->qprev;
     e->qprev = e->qnext = NULL;
+    if (!l->qhead)
+      l->reordered = 0;
   }
+}
+
+/* The table's list of waiting owners (caller holds wait_mu). */
+static void waiting_add(ordo__table *tab, ordo__owner *w) {
+  w->wnext = NULL;
+  w->wprev = tab->wtail;
+  if (tab->wtail)
+    tab->wtail->wnext = w;
+  else
+    tab->whead = w;
+  tab->wtail = w;
+}
+
+static void waiting_remove(ordo__table *tab, ordo__owner *w) {
+  if (w->wprev)
+    w->wprev->wnext = w->wnext;
+  else
+    tab->whead = w->wnext;
+  if (w->wnext)
+    w->wnext->wprev = w->wprev;
+  else
+    tab->wtail = w->wprev;
+  w->wprev = w->wnext = NULL;
 }
 
 /* Grants w's whole set (caller holds wait_mu and w's stripes, and has
@@ -500,6 +445,7 @@ static void grant_waiter(ordo__table *tab, ordo__owner *w, uint64_t *now) {
     atomic_store_explicit(&tab->max_wait_us, us, memory_order_relaxed);
   ADD(tab->acquired_w, 1);
   atomic_fetch_sub_explicit(&tab->waiting, 1, memory_order_relaxed);
+  waiting_remove(tab, w);
   w->status = 0;
   w->woken = false;
 }
@@ -551,13 +497,13 @@ static int wake_one(ordo__table *tab, ordo__owner *w, ordo__owner **fire) {
 }
 
 /*
- * wake_queue -- after l lost a holder or a waiter, grant (or poke) the
+ * ordo__wake_queue -- after l lost a holder or a waiter, grant (or poke) the
  * waiters that can now have their whole set, in arrival order. Only those
  * are woken. Caller holds wait_mu and no stripe; l has waiters, so it cannot
  * be freed (only empty locks are, and its queue cannot change without
  * wait_mu).
  */
-static void wake_queue(ordo__table *tab, ordo__lock *l, ordo__owner **fire) {
+void ordo__wake_queue(ordo__table *tab, ordo__lock *l, ordo__owner **fire) {
   ordo__entry *e = l->qhead;
   while (e) {
     ordo__entry *next = e->qnext;
@@ -575,16 +521,23 @@ static void fire_all(ordo__owner *f) {
     ordo__event_cb cb = f->cb;
     void *arg = f->cbarg;
     int st = f->status;
+    if (st == ORDO_EDEADLK) {
+      /* From the edge that closed the cycle to the victim's return; its
+       * locks are all released by now. */
+      ordo__table *tab = f->tab;
+      hist_add(tab->detect_hist, (ordo__now_ns() - f->dl_edge_ns) / 1000);
+    }
     cb(f, st, arg);
     f = next;
   }
 }
 
 /* WAITING -> ended with status; caller holds wait_mu. */
-static bool abort_locked(ordo__table *tab, ordo__owner *w, int status,
-                         ordo__owner **fire) {
+bool ordo__abort_locked(ordo__table *tab, ordo__owner *w, int status,
+                        ordo__owner **fire) {
   if (atomic_load_explicit(&w->state, memory_order_relaxed) != ORDO__WAITING)
     return false;
+  waiting_remove(tab, w);
   lock_stripes(tab, w);
   dequeue_all(w);
   for (size_t i = 0; i < w->nent; i++) {
@@ -604,8 +557,6 @@ static bool abort_locked(ordo__table *tab, ordo__owner *w, int status,
     ADD(tab->timeouts, 1);
   else if (status == ORDO_ECANCELED)
     ADD(tab->canceled, 1);
-  else if (status == ORDO_EDEADLK)
-    ADD(tab->deadlocks, 1);
   timer_remove(tab, w);
   w->status = status;
   for (size_t i = 0; i < w->nent; i++) {
@@ -615,7 +566,7 @@ static bool abort_locked(ordo__table *tab, ordo__owner *w, int status,
     ordo__lock *l = e->lock;
     ordo__stripe *st = &tab->stripe[e->stripe];
     if (l->qhead)
-      wake_queue(tab, l, fire);
+      ordo__wake_queue(tab, l, fire);
     pthread_mutex_lock(&st->mu);
     l->pins--;
     retire(tab, st, l);
@@ -631,54 +582,125 @@ static bool abort_locked(ordo__table *tab, ordo__owner *w, int status,
 /* ---- The timer thread ---------------------------------------------------
  */
 
+/* The next time the timer must look at waiting owner w: its deadline (if
+ * the timer enforces it), its delayed deadlock check, its long-wait log.
+ * UINT64_MAX when none is due. */
+static uint64_t next_alarm(const ordo__table *tab, const ordo__owner *w) {
+  uint64_t t = UINT64_MAX;
+  if (w->use_timer)
+    t = w->deadline_ns;
+  if (tab->opts.detect == ORDO_DETECT_DELAYED && !w->checked) {
+    uint64_t c = w->enq_ns + (uint64_t)tab->opts.deadlock_timeout_ms * 1000000u;
+    if (c < t)
+      t = c;
+  }
+  if (tab->opts.log_wait_ms > 0 && !w->logged) {
+    uint64_t c = w->enq_ns + (uint64_t)tab->opts.log_wait_ms * 1000000u;
+    if (c < t)
+      t = c;
+  }
+  return t;
+}
+
+static bool timer_add(ordo__table *tab, ordo__owner *w);
+
+/* What is due for w now (caller holds wait_mu): its deadline, a delayed
+ * check, a log line. Puts it back in the heap for what is left. */
+static void alarm_due(ordo__table *tab, ordo__owner *w, ordo__owner **fire) {
+  if (atomic_load_explicit(&w->state, memory_order_relaxed) != ORDO__WAITING)
+    return;
+  uint64_t now = ordo__now_ns();
+  if (w->use_timer && w->deadline_ns <= now) {
+    ordo__abort_locked(tab, w, ORDO_ETIMEDOUT, fire);
+    return;
+  }
+  if (tab->opts.detect == ORDO_DETECT_DELAYED && !w->checked &&
+      now >= w->enq_ns + (uint64_t)tab->opts.deadlock_timeout_ms * 1000000u) {
+    w->checked = true;
+    ordo__detect_on_block(tab, w, fire);
+  }
+  if (atomic_load_explicit(&w->state, memory_order_relaxed) != ORDO__WAITING)
+    return;
+  if (tab->opts.log_wait_ms > 0 && !w->logged &&
+      now >= w->enq_ns + (uint64_t)tab->opts.log_wait_ms * 1000000u) {
+    w->logged = true;
+    ordo__detect_log_wait(tab, w);
+  }
+  w->alarm_ns = next_alarm(tab, w);
+  if (w->alarm_ns != UINT64_MAX)
+    timer_add(tab, w);
+}
+
+/*
+ * The timer thread: expires the deadlines of asynchronous waits, runs the
+ * delayed deadlock checks and the long-wait log, and sweeps the wait-for
+ * graph every sweep_ms for cycles the immediate check missed.
+ */
 static void *timer_main(void *arg) {
   ordo__table *tab = arg;
+  uint64_t sweep_ns = (uint64_t)tab->opts.sweep_ms * 1000000u;
   pthread_mutex_lock(&tab->timer_mu);
+  tab->next_sweep_ns = sweep_ns ? ordo__now_ns() + sweep_ns : UINT64_MAX;
   for (;;) {
     if (tab->timer_stop)
       break;
     uint64_t now = ordo__now_ns();
-    if (tab->nheap == 0) {
-      pthread_cond_wait(&tab->timer_cv, &tab->timer_mu);
-      continue;
-    }
-    uint64_t d = tab->heap[0]->deadline_ns;
+    uint64_t d = tab->nheap ? tab->heap[0]->alarm_ns : UINT64_MAX;
+    if (tab->next_sweep_ns < d)
+      d = tab->next_sweep_ns;
     if (d > now) {
-      struct timespec ts = {(time_t)(d / 1000000000u), (long)(d % 1000000000u)};
-      pthread_cond_timedwait(&tab->timer_cv, &tab->timer_mu, &ts);
+      if (d == UINT64_MAX) {
+        pthread_cond_wait(&tab->timer_cv, &tab->timer_mu);
+      } else {
+        struct timespec ts = {(time_t)(d / 1000000000u),
+                              (long)(d % 1000000000u)};
+        pthread_cond_timedwait(&tab->timer_cv, &tab->timer_mu, &ts);
+      }
       continue;
     }
-    /* Expire under wait_mu, which must come first: let go of timer_mu. */
+    /* wait_mu must come first: let go of timer_mu. */
+    bool sweep = tab->next_sweep_ns <= now;
+    if (sweep)
+      tab->next_sweep_ns = now + sweep_ns;
     pthread_mutex_unlock(&tab->timer_mu);
     ordo__owner *fire = NULL;
     pthread_mutex_lock(&tab->wait_mu);
     pthread_mutex_lock(&tab->timer_mu);
     ordo__owner *w = NULL;
-    if (tab->nheap && tab->heap[0]->deadline_ns <= ordo__now_ns()) {
+    if (tab->nheap && tab->heap[0]->alarm_ns <= ordo__now_ns()) {
       w = tab->heap[0];
       heap_remove(tab, w);
     }
     pthread_mutex_unlock(&tab->timer_mu);
     if (w)
-      abort_locked(tab, w, ORDO_ETIMEDOUT, &fire);
+      alarm_due(tab, w, &fire);
+    if (sweep)
+      ordo__detect_sweep(tab, &fire);
     pthread_mutex_unlock(&tab->wait_mu);
     fire_all(fire);
+    ordo__detect_deliver(tab);
     pthread_mutex_lock(&tab->timer_mu);
   }
   pthread_mutex_unlock(&tab->timer_mu);
   return NULL;
 }
 
+/* Starts the timer thread once (caller holds timer_mu). */
+static bool timer_start(ordo__table *tab) {
+  if (tab->timer_started)
+    return true;
+  if (pthread_create(&tab->timer_thr, NULL, timer_main, tab) != 0)
+    return false;
+  tab->timer_started = true;
+  return true;
+}
+
 /* Caller holds wait_mu. Returns false if the heap could not grow. */
 static bool timer_add(ordo__table *tab, ordo__owner *w) {
-  bool ok = true;
   pthread_mutex_lock(&tab->timer_mu);
-  if (!tab->timer_started) {
-    if (pthread_create(&tab->timer_thr, NULL, timer_main, tab) != 0)
-      ok = false;
-    else
-      tab->timer_started = true;
-  }
+  bool ok = timer_start(tab);
+  if (ok && w->timer_idx >= 0)
+    heap_remove(tab, w); /* re-keyed: put it back in its new place */
   if (ok && tab->nheap == tab->capheap) {
     size_t cap = tab->capheap ? tab->capheap * 2 : 64;
     ordo__owner **h = realloc(tab->heap, cap * sizeof *h);
@@ -744,6 +766,10 @@ int ordo__table_create(ordo__table **out, const ordo_options_t *opts) {
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&tab->timer_cv, &ca);
   pthread_condattr_destroy(&ca);
+  if (ordo__detect_create(tab) != 0) {
+    ordo__table_destroy(tab);
+    return ORDO_ENOMEM;
+  }
   *out = tab;
   return 0;
 }
@@ -773,6 +799,7 @@ void ordo__table_destroy(ordo__table *tab) {
   }
   free(tab->stripe);
   free(tab->heap);
+  ordo__detect_destroy(tab);
   pthread_mutex_destroy(&tab->wait_mu);
   pthread_mutex_destroy(&tab->timer_mu);
   pthread_cond_destroy(&tab->timer_cv);
@@ -939,8 +966,23 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
     unlock_stripes(tab, w);
     ADD(tab->waited, 1);
     ADD(tab->waiting, 1);
-    if (use_timer && deadline_ns != ORDO_NO_DEADLINE && !timer_add(tab, w)) {
-      abort_locked(tab, w, ORDO_ENOMEM, &fire);
+    waiting_add(tab, w);
+    w->use_timer = use_timer;
+    w->checked = false;
+    w->logged = false;
+    w->woken = false;
+    w->alarm_ns = next_alarm(tab, w);
+    bool ok = true;
+    if (w->alarm_ns != UINT64_MAX) {
+      ok = timer_add(tab, w);
+    } else if (tab->opts.sweep_ms > 0 && !tab->timer_started) {
+      /* The sweep runs on the timer thread: start it with the first wait. */
+      pthread_mutex_lock(&tab->timer_mu);
+      timer_start(tab);
+      pthread_mutex_unlock(&tab->timer_mu);
+    }
+    if (!ok) {
+      ordo__abort_locked(tab, w, ORDO_ENOMEM, &fire);
       /* No event for a call that fails: drop w from the fire list. */
       ORDO_ASSERT(fire == w);
       fire = w->fire_next;
@@ -948,7 +990,14 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
       fire_all(fire);
       return ORDO_ENOMEM;
     }
+    /* A cycle through w needs an edge into w: someone waiting for a key w
+     * holds. w is last in every queue it joined, so without holds there is
+     * none, and the search is skipped (src/detect/README.md). */
+    if (tab->opts.detect == ORDO_DETECT_IMMEDIATE && w->nholds > 0)
+      ordo__detect_on_block(tab, w, &fire);
     pthread_mutex_unlock(&tab->wait_mu);
+    fire_all(fire);
+    ordo__detect_deliver(tab);
     return ORDO_PENDING;
   }
 }
@@ -957,7 +1006,7 @@ int ordo__abort_wait(ordo__owner *w, int status) {
   ordo__table *tab = w->tab;
   ordo__owner *fire = NULL;
   pthread_mutex_lock(&tab->wait_mu);
-  bool did = abort_locked(tab, w, status, &fire);
+  bool did = ordo__abort_locked(tab, w, status, &fire);
   pthread_mutex_unlock(&tab->wait_mu);
   fire_all(fire);
   return did ? 0 : ORDO_ENOTHELD;
@@ -989,7 +1038,7 @@ int ordo__retry(ordo__owner *w) {
      * Our entries keep these locks alive. */
     for (size_t i = 0; i < w->nent; i++)
       if (w->ent[i].lock->qhead)
-        wake_queue(tab, w->ent[i].lock, &fire);
+        ordo__wake_queue(tab, w->ent[i].lock, &fire);
   }
   pthread_mutex_unlock(&tab->wait_mu);
   fire_all(fire);
@@ -1017,7 +1066,7 @@ static void release_hold(ordo__table *tab, ordo__hold *h, bool *have_wait,
     retire(tab, st, l);
   pthread_mutex_unlock(&st->mu);
   if (waiters)
-    wake_queue(tab, l, fire);
+    ordo__wake_queue(tab, l, fire);
 }
 
 int ordo__release_all(ordo__owner *w) {
@@ -1033,6 +1082,13 @@ int ordo__release_all(ordo__owner *w) {
     pthread_mutex_unlock(&tab->wait_mu);
   fire_all(fire);
   return n;
+}
+
+void ordo__release_holds_locked(ordo__table *tab, ordo__owner *w,
+                                ordo__owner **fire) {
+  bool have_wait = true;
+  while (w->htail)
+    release_hold(tab, w->htail, &have_wait, fire);
 }
 
 int ordo__release_one(ordo__owner *w, const void *key, size_t len) {
@@ -1093,6 +1149,11 @@ void ordo__table_stats(ordo__table *tab, ordo_stats_t *out) {
   out->timeouts = GET(tab->timeouts);
   out->canceled = GET(tab->canceled);
   out->deadlocks = GET(tab->deadlocks);
+  out->reorders = GET(tab->reorders);
+  out->sweep_finds = GET(tab->sweep_finds);
+  out->long_waits = GET(tab->long_waits);
+  for (unsigned i = 0; i < ORDO_VICTIM__COUNT; i++)
+    out->victims[i] = GET(tab->victims[i]);
   out->limits = GET(tab->limits);
   out->wakeups = GET(tab->wakeups);
   out->pokes = GET(tab->pokes);
@@ -1102,6 +1163,7 @@ void ordo__table_stats(ordo__table *tab, ordo_stats_t *out) {
   for (unsigned i = 0; i < ORDO_HIST_BUCKETS; i++) {
     out->wait_hist[i] = GET(tab->wait_hist[i]);
     out->hold_hist[i] = GET(tab->hold_hist[i]);
+    out->detect_hist[i] = GET(tab->detect_hist[i]);
   }
 }
 

@@ -79,7 +79,18 @@ struct ordo__owner {
   long timer_idx;         /* slot in the timer heap or -1; under timer_mu */
   _Atomic bool pokeable;  /* a thread waits: poke it, don't hand over */
   bool woken;             /* poked, and has not tried yet; under wait_mu */
-  uint32_t sample;        /* hold-time sampling counter */
+
+  /* Detection and alarms; under wait_mu while waiting. */
+  ordo__owner *wprev, *wnext; /* the table's list of waiting owners */
+  uint64_t visit;             /* search epoch that last reached it */
+  uint64_t alarm_ns;          /* the timer heap's key: the next due time */
+  uint64_t dl_edge_ns;        /* when the cycle that made it a victim closed */
+  bool use_timer;        /* asynchronous: the timer enforces its deadline */
+  bool checked;          /* delayed detection has run for this wait */
+  bool logged;           /* this wait was logged as long */
+  unsigned aborts;       /* times chosen as a victim (aging) */
+  _Atomic uint64_t cost; /* declared work, ORDO_VICTIM_LEAST_WORK */
+  uint32_t sample;       /* hold-time sampling counter */
 };
 
 int ordo__table_create(ordo__table **out, const ordo_options_t *opts);
@@ -122,5 +133,9 @@ int ordo__held(ordo__owner *w, const void *key, size_t len, ordo_mode_t *mode,
 
 void ordo__table_stats(ordo__table *tab, ordo_stats_t *out);
 void ordo__table_dump(ordo__table *tab, int fd);
+int ordo__table_graph(ordo__table *tab, int fd, ordo_graph_fmt_t fmt);
+int ordo__table_deadlocks(ordo__table *tab, ordo_deadlock_t *out, size_t max);
+void ordo__table_on_deadlock(ordo__table *tab, ordo_deadlock_cb cb, void *arg);
+void ordo__table_on_alarm(ordo__table *tab, ordo_alarm_cb cb, void *arg);
 
 #endif /* ORDO_CORE_TABLE_H */

@@ -100,14 +100,20 @@ static inline void tu_watchdog_stop(void) {
 }
 
 /* Waits (bounded, 5 s) until the engine reports exactly n queued requests;
- * returns false on time-out. This is the "this txn is now blocked" event. */
+ * returns false on time-out. This is the "this txn is now blocked" event.
+ * A request is counted when it is queued, and the deadlock check that
+ * follows runs under the same hold of the engine's slow-path lock; reading
+ * the deadlock records takes that lock, so it returns only once that check
+ * is over. */
 static inline bool tu_wait_waiting(ordo_t *o, uint64_t n) {
   uint64_t end = tu_now_ns() + 5000000000u;
   ordo_stats_t s;
   while (tu_now_ns() < end) {
     ordo_stats(o, &s);
-    if (s.waiting == n)
+    if (s.waiting == n) {
+      ordo_deadlocks(o, NULL, 0);
       return true;
+    }
     tu_sleep_us(100);
   }
   return false;

@@ -121,8 +121,11 @@ static void test_reentrancy(void **state) {
 
 static void test_two_upgraders_block(void **state) {
   (void)state;
-  /* Two S holders both asking X wait for each other; without detection
-   * (the next layer) their timeouts end it, and each keeps its S. */
+  /* Two S holders both asking X wait for each other; with detection off
+   * (tests/unit/test_detect.c has it on) their timeouts end it, and each
+   * keeps its S. */
+  ordo_t *saved = O;
+  assert_int_equal(ordo_open(&O, "mem://?detect=off&sweep_ms=0", NULL), 0);
   ordo_txn_t *a = txn(), *b = txn();
   assert_int_equal(ordo_lock(a, "u", 1, ORDO_MODE_S, 0), 0);
   assert_int_equal(ordo_lock(b, "u", 1, ORDO_MODE_S, 0), 0);
@@ -137,6 +140,8 @@ static void test_two_upgraders_block(void **state) {
   assert_int_equal(ordo_held(a, "u", 1, NULL), 1);
   ordo_txn_end(a);
   ordo_txn_end(b);
+  ordo_close(O);
+  O = saved;
 }
 
 static void test_lock_bound(void **state) {

@@ -1,0 +1,131 @@
+/*
+ * table_int.h -- the lock table's data structures, shared by the engine
+ * (src/core/table.c) and the detector (src/detect/detect.c), which walks
+ * the same queues and holders. See src/core/README.md for the invariants
+ * and the lock order; nothing here is public.
+ */
+#ifndef ORDO_CORE_TABLE_INT_H
+#define ORDO_CORE_TABLE_INT_H
+
+#include "core/table.h"
+
+struct ordo__lock {
+  ordo__lock *hnext;         /* hash chain */
+  ordo__lock *eprev, *enext; /* the stripe's empty list, while listed */
+  uint64_t hash;
+  ordo__hold *holders;
+  ordo__entry *qhead, *qtail; /* waiters in arrival order */
+  uint32_t nholders;
+  uint8_t xheld;     /* some holder holds X */
+  uint8_t listed;    /* on the stripe's empty list */
+  uint8_t reordered; /* the queue left arrival order (a soft-cycle fix) */
+  uint32_t pins;     /* wake-ups in progress that will read this lock */
+  uint32_t klen;
+  uint8_t key[];
+};
+
+/* Counters written under a stripe's mutex and read anywhere: relaxed atomic
+ * stores of a plain read-modify-write, since only one writer exists. */
+#define BUMP(field)                                                            \
+  atomic_store_explicit(                                                       \
+      &(field), atomic_load_explicit(&(field), memory_order_relaxed) + 1,      \
+      memory_order_relaxed)
+#define ADD(field, v)                                                          \
+  atomic_fetch_add_explicit(&(field), (v), memory_order_relaxed)
+#define GET(field) atomic_load_explicit(&(field), memory_order_relaxed)
+
+typedef struct ordo__stripe {
+  /*
+   * mu guards every field below it except the atomics, which it guards for
+   * writing only: readers of statistics load them without it. A stripe's
+   * mutex is taken after the table's wait_mu and before any stripe with a
+   * larger number.
+   */
+  _Alignas(64) pthread_mutex_t mu;
+  ordo__lock **bucket;
+  uint32_t nbucket, nlock;
+  ordo__lock *ehead, *etail; /* empty lock objects, oldest first */
+  uint32_t nempty;
+  uint64_t fence; /* last fencing token granted in this stripe */
+  _Atomic uint64_t acquired, released;
+} ordo__stripe;
+
+struct ordo__table {
+  ordo_options_t opts; /* read-only */
+  uint64_t starve_ns;  /* read-only */
+  uint32_t smask;      /* read-only: stripes - 1 */
+  ordo__stripe *stripe;
+  _Atomic uint64_t live; /* lock objects allocated */
+
+  /*
+   * wait_mu guards every wait queue (a queue changes only under wait_mu
+   * and its lock's stripe mutex, so either one suffices to read it), the
+   * state of every waiting owner, and the counters below. It is the first
+   * engine lock any thread takes; see the lock order at the top of file.
+   */
+  pthread_mutex_t wait_mu;
+  _Atomic uint64_t acquired_w, waited, timeouts, canceled, limits, wakeups,
+      pokes, waiting, max_wait_us, deadlocks;
+  _Atomic uint64_t wait_hist[ORDO_HIST_BUCKETS];
+  _Atomic uint64_t hold_hist[ORDO_HIST_BUCKETS]; /* atomic adds, any thread */
+
+  /* Detection (src/detect/detect.c). wait_mu guards all of it. */
+  ordo__owner *whead, *wtail; /* waiting owners, in enqueue order */
+  struct ordo__detect *det;   /* search memory, records, alarm */
+  _Atomic uint64_t reorders, sweep_finds, long_waits;
+  _Atomic uint64_t victims[ORDO_VICTIM__COUNT];
+  _Atomic uint64_t detect_hist[ORDO_HIST_BUCKETS]; /* any thread */
+
+  /*
+   * timer_mu guards the deadline heap and the timer thread's state. It is
+   * taken after wait_mu, never with a stripe mutex held.
+   */
+  pthread_mutex_t timer_mu;
+  pthread_cond_t timer_cv;
+  ordo__owner **heap; /* waiting owners by alarm_ns */
+  size_t nheap, capheap;
+  bool timer_started, timer_stop;
+  uint64_t next_sweep_ns; /* the timer thread's own */
+  pthread_t timer_thr;
+};
+
+static inline uint32_t stripe_of(const ordo__table *tab, uint64_t h) {
+  return (uint32_t)(h & tab->smask);
+}
+
+static inline ordo__stripe *lock_stripe(ordo__table *tab, const ordo__lock *l) {
+  return &tab->stripe[stripe_of(tab, l->hash)];
+}
+
+static inline bool conflicts(int a, int b) {
+  return a == ORDO_MODE_X || b == ORDO_MODE_X;
+}
+
+/* Provided by table.c for the detector; caller holds wait_mu. */
+
+/* Ends w's wait with status (see abort_locked); false if it was not
+ * waiting. */
+bool ordo__abort_locked(ordo__table *tab, ordo__owner *w, int status,
+                        ordo__owner **fire);
+/* Releases every hold of a waiting owner, newest first, waking the waiters
+ * each release can serve. */
+void ordo__release_holds_locked(ordo__table *tab, ordo__owner *w,
+                                ordo__owner **fire);
+/* Grants or pokes the waiters of l that can go now. */
+void ordo__wake_queue(ordo__table *tab, ordo__lock *l, ordo__owner **fire);
+
+/* Provided by src/detect/detect.c. */
+int ordo__detect_create(ordo__table *tab);
+void ordo__detect_destroy(ordo__table *tab);
+/* A txn just blocked (caller holds wait_mu): find and resolve the cycles
+ * through w. */
+void ordo__detect_on_block(ordo__table *tab, ordo__owner *w,
+                           ordo__owner **fire);
+/* Searches from every waiting owner (caller holds wait_mu). */
+void ordo__detect_sweep(ordo__table *tab, ordo__owner **fire);
+/* Logs w's wait with its holders and waiters (caller holds wait_mu). */
+void ordo__detect_log_wait(ordo__table *tab, ordo__owner *w);
+/* Delivers the records and alarms queued under wait_mu (no lock held). */
+void ordo__detect_deliver(ordo__table *tab);
+
+#endif
