@@ -244,7 +244,13 @@ ORDO_EXTERN uint64_t ordo_txn_id(const ordo_txn_t *t);
 ORDO_EXTERN int ordo_lock_all(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
                               long timeout_ms);
 
-/* One key; the same as ordo_lock_all of one request. */
+/*
+ * ordo_lock -- one key, the same as ordo_lock_all of one request. Taking
+ * keys one at a time while holding others, in any order, can close a cycle
+ * of waiting; the detector (opts.detect) then picks one victim, releases
+ * every lock it holds, and its call returns ORDO_EDEADLK (retryable: back
+ * off and start the unit of work again, as ordo_retry does).
+ */
 ORDO_EXTERN int ordo_lock(ordo_txn_t *t, const void *key, size_t len,
                           ordo_mode_t mode, long timeout_ms);
 
