@@ -14,7 +14,8 @@
  *
  * computed from the two medians. A row meets its target when ratio >= target.
  *
- * Output: machine information and one Markdown table on stdout, the rows as
+ * Output: machine information and one Markdown table on stdout (and a
+ * second one of the extra values, for rows that report some), the rows as
  * JSON (schema.json) in the file that --out names, and one progress line per
  * row on stderr when stderr is a terminal.
  *
@@ -23,7 +24,7 @@
  * 2 for a usage error such as an unknown row id.
  *
  * Interface: main(), and for the workloads bench_param_int(), bench_now(),
- * bench_sleep(), bench_error() (declared in bench.h).
+ * bench_sleep(), bench_error(), bench_extra() (declared in bench.h).
  */
 #include "bench.h"
 
@@ -52,6 +53,21 @@
     .run_ordo = bank_run_ordo, .run_peer = bank_run_pthread,                   \
   }
 
+/* A deadlock's victim (p99 us) against a plain hand-off; see victim.c. */
+#define VICTIM_ROW(id_, waiters, target_)                                      \
+  {                                                                            \
+    .id = id_,                                                                 \
+    .title = "Deadlock victim's return, " #waiters " others waiting",          \
+    .metric = "us p99", .higher_is_better = 0,                                 \
+    .peer_name = "hand-off to a blocked waiter", .target = target_,            \
+    .params = {{"waiters", waiters, NULL},                                     \
+               {"cycle_txns", 2, NULL},                                        \
+               {"settle_us", 200, NULL}},                                      \
+    .setup = victim_setup, .teardown = victim_teardown,                        \
+    .run_ordo = victim_run_deadlock, .run_peer = victim_run_handoff,           \
+    .extras = {"p50_us", "engine_p99_us", "samples"},                          \
+  }
+
 /*
  * Every row the harness knows, in the order it runs them. To add a row, write
  * its two side functions (and setup/teardown if it needs a server or a
@@ -76,6 +92,38 @@ static const bench_row_t bench_rows[] = {
         .run_ordo = uncontended_run_ordo,
         .run_peer = uncontended_run_pthread,
     },
+    {
+        .id = "detect_hotkey_t64",
+        .title = "Detection on vs off, 64 threads, 1 hot key",
+        .metric = "ops/s",
+        .higher_is_better = 1,
+        .peer_name = "detection off",
+        .target = 0.95,
+        .params = {{"threads", 64, NULL},
+                   {"keys", 1, NULL},
+                   {"parked", 1, NULL}},
+        .run_ordo = detect_hotkey_run_on,
+        .run_peer = detect_hotkey_run_off,
+        .extras = {"waits_per_op"},
+    },
+    {
+        .id = "detect_manykeys_t64",
+        .title = "Detection on vs off, 64 threads, 4096 keys",
+        .metric = "ops/s",
+        .higher_is_better = 1,
+        .peer_name = "detection off",
+        .target = 0.95,
+        .params = {{"threads", 64, NULL},
+                   {"keys", 4096, NULL},
+                   {"per_op", 2, NULL},
+                   {"parked", 1, NULL}},
+        .run_ordo = detect_manykeys_run_on,
+        .run_peer = detect_manykeys_run_off,
+        .extras = {"waits_per_op"},
+    },
+    VICTIM_ROW("detect_victim_w10", 10, NAN),
+    VICTIM_ROW("detect_victim_w1000", 1000, NAN),
+    VICTIM_ROW("detect_victim_w10000", 10000, 0.33),
 };
 
 #define BENCH_NROWS (sizeof bench_rows / sizeof bench_rows[0])
@@ -110,6 +158,28 @@ void bench_sleep(double seconds) {
     ;
 }
 
+/* Where bench_extra() stores the values of the run in progress. */
+static const bench_row_t *bench_extra_row;
+static double *bench_extra_slot; /* BENCH_MAX_EXTRAS values */
+
+void bench_extra(const bench_row_t *row, const char *name, double v) {
+  for (int i = 0; i < BENCH_MAX_EXTRAS && row->extras[i] != NULL; i++)
+    if (strcmp(row->extras[i], name) == 0) {
+      if (row == bench_extra_row && bench_extra_slot != NULL)
+        bench_extra_slot[i] = v;
+      return;
+    }
+  fprintf(stderr, "ordo_bench: %s: no extra value '%s'\n", row->id, name);
+  abort();
+}
+
+static int bench_nextras(const bench_row_t *row) {
+  int n = 0;
+  while (n < BENCH_MAX_EXTRAS && row->extras[n] != NULL)
+    n++;
+  return n;
+}
+
 void bench_error(const bench_row_t *row, const char *fmt, ...) {
   va_list ap;
   fprintf(stderr, "ordo_bench: %s: ", row->id);
@@ -131,6 +201,7 @@ typedef struct bench_cfg_s {
   int selected[BENCH_NROWS];
 } bench_cfg_t;
 
+#define BENCH_RUNS_MAX 1000 /* what --runs accepts */
 #define BENCH_RUNS_FULL 7
 #define BENCH_RUNS_QUICK 3
 #define BENCH_SECONDS_FULL 0.5
@@ -233,7 +304,7 @@ static void bench_parse(bench_cfg_t *cfg, int argc, char **argv) {
     case OPT_RUNS:
       errno = 0;
       runs = (int)strtol(optarg, &end, 10);
-      if (errno != 0 || *end != '\0' || runs < 1 || runs > 1000) {
+      if (errno != 0 || *end != '\0' || runs < 1 || runs > BENCH_RUNS_MAX) {
         fprintf(stderr, "ordo_bench: --runs wants 1..1000, not '%s'\n", optarg);
         exit(2);
       }
@@ -288,6 +359,8 @@ typedef struct bench_result_s {
   const bench_row_t *row;
   int runs;
   bench_stat_t ordo, peer;
+  /* Medians of the extra values (NAN when no run reported one). */
+  double xordo[BENCH_MAX_EXTRAS], xpeer[BENCH_MAX_EXTRAS];
   double ratio; /* NAN when a median is 0 */
   int met;      /* -1: the row has no target */
 } bench_result_t;
@@ -305,6 +378,30 @@ static bench_stat_t bench_summarize(double *v, int n) {
   s.max = v[n - 1];
   s.median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
   return s;
+}
+
+/* The median of the values of column j of v (runs rows of BENCH_MAX_EXTRAS)
+ * that are not NAN; NAN if there is none. */
+static double bench_extra_median(const double *v, int runs, int j) {
+  double col[BENCH_RUNS_MAX];
+  int n = 0;
+  for (int i = 0; i < runs; i++)
+    if (!isnan(v[i * BENCH_MAX_EXTRAS + j]))
+      col[n++] = v[i * BENCH_MAX_EXTRAS + j];
+  return n ? bench_summarize(col, n).median : NAN;
+}
+
+/* Runs one side with its extras going to slot (BENCH_MAX_EXTRAS values). */
+static int bench_side(const bench_row_t *row, bench_side_cb cb, void *state,
+                      double seconds, double *out, double *slot) {
+  for (int j = 0; j < BENCH_MAX_EXTRAS; j++)
+    slot[j] = NAN;
+  bench_extra_row = row;
+  bench_extra_slot = slot;
+  int rc = cb(row, state, seconds, out);
+  bench_extra_row = NULL;
+  bench_extra_slot = NULL;
+  return rc;
 }
 
 static void bench_progress(const bench_cfg_t *cfg, size_t k, size_t nsel,
@@ -325,11 +422,13 @@ static int bench_row_run(const bench_cfg_t *cfg, const bench_row_t *row,
   void *state = NULL;
   double *ordo = calloc((size_t)cfg->runs, sizeof *ordo);
   double *peer = calloc((size_t)cfg->runs, sizeof *peer);
-  double warm;
+  double *xo = calloc((size_t)cfg->runs * BENCH_MAX_EXTRAS, sizeof *xo);
+  double *xp = calloc((size_t)cfg->runs * BENCH_MAX_EXTRAS, sizeof *xp);
+  double warm, xwarm[BENCH_MAX_EXTRAS];
   char what[64];
   int rc = -1;
 
-  if (ordo == NULL || peer == NULL) {
+  if (ordo == NULL || peer == NULL || xo == NULL || xp == NULL) {
     bench_error(row, "out of memory");
     goto out;
   }
@@ -338,17 +437,19 @@ static int bench_row_run(const bench_cfg_t *cfg, const bench_row_t *row,
     goto out;
   bench_progress(cfg, k, nsel, row, "warm-up");
   double ws = cfg->seconds * BENCH_WARMUP_FRACTION;
-  if (row->run_ordo(row, state, ws, &warm) != 0 ||
-      row->run_peer(row, state, ws, &warm) != 0)
+  if (bench_side(row, row->run_ordo, state, ws, &warm, xwarm) != 0 ||
+      bench_side(row, row->run_peer, state, ws, &warm, xwarm) != 0)
     goto teardown;
   for (int i = 0; i < cfg->runs; i++) {
     snprintf(what, sizeof what, "run %d/%d ordo", i + 1, cfg->runs);
     bench_progress(cfg, k, nsel, row, what);
-    if (row->run_ordo(row, state, cfg->seconds, &ordo[i]) != 0)
+    if (bench_side(row, row->run_ordo, state, cfg->seconds, &ordo[i],
+                   &xo[i * BENCH_MAX_EXTRAS]) != 0)
       goto teardown;
     snprintf(what, sizeof what, "run %d/%d peer", i + 1, cfg->runs);
     bench_progress(cfg, k, nsel, row, what);
-    if (row->run_peer(row, state, cfg->seconds, &peer[i]) != 0)
+    if (bench_side(row, row->run_peer, state, cfg->seconds, &peer[i],
+                   &xp[i * BENCH_MAX_EXTRAS]) != 0)
       goto teardown;
   }
 
@@ -356,6 +457,10 @@ static int bench_row_run(const bench_cfg_t *cfg, const bench_row_t *row,
   res->runs = cfg->runs;
   res->ordo = bench_summarize(ordo, cfg->runs);
   res->peer = bench_summarize(peer, cfg->runs);
+  for (int j = 0; j < BENCH_MAX_EXTRAS; j++) {
+    res->xordo[j] = bench_extra_median(xo, cfg->runs, j);
+    res->xpeer[j] = bench_extra_median(xp, cfg->runs, j);
+  }
   double num = row->higher_is_better ? res->ordo.median : res->peer.median;
   double den = row->higher_is_better ? res->peer.median : res->ordo.median;
   res->ratio = den > 0 ? num / den : NAN;
@@ -377,6 +482,8 @@ out:
     fputc('\n', stderr);
   free(ordo);
   free(peer);
+  free(xo);
+  free(xp);
   return rc;
 }
 
@@ -470,6 +577,24 @@ static void bench_print_table(const bench_result_t *res, size_t n) {
   }
 }
 
+/* The extra values, when a row that ran has any: one line per value. */
+static void bench_print_extras(const bench_result_t *res, size_t n) {
+  char a[32], b[32];
+  int any = 0;
+  for (size_t i = 0; i < n; i++) {
+    const bench_row_t *row = res[i].row;
+    for (int j = 0; j < bench_nextras(row); j++) {
+      if (!any)
+        printf("\nExtra values (medians of the runs):\n\n"
+               "| row | value | ordo | peer |\n|---|---|---:|---:|\n");
+      any = 1;
+      printf("| %s | %s | %s | %s |\n", row->id, row->extras[j],
+             bench_fmt(a, sizeof a, res[i].xordo[j]),
+             bench_fmt(b, sizeof b, res[i].xpeer[j]));
+    }
+  }
+}
+
 static void bench_json_str(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s != '\0'; s++) {
@@ -526,7 +651,21 @@ static void bench_json_row(FILE *f, const bench_result_t *r) {
   bench_json_num(f, r->ordo.max);
   fputs(", \"peer\": ", f);
   bench_json_num(f, r->peer.max);
-  fprintf(f, "},\n    \"runs\": %d,\n    \"target\": ", r->runs);
+  fputs("}", f);
+  if (bench_nextras(row) > 0) {
+    fputs(",\n    \"extra\": {", f);
+    for (int j = 0; j < bench_nextras(row); j++) {
+      fputs(j ? ", " : "", f);
+      bench_json_str(f, row->extras[j]);
+      fputs(": {\"ordo\": ", f);
+      bench_json_num(f, r->xordo[j]);
+      fputs(", \"peer\": ", f);
+      bench_json_num(f, r->xpeer[j]);
+      fputs("}", f);
+    }
+    fputs("}", f);
+  }
+  fprintf(f, ",\n    \"runs\": %d,\n    \"target\": ", r->runs);
   bench_json_num(f, row->target);
   fprintf(f, ",\n    \"met\": %s\n  }",
           r->met < 0 ? "null"
@@ -588,6 +727,7 @@ int main(int argc, char **argv) {
   }
 
   bench_print_table(res, n);
+  bench_print_extras(res, n);
   fflush(stdout);
   if (cfg.out != NULL && bench_write_json(cfg.out, res, n) != 0)
     return 1;

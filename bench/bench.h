@@ -1,6 +1,6 @@
 /*
  * bench.h -- the types shared by the ordo benchmark harness (bench.c) and
- * its workloads (bank.c, uncontended.c). See README.md.
+ * its workloads (bank.c, uncontended.c, detect.c, victim.c). See README.md.
  *
  * A row compares ordo with one peer on one workload. The harness owns the
  * schedule (warm-up, alternating ordo and peer runs, medians, the ratio); a
@@ -13,7 +13,9 @@
  *   bench_now(), bench_sleep()     CLOCK_MONOTONIC time in seconds
  *   bench_rng_next()               a small per-thread random generator
  *   bench_error()                  reports a failed run on stderr
- *   bank_*, uncontended_*          the workloads' entry points
+ *   bench_extra()                  reports a further value of one run
+ *   bank_*, uncontended_*,
+ *   detect_*, victim_*             the workloads' entry points
  */
 #ifndef ORDO_BENCH_H
 #define ORDO_BENCH_H
@@ -22,6 +24,7 @@
 #include <stdint.h>
 
 #define BENCH_MAX_PARAMS 6
+#define BENCH_MAX_EXTRAS 4
 
 /* One named parameter of a row: a number, or a string when str is set. */
 typedef struct bench_param_s {
@@ -57,6 +60,10 @@ struct bench_row_s {
   bench_teardown_cb teardown; /* may be NULL */
   bench_side_cb run_ordo;
   bench_side_cb run_peer;
+  /* Names of further values each run may report with bench_extra(), such
+   * as "p50_us"; NULL ends the list. Each side's median of each goes in the
+   * JSON's "extra" and in a second table. */
+  const char *extras[BENCH_MAX_EXTRAS];
 };
 
 /* The value of a row's numeric parameter; aborts if the row lacks it. */
@@ -81,6 +88,13 @@ static inline uint64_t bench_rng_next(uint64_t *s) {
 void bench_error(const bench_row_t *row, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/*
+ * Reports a further value of the run in progress, in the side that is
+ * running; name must be one of row->extras (aborts otherwise). A value not
+ * reported in a run does not count towards that side's median.
+ */
+void bench_extra(const bench_row_t *row, const char *name, double v);
+
 /* bank.c: transfers between two random accounts; params accounts, workers. */
 int bank_run_ordo(const bench_row_t *row, void *state, double seconds,
                   double *out);
@@ -94,5 +108,25 @@ int uncontended_run_ordo(const bench_row_t *row, void *state, double seconds,
                          double *out);
 int uncontended_run_pthread(const bench_row_t *row, void *state, double seconds,
                             double *out);
+
+/* detect.c: throughput with immediate deadlock detection on vs off; params
+ * threads, keys (1 for the hot key), parked (0 or 1). */
+int detect_hotkey_run_on(const bench_row_t *row, void *state, double seconds,
+                         double *out);
+int detect_hotkey_run_off(const bench_row_t *row, void *state, double seconds,
+                          double *out);
+int detect_manykeys_run_on(const bench_row_t *row, void *state, double seconds,
+                           double *out);
+int detect_manykeys_run_off(const bench_row_t *row, void *state, double seconds,
+                            double *out);
+
+/* victim.c: a 2-txn deadlock's victim latency (p99, us) against a plain
+ * hand-off, with `waiters` async requests queued meanwhile. */
+int victim_setup(const bench_row_t *row, void **state);
+void victim_teardown(const bench_row_t *row, void *state);
+int victim_run_deadlock(const bench_row_t *row, void *state, double seconds,
+                        double *out);
+int victim_run_handoff(const bench_row_t *row, void *state, double seconds,
+                       double *out);
 
 #endif /* ORDO_BENCH_H */

@@ -32,7 +32,6 @@
 #define MAX_FRAMES 4096   /* depth of one search */
 #define CYCLE_MAX 256     /* members of one cycle we can resolve */
 #define MAX_REORDERS 8    /* queue moves tried for one soft cycle */
-#define PENDING_MAX 8     /* records waiting for their callback */
 
 typedef struct dedge {
   ordo__owner *to;
@@ -61,8 +60,13 @@ typedef struct ordo__detect {
   ordo_deadlock_t *ring; /* the last deadlock_history records */
   unsigned ring_cap, ring_n, ring_next;
   uint64_t seq;
-  ordo_deadlock_t pending[PENDING_MAX];
-  _Atomic unsigned npending;
+  /* Records waiting for their callback: reporting, apart from detection,
+   * so this grows as needed (a record it cannot hold is counted in
+   * undelivered instead). */
+  ordo_deadlock_t *pending;
+  size_t cappending;
+  _Atomic size_t npending;
+  uint64_t undelivered;
   ordo_deadlock_cb cb;
   void *cb_arg;
 
@@ -104,12 +108,17 @@ void ordo__detect_destroy(ordo__table *tab) {
   free(d->frames);
   free(d->ring);
   free(d->bucket);
+  free(d->pending);
   free(d);
   tab->det = NULL;
 }
 
 /* ---- The graph ------------------------------------------------------------
  */
+
+static bool waiting(const ordo__owner *u) {
+  return atomic_load_explicit(&u->state, memory_order_relaxed) == ORDO__WAITING;
+}
 
 /* Appends u's out-edges to the arena at *pos; false if they did not fit.
  * Edges to owners this search has finished with are left out: nothing
@@ -136,23 +145,113 @@ static bool expand(ordo__table *tab, ordo__detect *d, ordo__owner *u,
       d->arena[(*pos)++] = (dedge){h->owner, l, e->mode, 0};
     }
     pthread_mutex_unlock(&st->mu);
-    /* The queue ahead of u is frozen by wait_mu. */
-    for (ordo__entry *q = l->qhead; q && q != e; q = q->qnext) {
-      if (q->owner == u || !conflicts(e->mode, q->mode) ||
-          q->owner->visit == done)
+    /* The queue ahead of u is frozen by wait_mu. Walk it from u towards
+     * the head and stop after the first X: an X waiter conflicts with
+     * everyone ahead of it, so they are all reachable through it, and a
+     * hot key's queue of n costs O(n) per search instead of O(n^2). */
+    for (ordo__entry *q = e->qprev; q; q = q->qprev) {
+      if (q->owner == u || !conflicts(e->mode, q->mode))
         continue;
-      if (*pos == ARENA_EDGES) {
-        fit = false;
-        break;
+      if (q->owner->visit != done) {
+        if (*pos == ARENA_EDGES) {
+          fit = false;
+          break;
+        }
+        d->arena[(*pos)++] = (dedge){q->owner, l, e->mode, 1};
       }
-      d->arena[(*pos)++] = (dedge){q->owner, l, e->mode, 1};
+      if (q->mode == ORDO_MODE_X)
+        break;
     }
   }
   return fit;
 }
 
-static bool waiting(const ordo__owner *u) {
-  return atomic_load_explicit(&u->state, memory_order_relaxed) == ORDO__WAITING;
+/*
+ * expand_back -- u's in-edges: who waits for u. An owner queued on a key u
+ * holds, in a conflicting mode (hard), and one queued behind u on a key u
+ * waits for, in a conflicting mode (soft). Only waiting owners are expanded
+ * this way, and their holds are frozen by wait_mu as their requests are.
+ * Each edge is stored as {to = the waiter, the key, the waiter's mode}.
+ */
+static bool expand_back(ordo__detect *d, ordo__owner *u, size_t *pos) {
+  const uint64_t done = d->epoch | 1;
+  for (const ordo__hold *h = u->hhead; h; h = h->tnext) {
+    for (ordo__entry *q = h->lock->qhead; q; q = q->qnext) {
+      if (q->owner == u || !conflicts(q->mode, h->mode) ||
+          q->owner->visit == done)
+        continue;
+      if (*pos == ARENA_EDGES)
+        return false;
+      d->arena[(*pos)++] = (dedge){q->owner, h->lock, q->mode, 0};
+    }
+  }
+  for (size_t i = 0; i < u->nent; i++) {
+    ordo__entry *e = &u->ent[i];
+    for (ordo__entry *q = e->qnext; q; q = q->qnext) {
+      if (q->owner == u || !conflicts(q->mode, e->mode) ||
+          q->owner->visit == done)
+        continue;
+      if (*pos == ARENA_EDGES)
+        return false;
+      d->arena[(*pos)++] = (dedge){q->owner, e->lock, q->mode, 1};
+    }
+  }
+  return true;
+}
+
+/*
+ * dfs_back -- is there a path of in-edges from root back to root, i.e. a
+ * cycle through root? Searching backwards suits the check made when root
+ * has just blocked: root is last in every queue it joined, so its only
+ * in-edges come from waiters on the keys it holds, usually few, whereas its
+ * out-edges can run down a hot key's whole queue. The cycle is stored
+ * forwards in d->c*.
+ */
+static bool dfs_back(ordo__table *tab, ordo__detect *d, ordo__owner *root) {
+  ORDO_UNUSED(tab);
+  size_t nframes = 0, pos = 0;
+  root->visit = d->epoch;
+  d->frames[0] = (dframe){root, 0, 0, 0};
+  if (!expand_back(d, root, &pos))
+    d->truncated = true;
+  d->frames[0].end = pos;
+  nframes = 1;
+  while (nframes > 0) {
+    dframe *f = &d->frames[nframes - 1];
+    if (f->next == f->end) {
+      pos = f->begin;
+      f->u->visit = d->epoch | 1;
+      nframes--;
+      continue;
+    }
+    dedge *g = &d->arena[f->next++];
+    ordo__owner *v = g->to; /* v waits for f->u */
+    if (v == root) {
+      /* Frame i's current edge says: frames[i+1].u (or root) waits for
+       * frames[i].u. Turn it round. */
+      d->ncycle = 0;
+      for (size_t i = 0; i < nframes && d->ncycle < CYCLE_MAX; i++) {
+        dedge *e = &d->arena[d->frames[i].next - 1];
+        d->cfrom[d->ncycle] = e->to;
+        d->cedge[d->ncycle] =
+            (dedge){d->frames[i].u, e->lock, e->mode, e->soft};
+        d->ncycle++;
+      }
+      return true;
+    }
+    if ((v->visit | 1) == (d->epoch | 1) || !waiting(v))
+      continue;
+    if (nframes == MAX_FRAMES) {
+      d->truncated = true;
+      continue;
+    }
+    v->visit = d->epoch;
+    size_t begin = pos;
+    if (!expand_back(d, v, &pos))
+      d->truncated = true;
+    d->frames[nframes++] = (dframe){v, begin, begin, pos};
+  }
+  return false;
 }
 
 /* Copies the cycle that runs from frame k up the stack and back into
@@ -167,14 +266,13 @@ static void take_cycle(ordo__detect *d, size_t k, size_t nframes) {
 }
 
 /*
- * dfs -- a depth-first search of the wait-for graph from root. With
- * through_root, it looks for a cycle that passes through root (the check
- * when root has just blocked); without, for any cycle it can reach (the
- * sweep). Nodes already reached in this epoch are not entered again:
- * O(nodes + edges) per epoch. Returns true with the cycle in d->c*.
+ * dfs -- a depth-first search of the wait-for graph from root, following
+ * out-edges, for any cycle it can reach (the sweep): an edge to an owner
+ * on the search stack closes one. Nodes already reached in this epoch are
+ * not entered again: O(nodes + edges) per epoch. Returns true with the
+ * cycle in d->c*.
  */
-static bool dfs(ordo__table *tab, ordo__detect *d, ordo__owner *root,
-                bool through_root) {
+static bool dfs(ordo__table *tab, ordo__detect *d, ordo__owner *root) {
   size_t nframes = 0, pos = 0;
   root->visit = d->epoch;
   d->frames[0] = (dframe){root, 0, 0, 0};
@@ -191,12 +289,7 @@ static bool dfs(ordo__table *tab, ordo__detect *d, ordo__owner *root,
       continue;
     }
     ordo__owner *v = d->arena[f->next++].to;
-    if (through_root) {
-      if (v == root) {
-        take_cycle(d, 0, nframes);
-        return true;
-      }
-    } else if (v->visit == d->epoch) {
+    if (v->visit == d->epoch) {
       /* On the stack: the cycle runs from v's frame to here. */
       for (size_t k = 0; k < nframes; k++)
         if (d->frames[k].u == v) {
@@ -228,7 +321,7 @@ static bool cycle_through(ordo__table *tab, ordo__detect *d, ordo__owner *w) {
   if (!waiting(w))
     return false;
   new_epoch(d);
-  return dfs(tab, d, w, true);
+  return dfs_back(tab, d, w);
 }
 
 /* ---- Soft cycles: reorder a queue -------------------------------------------
@@ -511,10 +604,22 @@ static void resolve(ordo__table *tab, ordo__detect *d, ordo__owner *w,
   d->ring_next = (d->ring_next + 1) % d->ring_cap;
   if (d->ring_n < d->ring_cap)
     d->ring_n++;
-  unsigned np = atomic_load_explicit(&d->npending, memory_order_relaxed);
-  if (d->cb && np < PENDING_MAX) {
-    d->pending[np] = *r;
-    atomic_store_explicit(&d->npending, np + 1, memory_order_relaxed);
+  size_t np = atomic_load_explicit(&d->npending, memory_order_relaxed);
+  if (d->cb) {
+    if (np == d->cappending) {
+      size_t cap = d->cappending ? d->cappending * 2 : 8;
+      ordo_deadlock_t *p = realloc(d->pending, cap * sizeof *p);
+      if (p) {
+        d->pending = p;
+        d->cappending = cap;
+      }
+    }
+    if (np < d->cappending) {
+      d->pending[np] = *r;
+      atomic_store_explicit(&d->npending, np + 1, memory_order_relaxed);
+    } else {
+      d->undelivered++;
+    }
   }
   alarm_count(tab, d, now);
   ADD(tab->deadlocks, 1);
@@ -556,7 +661,7 @@ void ordo__detect_sweep(ordo__table *tab, ordo__owner **fire) {
     for (ordo__owner *u = tab->whead; u && !found; u = u->wnext) {
       if ((u->visit | 1) == (d->epoch | 1))
         continue;
-      found = dfs(tab, d, u, false);
+      found = dfs(tab, d, u);
     }
     if (!found)
       return;
@@ -616,11 +721,13 @@ void ordo__detect_deliver(ordo__table *tab) {
   if (atomic_load_explicit(&d->npending, memory_order_relaxed) == 0 &&
       !atomic_load_explicit(&d->alarm_pending, memory_order_relaxed))
     return;
-  ordo_deadlock_t local[PENDING_MAX];
   char classes[sizeof d->classes];
   pthread_mutex_lock(&tab->wait_mu);
-  unsigned n = atomic_load_explicit(&d->npending, memory_order_relaxed);
-  memcpy(local, d->pending, n * sizeof *local);
+  /* Take the whole queue: each record goes to exactly one deliverer. */
+  size_t n = atomic_load_explicit(&d->npending, memory_order_relaxed);
+  ordo_deadlock_t *local = d->pending;
+  d->pending = NULL;
+  d->cappending = 0;
   atomic_store_explicit(&d->npending, 0, memory_order_relaxed);
   ordo_deadlock_cb cb = d->cb;
   void *cb_arg = d->cb_arg;
@@ -631,8 +738,9 @@ void ordo__detect_deliver(ordo__table *tab) {
   ordo_alarm_cb acb = d->acb;
   void *acb_arg = d->acb_arg;
   pthread_mutex_unlock(&tab->wait_mu);
-  for (unsigned i = 0; cb && i < n; i++)
+  for (size_t i = 0; cb && i < n; i++)
     cb(&local[i], cb_arg);
+  free(local);
   if (alarm) {
     /* Repeated deadlocks are a lock-order bug, not load: name the key
      * classes so the reader knows where to look. */
