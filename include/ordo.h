@@ -161,7 +161,7 @@ enum {
 typedef enum ordo_detect_e {
   ORDO_DETECT_IMMEDIATE = 0, /* search when a txn blocks (the default) */
   ORDO_DETECT_DELAYED = 1,   /* search after deadlock_timeout_ms of waiting */
-  ORDO_DETECT_OFF = 2        /* timeouts only */
+  ORDO_DETECT_OFF = 2        /* timeouts only (and no sweep) */
 } ordo_detect_t;
 
 /* Who is aborted when a cycle is found. Priority is compared first (the

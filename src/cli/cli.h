@@ -45,9 +45,11 @@ typedef struct cli_cmd_s {
   void (*usage)(FILE *f);
 } cli_cmd_t;
 
-/* bank.c */
+/* bank.c: `ordo bank`, and `ordo graph`, which shares its flag tables */
 int cli_bank_main(int argc, char **argv);
 void cli_bank_usage(FILE *f);
+int cli_graph_main(int argc, char **argv);
+void cli_graph_usage(FILE *f);
 
 /* ---- progress.c ---------------------------------------------------------- */
 

@@ -17,6 +17,8 @@
 static const cli_cmd_t cmds[] = {
     {"bank", "transfers between accounts at once; checks the total is kept",
      cli_bank_main, cli_bank_usage},
+    {"graph", "prints a wait-for graph (DOT or JSON) of a live deadlock",
+     cli_graph_main, cli_graph_usage},
 };
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))

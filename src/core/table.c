@@ -730,6 +730,8 @@ int ordo__table_create(ordo__table **out, const ordo_options_t *opts) {
   if (!tab)
     return ORDO_ENOMEM;
   tab->opts = *opts;
+  if (opts->detect == ORDO_DETECT_OFF)
+    tab->opts.sweep_ms = 0; /* off means timeouts only: no sweep either */
   tab->starve_ns =
       (uint64_t)(opts->starvation_us < 0 ? 0 : opts->starvation_us) * 1000u;
   tab->smask = opts->stripes - 1;

@@ -173,7 +173,8 @@ static bool expand(ordo__table *tab, ordo__detect *d, ordo__owner *u,
  * this way, and their holds are frozen by wait_mu as their requests are.
  * Each edge is stored as {to = the waiter, the key, the waiter's mode}.
  */
-static bool expand_back(ordo__detect *d, ordo__owner *u, size_t *pos) {
+static bool expand_back(ordo__detect *d, ordo__owner *u, size_t *pos,
+                        bool hard_only) {
   const uint64_t done = d->epoch | 1;
   for (const ordo__hold *h = u->hhead; h; h = h->tnext) {
     for (ordo__entry *q = h->lock->qhead; q; q = q->qnext) {
@@ -185,7 +186,7 @@ static bool expand_back(ordo__detect *d, ordo__owner *u, size_t *pos) {
       d->arena[(*pos)++] = (dedge){q->owner, h->lock, q->mode, 0};
     }
   }
-  for (size_t i = 0; i < u->nent; i++) {
+  for (size_t i = 0; i < u->nent && !hard_only; i++) {
     ordo__entry *e = &u->ent[i];
     for (ordo__entry *q = e->qnext; q; q = q->qnext) {
       if (q->owner == u || !conflicts(q->mode, e->mode) ||
@@ -207,12 +208,13 @@ static bool expand_back(ordo__detect *d, ordo__owner *u, size_t *pos) {
  * out-edges can run down a hot key's whole queue. The cycle is stored
  * forwards in d->c*.
  */
-static bool dfs_back(ordo__table *tab, ordo__detect *d, ordo__owner *root) {
+static bool dfs_back(ordo__table *tab, ordo__detect *d, ordo__owner *root,
+                     bool hard_only) {
   ORDO_UNUSED(tab);
   size_t nframes = 0, pos = 0;
   root->visit = d->epoch;
   d->frames[0] = (dframe){root, 0, 0, 0};
-  if (!expand_back(d, root, &pos))
+  if (!expand_back(d, root, &pos, hard_only))
     d->truncated = true;
   d->frames[0].end = pos;
   nframes = 1;
@@ -247,7 +249,7 @@ static bool dfs_back(ordo__table *tab, ordo__detect *d, ordo__owner *root) {
     }
     v->visit = d->epoch;
     size_t begin = pos;
-    if (!expand_back(d, v, &pos))
+    if (!expand_back(d, v, &pos, hard_only))
       d->truncated = true;
     d->frames[nframes++] = (dframe){v, begin, begin, pos};
   }
@@ -321,7 +323,17 @@ static bool cycle_through(ordo__table *tab, ordo__detect *d, ordo__owner *w) {
   if (!waiting(w))
     return false;
   new_epoch(d);
-  return dfs_back(tab, d, w);
+  return dfs_back(tab, d, w, false);
+}
+
+/* A cycle through w of hard edges alone: holders waiting for each other,
+ * which no queue order can undo. */
+static bool hard_cycle_through(ordo__table *tab, ordo__detect *d,
+                               ordo__owner *w) {
+  if (!waiting(w))
+    return false;
+  new_epoch(d);
+  return dfs_back(tab, d, w, true);
 }
 
 /* ---- Soft cycles: reorder a queue -------------------------------------------
@@ -583,15 +595,24 @@ static void record(ordo__table *tab, ordo__detect *d, ordo__owner *victim,
  */
 static void resolve(ordo__table *tab, ordo__detect *d, ordo__owner *w,
                     bool by_sweep, ordo__owner **fire) {
+  bool soft = false;
   for (size_t i = 0; i < d->ncycle; i++)
-    if (d->cedge[i].soft) {
+    soft |= d->cedge[i].soft;
+  if (soft) {
+    /* A cycle of holders alone runs through w as well? Then no order
+     * helps, and its victim must come from it: a member that holds
+     * nothing (on the cycle by queue order only) would be aborted for
+     * nothing, and the holders' cycle found again. */
+    if (!hard_cycle_through(tab, d, w)) {
+      if (!cycle_through(tab, d, w))
+        return;
       if (reorder(tab, d, w, fire))
         return;
       /* Undone: find the cycle again to pick its victim. */
       if (!cycle_through(tab, d, w))
         return;
-      break;
     }
+  }
   uint64_t now = ordo__now_ns();
   ordo__owner *v = choose_victim(tab, d);
   /* The cycle closed with the newest of its edges. */

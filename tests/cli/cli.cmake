@@ -17,8 +17,14 @@ add_test(NAME cli_fault
   COMMAND bash ${ORDO_CLI_TESTS}/fault.sh $<TARGET_FILE:ordo_cli>)
 add_test(NAME cli_watchdog
   COMMAND bash ${ORDO_CLI_TESTS}/watchdog.sh $<TARGET_FILE:ordo_cli>)
+add_test(NAME cli_bank_naive
+  COMMAND bash ${ORDO_CLI_TESTS}/bank_naive.sh $<TARGET_FILE:ordo_cli>)
+add_test(NAME cli_bank_compare
+  COMMAND bash ${ORDO_CLI_TESTS}/bank_compare.sh $<TARGET_FILE:ordo_cli>)
+add_test(NAME cli_graph
+  COMMAND bash ${ORDO_CLI_TESTS}/graph.sh $<TARGET_FILE:ordo_cli>)
 
 set_tests_properties(
   cli_bank_default cli_bank_many cli_usage cli_help cli_progress cli_fault
-  cli_watchdog
+  cli_watchdog cli_bank_naive cli_bank_compare cli_graph
   PROPERTIES TIMEOUT 60 LABELS cli)

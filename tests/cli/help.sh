@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# help.sh -- `ordo --help` and `ordo bank --help` exit 0 and describe every
-# flag; `ordo --version` prints the version.
+# help.sh -- `ordo --help`, `ordo bank --help` and `ordo graph --help` exit
+# 0 and describe every flag; `ordo --version` prints the version.
 . "$(dirname "$0")/lib.sh"
 
-FLAGS="--backend --accounts --transfers --workers --lock-timeout --watchdog
---json --help"
+FLAGS="--backend --accounts --transfers --workers --lock-timeout --attempts
+--naive --detect --deadlock-timeout --compare --graph --watchdog --json --help
+immediate delayed off"
 for args in "--help" "-h" "bank --help" "bank -h"; do
   # shellcheck disable=SC2086
   run $args
@@ -14,9 +15,21 @@ for args in "--help" "-h" "bank --help" "bank -h"; do
   done
   grep -qF "mem://" "$OUT" || fail "ordo $args does not show the URL form"
 done
+GRAPH_FLAGS="--backend --format --naive-demo --help dot json"
+for args in "--help" "graph --help" "graph -h"; do
+  # shellcheck disable=SC2086
+  run $args
+  expect_rc 0 "$args"
+  for f in $GRAPH_FLAGS; do
+    grep -qe "$f" "$OUT" || fail "ordo $args does not mention $f"
+  done
+  grep -qF "ordo graph [--backend URL] [--format dot|json] [--naive-demo]" \
+    "$OUT" || fail "ordo $args does not show the graph synopsis"
+done
 run --help
 grep -q -e "--version" "$OUT" || fail "ordo --help does not mention --version"
 grep -q "^  bank " "$OUT" || fail "ordo --help does not list the bank command"
+grep -q "^  graph " "$OUT" || fail "ordo --help does not list the graph command"
 
 run --version
 expect_rc 0 --version

@@ -31,9 +31,25 @@ case_ "'86401' for --watchdog" bank --watchdog 86401
 case_ "'--watchdog' needs a value" bank --watchdog
 case_ "'--workers' needs a value" bank --workers
 case_ "'--json' takes no value" bank --json=yes
+case_ "'foo' for --detect" bank --detect foo
+case_ "immediate, delayed, off" bank --detect=foo
+case_ "'--detect' needs a value" bank --detect
+case_ "'x' for --attempts" bank --attempts x
+case_ "'5s' for --deadlock-timeout" bank --deadlock-timeout 5s
+case_ "'--graph' needs a value" bank --graph
+case_ "'--naive' takes no value" bank --naive=1
+case_ "--naive cannot be combined with --compare" bank --compare --naive
+case_ "--detect cannot be combined with --compare" bank --detect off --compare
+case_ "'xml' for --format" graph --format xml
+case_ "accepted values are dot, json" graph --format=svg --naive-demo
+case_ "'--frobnicate'" graph --frobnicate
+case_ "--naive-demo" graph
+case_ "'stray'" graph stray
 case_ "'stray'" bank stray
 case_ "'foo://x'" bank --backend foo://x
 case_ "accepted forms are mem://" bank --backend foo://x
+case_ "'foo://x'" graph --naive-demo --backend foo://x
+case_ "'mem://?detect=sometimes'" bank --backend 'mem://?detect=sometimes'
 case_ "'nosuch'" nosuch
 case_ "'--nosuch'" --nosuch
 case_ "missing command" 

@@ -459,12 +459,14 @@ static void test_aging(void **state) {
     ordo_txn_end(t[i]);
 }
 
-/* With the immediate check off, the background sweep alone finds it. */
+/* With the immediate check off (delayed mode, with a delay no test waits
+ * out), the background sweep alone finds it. */
 static void test_sweep_alone(void **state) {
   (void)state;
   ordo_options_t opts;
   ordo_options_init(&opts);
-  opts.detect = ORDO_DETECT_OFF;
+  opts.detect = ORDO_DETECT_DELAYED;
+  opts.deadlock_timeout_ms = 3600 * 1000;
   opts.sweep_ms = 20;
   opts.log_wait_ms = 0;
   ordo_t *o = open_opts(&opts);
