@@ -390,17 +390,8 @@ static void timer_remove(ordo__table *tab, ordo__owner *w) {
 
 static void dequeue_all(ordo__owner *w) {
   for (size_t i = 0; i < w->nent; i++) {
-    ordo__entry *e = &w->ent[i];
-    ordo__lock *l = e->lock;
-    if (e->qprev)
-      e->qprev->qnext = e->qnext;
-    else
-      l->qhead = e->qnext;
-    if (e->qnext)
-      e->qnext->qprev = e->qprev;
-    else
-      l->qtail = e->qprev;
-    e->qprev = e->qnext = NULL;
+    ordo__lock *l = w->ent[i].lock;
+    ordo__queue_unlink(l, &w->ent[i]);
     if (!l->qhead)
       l->reordered = 0;
   }
@@ -956,13 +947,7 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
     for (size_t i = 0; i < n; i++) {
       ordo__entry *e = &w->ent[i];
       ordo__lock *l = e->lock;
-      e->qnext = NULL;
-      e->qprev = l->qtail;
-      if (l->qtail)
-        l->qtail->qnext = e;
-      else
-        l->qhead = e;
-      l->qtail = e;
+      ordo__queue_insert_after(l, l->qtail, e);
     }
     atomic_store_explicit(&w->state, ORDO__WAITING, memory_order_relaxed);
     unlock_stripes(tab, w);

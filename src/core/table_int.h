@@ -101,6 +101,34 @@ static inline bool conflicts(int a, int b) {
   return a == ORDO_MODE_X || b == ORDO_MODE_X;
 }
 
+/* A lock's wait queue (caller holds wait_mu and the lock's stripe). */
+static inline void ordo__queue_unlink(ordo__lock *l, ordo__entry *e) {
+  if (e->qprev)
+    e->qprev->qnext = e->qnext;
+  else
+    l->qhead = e->qnext;
+  if (e->qnext)
+    e->qnext->qprev = e->qprev;
+  else
+    l->qtail = e->qprev;
+  e->qprev = e->qnext = NULL;
+}
+
+/* Puts e right after prev (at the head when prev is NULL). */
+static inline void ordo__queue_insert_after(ordo__lock *l, ordo__entry *prev,
+                                            ordo__entry *e) {
+  e->qprev = prev;
+  e->qnext = prev ? prev->qnext : l->qhead;
+  if (e->qnext)
+    e->qnext->qprev = e;
+  else
+    l->qtail = e;
+  if (prev)
+    prev->qnext = e;
+  else
+    l->qhead = e;
+}
+
 /* Provided by table.c for the detector; caller holds wait_mu. */
 
 /* Ends w's wait with status (see abort_locked); false if it was not

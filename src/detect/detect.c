@@ -346,32 +346,6 @@ static ordo__entry *entry_on(ordo__owner *u, const ordo__lock *l) {
   return NULL;
 }
 
-static void unlink_entry(ordo__lock *l, ordo__entry *e) {
-  if (e->qprev)
-    e->qprev->qnext = e->qnext;
-  else
-    l->qhead = e->qnext;
-  if (e->qnext)
-    e->qnext->qprev = e->qprev;
-  else
-    l->qtail = e->qprev;
-  e->qprev = e->qnext = NULL;
-}
-
-/* Puts e right after prev (at the head when prev is NULL). */
-static void insert_after(ordo__lock *l, ordo__entry *prev, ordo__entry *e) {
-  e->qprev = prev;
-  e->qnext = prev ? prev->qnext : l->qhead;
-  if (e->qnext)
-    e->qnext->qprev = e;
-  else
-    l->qtail = e;
-  if (prev)
-    prev->qnext = e;
-  else
-    l->qhead = e;
-}
-
 typedef struct move {
   ordo__lock *lock;
   ordo__entry *e, *old_prev;
@@ -403,8 +377,8 @@ static bool reorder(ordo__table *tab, ordo__detect *d, ordo__owner *w,
     ordo__stripe *st = lock_stripe(tab, l);
     pthread_mutex_lock(&st->mu);
     mv[nm++] = (move){l, ea, ea->qprev};
-    unlink_entry(l, ea);
-    insert_after(l, eb->qprev, ea);
+    ordo__queue_unlink(l, ea);
+    ordo__queue_insert_after(l, eb->qprev, ea);
     l->reordered = 1;
     pthread_mutex_unlock(&st->mu);
     bool cycle = cycle_through(tab, d, w);
@@ -428,8 +402,8 @@ static bool reorder(ordo__table *tab, ordo__detect *d, ordo__owner *w,
     move *m = &mv[--nm];
     ordo__stripe *st = lock_stripe(tab, m->lock);
     pthread_mutex_lock(&st->mu);
-    unlink_entry(m->lock, m->e);
-    insert_after(m->lock, m->old_prev, m->e);
+    ordo__queue_unlink(m->lock, m->e);
+    ordo__queue_insert_after(m->lock, m->old_prev, m->e);
     pthread_mutex_unlock(&st->mu);
   }
   return false;
