@@ -14,8 +14,14 @@ set -euo pipefail
 #   g++                                 the C++ header test and the bench peers
 #   python3                             the CLI tests read `ordo bank --json` with it
 #   graphviz                            `dot` draws the wait-for graphs ordo writes
+#   libuv1-dev                          ordod's event loop
+#   libhiredis-dev                      the ordod:// and redis:// clients (Redis protocol)
+#   redis-tools, python3-redis          peers' clients that drive ordod in the tests
+#   tmux                                shows redis-cli -3 its interactive mode, for the RESP3 test
+#   redis-server                        the redis:// backends' real server, and the bench peer
 PACKAGES=(build-essential g++ cmake pkg-config libcmocka-dev clang python3
-          libclang-rt-14-dev clang-format graphviz)
+          libclang-rt-14-dev clang-format graphviz libuv1-dev libhiredis-dev
+          redis-tools redis-server python3-redis tmux)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -3,7 +3,8 @@
 #   1. the style check (.clang-format);
 #   2. the default build with -Werror, and its ctest suite;
 #   3. the same suite built with ASan+UBSan (clang), in build-asan/;
-#   4. the same suite built with ThreadSanitizer (clang), in build-tsan/.
+#   4. the same suite built with ThreadSanitizer (clang), in build-tsan/;
+#   5. the libFuzzer target of ordod's request parser, for 60 s (build-fuzz/).
 # Sanitizer runs use fewer operations (ORDO_TEST_SCALE) and longer
 # watchdogs (ORDO_TEST_TIMEOUT_MULT); any sanitizer report fails its test.
 set -euo pipefail
@@ -44,6 +45,9 @@ ORDO_TEST_SCALE=0.25 ORDO_TEST_TIMEOUT_MULT=6 \
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 ORDO_SAN_FLAGS="-fsanitize=thread" \
   suite build-tsan "${san_common[@]}" -DORDO_SANITIZE=thread
+
+step "fuzzing the request parser (60 s)"
+scripts/fuzz.sh "${ORDO_FUZZ_SECONDS:-60}"
 
 echo
 echo "make test: all suites passed in $(( $(date +%s) - start )) s"

@@ -1,0 +1,796 @@
+/*
+ * commands.c -- ordod's commands: one table (name, arity, flags, handler,
+ * one-line help), the dispatcher, and the handlers. See README.md and
+ * docs/protocol.md, which documents each command.
+ *
+ * Interface: srv_dispatch, srv_cmd_find, srv_cmd_count, srv_cmd_at,
+ * srv_lock_reply, srv_held_clear.
+ */
+#include "server/server.h"
+
+#include <ctype.h>
+#include <limits.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#define FENCE_SHIFT 40
+
+static bool arg_is(const ordo__resp_arg *a, const char *s) {
+  size_t n = strlen(s);
+  return a->len == n && strncasecmp(a->ptr, s, n) == 0;
+}
+
+/* A decimal integer argument in [lo, hi]. */
+static bool arg_num(const ordo__resp_arg *a, long long lo, long long hi,
+                    long long *out) {
+  if (a->len == 0 || a->len > 20)
+    return false;
+  char buf[24];
+  memcpy(buf, a->ptr, a->len);
+  buf[a->len] = 0;
+  char *end;
+  long long v = strtoll(buf, &end, 10);
+  if (*end || v < lo || v > hi)
+    return false;
+  *out = v;
+  return true;
+}
+
+/* ---- Held keys of a session ------------------------------------------------
+ */
+
+static struct sess_key *held_find(sess *ss, const void *k, size_t n) {
+  for (size_t i = 0; i < ss->nheld; i++)
+    if (ss->held[i].len == n && memcmp(ss->held[i].key, k, n) == 0)
+      return &ss->held[i];
+  return NULL;
+}
+
+static bool held_add(sess *ss, const void *k, size_t n) {
+  struct sess_key *h = held_find(ss, k, n);
+  if (h) {
+    h->holds++;
+    return true;
+  }
+  if (ss->nheld == ss->capheld) {
+    size_t cap = ss->capheld ? ss->capheld * 2 : 8;
+    struct sess_key *p = realloc(ss->held, cap * sizeof *p);
+    if (!p)
+      return false;
+    ss->held = p;
+    ss->capheld = cap;
+  }
+  char *copy = malloc(n);
+  if (!copy)
+    return false;
+  memcpy(copy, k, n);
+  ss->held[ss->nheld++] = (struct sess_key){copy, n, 1};
+  return true;
+}
+
+static void held_drop(sess *ss, const void *k, size_t n) {
+  struct sess_key *h = held_find(ss, k, n);
+  if (!h || --h->holds > 0)
+    return;
+  free(h->key);
+  *h = ss->held[--ss->nheld];
+}
+
+void srv_held_clear(sess *ss) {
+  for (size_t i = 0; i < ss->nheld; i++)
+    free(ss->held[i].key);
+  ss->nheld = 0;
+}
+
+/* ---- LOCK -----------------------------------------------------------------
+ */
+
+/* What a LOCK's callback needs: the session is named by id, never by
+ * pointer, since the callback may come from the engine's timer thread. */
+typedef struct lock_tag {
+  srv *s;
+  uint64_t sess_id, gen;
+} lock_tag;
+
+static void lock_done(ordo_txn_t *t, int status, void *arg) {
+  (void)t;
+  lock_tag *tag = arg;
+  srv_event_push(tag->s, tag->sess_id, tag->gen, status);
+  free(tag);
+}
+
+static uint64_t token_of(srv *s, ordo_txn_t *t, const void *k, size_t n) {
+  uint64_t f = 0;
+  if (ordo_fence(t, k, n, &f) != 0)
+    return 0;
+  return (s->epoch << FENCE_SHIFT) | f;
+}
+
+/* The reply to a granted LOCK: the lease's validity and each key's token, in
+ * canonical order. Also records the keys as held. */
+void srv_lock_reply(conn *c, sess *ss) {
+  srv *s = c->s;
+  for (size_t i = 0; i < ss->nreq; i++)
+    held_add(ss, ss->req[i].key, ss->req[i].len);
+  /* Canonical order: ordo's own sort. */
+  size_t n = ss->nreq;
+  ordo_req_t *r = ss->req;
+  for (size_t i = 1; i < n; i++) {
+    ordo_req_t x = r[i];
+    size_t j = i;
+    while (j > 0 &&
+           ordo_key_cmp(r[j - 1].key, r[j - 1].len, x.key, x.len) > 0) {
+      r[j] = r[j - 1];
+      j--;
+    }
+    r[j] = x;
+  }
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    if (m == 0 ||
+        ordo_key_cmp(r[m - 1].key, r[m - 1].len, r[i].key, r[i].len) != 0)
+      r[m++] = r[i];
+  uint64_t now = srv_now_ms();
+  ordo__out_array(&c->out, 2);
+  ordo__out_int(&c->out,
+                ss->expires_ms > now ? (long long)(ss->expires_ms - now) : 0);
+  ordo__out_array(&c->out, 2 * m);
+  for (size_t i = 0; i < m; i++) {
+    ordo__out_bulk(&c->out, r[i].key, r[i].len);
+    ordo__out_int(&c->out, (long long)token_of(s, ss->txn, r[i].key, r[i].len));
+  }
+}
+
+static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
+  srv *s = c->s;
+  sess *ss = c->sess;
+  long long nk;
+  if (!arg_num(&argv[1], 1, (long long)s->cfg.max_keys, &nk)) {
+    if (arg_num(&argv[1], 1, LLONG_MAX, &nk))
+      ordo__out_error(&c->out, "LIMIT",
+                      "%lld keys in one LOCK; the limit is %zu", nk,
+                      s->cfg.max_keys);
+    else
+      ordo__out_error(&c->out, "ERR",
+                      "LOCK numkeys key mode [key mode ...] [WAIT ms] "
+                      "[LEASE ms] [PRIORITY n]: numkeys must be 1..%zu",
+                      s->cfg.max_keys);
+    return;
+  }
+  if (argc < 2 + 2 * (size_t)nk) {
+    ordo__out_error(&c->out, "ERR",
+                    "LOCK names %lld keys but gives %zu "
+                    "key/mode arguments",
+                    nk, argc - 2);
+    return;
+  }
+  long long wait = -1, lease = -1, prio = 0;
+  bool have_prio = false;
+  for (size_t i = 2 + 2 * (size_t)nk; i < argc; i += 2) {
+    if (i + 1 >= argc) {
+      ordo__out_error(&c->out, "ERR", "LOCK option '%.*s' needs a value",
+                      (int)argv[i].len, argv[i].ptr);
+      return;
+    }
+    if (arg_is(&argv[i], "WAIT") &&
+        arg_num(&argv[i + 1], 0, 86400000LL * 365, &wait))
+      continue;
+    if (arg_is(&argv[i], "LEASE") &&
+        arg_num(&argv[i + 1], 10, 86400000LL, &lease))
+      continue;
+    if (arg_is(&argv[i], "PRIORITY") &&
+        arg_num(&argv[i + 1], -1000000, 1000000, &prio)) {
+      have_prio = true;
+      continue;
+    }
+    ordo__out_error(&c->out, "ERR",
+                    "bad LOCK option '%.*s %.*s': WAIT ms (0 tries once), "
+                    "LEASE ms (10..86400000), PRIORITY n",
+                    (int)argv[i].len, argv[i].ptr, (int)argv[i + 1].len,
+                    argv[i + 1].ptr);
+    return;
+  }
+  size_t total = 0;
+  for (long long i = 0; i < nk; i++) {
+    const ordo__resp_arg *k = &argv[2 + 2 * i], *m = &argv[3 + 2 * i];
+    if (k->len == 0 || k->len > s->cfg.max_key_len) {
+      ordo__out_error(&c->out, k->len ? "LIMIT" : "ERR",
+                      "key %lld is %zu bytes; keys are 1..%zu bytes", i + 1,
+                      k->len, s->cfg.max_key_len);
+      return;
+    }
+    if (!arg_is(m, "X") && !arg_is(m, "S")) {
+      ordo__out_error(&c->out, "ERR", "mode of key %lld must be X or S", i + 1);
+      return;
+    }
+    total += k->len;
+  }
+  if (ss->nheld + (size_t)nk > s->cfg.max_session_locks) {
+    ordo__out_error(&c->out, "LIMIT",
+                    "this session would hold more than %zu keys; UNLOCK some",
+                    s->cfg.max_session_locks);
+    return;
+  }
+  uint64_t now = srv_now_ms();
+  if (now < s->grant_after_ms) {
+    ordo__out_error(&c->out, "TIMEOUT",
+                    "restarting after an unclean stop: no lock is granted for "
+                    "another %llu ms (holders from before may still act)",
+                    (unsigned long long)(s->grant_after_ms - now));
+    return;
+  }
+  if (lease > 0) {
+    ss->lease_ms = (long)lease;
+    srv_sess_renew(ss);
+  }
+  if (have_prio && prio != ss->txn->priority) {
+    /* Priority is a txn's from its start: a session that holds nothing
+     * starts a new one; one that holds keys keeps its own. */
+    if (ss->nheld == 0) {
+      ordo_txn_t *t = NULL;
+      ordo_txn_options_t to = {(int)prio, NULL, 0};
+      if (ordo_txn_begin(s->o, &t, &to) == 0) {
+        ordo_txn_end(ss->txn);
+        ss->txn = t;
+      }
+    }
+  }
+  /* Copies of the keys: the reply, which may come later, needs them. */
+  free(ss->req);
+  free(ss->keybuf);
+  ss->req = malloc((size_t)nk * sizeof *ss->req);
+  ss->keybuf = malloc(total ? total : 1);
+  lock_tag *tag = malloc(sizeof *tag);
+  if (!ss->req || !ss->keybuf || !tag) {
+    free(tag);
+    ordo__out_error(&c->out, "ERR", "out of memory");
+    return;
+  }
+  size_t off = 0;
+  for (long long i = 0; i < nk; i++) {
+    const ordo__resp_arg *k = &argv[2 + 2 * i];
+    memcpy(ss->keybuf + off, k->ptr, k->len);
+    ss->req[i] =
+        (ordo_req_t){ss->keybuf + off, k->len,
+                     arg_is(&argv[3 + 2 * i], "S") ? ORDO_MODE_S : ORDO_MODE_X};
+    off += k->len;
+  }
+  ss->nreq = (size_t)nk;
+  ss->gen++;
+  *tag = (lock_tag){s, ss->id, ss->gen};
+  ss->waiting = true; /* before the call: its event may come at once */
+  int rc = ordo_lock_all_async(ss->txn, ss->req, ss->nreq, (long)wait,
+                               lock_done, tag);
+  if (rc == ORDO_PENDING) {
+    s->lock_waits++;
+    return; /* the reply comes with the event */
+  }
+  free(tag);
+  ss->waiting = false;
+  if (rc == 0) {
+    s->lock_grants++;
+    srv_lock_reply(c, ss);
+  } else if (rc == ORDO_ETIMEDOUT) {
+    s->lock_timeouts++;
+    ordo__out_error(&c->out, "TIMEOUT",
+                    "the keys are held; WAIT 0 tried once. Nothing is held "
+                    "for this LOCK");
+  } else if (rc == ORDO_ELIMIT) {
+    ordo__out_error(&c->out, "LIMIT", "the lock table is full");
+  } else if (rc == ORDO_EORDER) {
+    ordo__out_error(&c->out, "ORDER", "lock order inversion");
+  } else if (rc == ORDO_EBUSY) {
+    ordo__out_error(&c->out, "BUSY", "this session is already waiting");
+  } else {
+    ordo__out_error(&c->out, "ERR", "%s", ordo_strerror(rc));
+  }
+}
+
+static void cmd_unlock(conn *c, size_t argc, ordo__resp_arg *argv) {
+  sess *ss = c->sess;
+  if (argc == 1) {
+    int n = ordo_unlock_all(ss->txn);
+    srv_held_clear(ss);
+    ordo__out_int(&c->out, n < 0 ? 0 : n);
+    return;
+  }
+  long long n = 0;
+  for (size_t i = 1; i < argc; i++) {
+    if (argv[i].len == 0 || argv[i].len > c->s->cfg.max_key_len)
+      continue;
+    if (ordo_unlock(ss->txn, argv[i].ptr, argv[i].len) == 0) {
+      held_drop(ss, argv[i].ptr, argv[i].len);
+      n++;
+    }
+  }
+  ordo__out_int(&c->out, n);
+}
+
+static void cmd_extend(conn *c, size_t argc, ordo__resp_arg *argv) {
+  sess *ss = c->sess;
+  long long ms;
+  if (argc == 2) {
+    if (!arg_num(&argv[1], 10, 86400000LL, &ms)) {
+      ordo__out_error(&c->out, "ERR", "EXTEND [ms]: ms must be 10..86400000");
+      return;
+    }
+    ss->lease_ms = (long)ms;
+  }
+  srv_sess_renew(ss);
+  ordo__out_int(&c->out, ss->lease_ms);
+}
+
+static void cmd_locks(conn *c, size_t argc, ordo__resp_arg *argv) {
+  (void)argc;
+  (void)argv;
+  sess *ss = c->sess;
+  ordo__out_array(&c->out, ss->nheld);
+  for (size_t i = 0; i < ss->nheld; i++) {
+    ordo_mode_t m = ORDO_MODE_X;
+    int holds = ordo_held(ss->txn, ss->held[i].key, ss->held[i].len, &m);
+    ordo__out_array(&c->out, 4);
+    ordo__out_bulk(&c->out, ss->held[i].key, ss->held[i].len);
+    ordo__out_bulk(&c->out, m == ORDO_MODE_S ? "S" : "X", 1);
+    ordo__out_int(&c->out, (long long)token_of(c->s, ss->txn, ss->held[i].key,
+                                               ss->held[i].len));
+    ordo__out_int(&c->out, holds < 0 ? 0 : holds);
+  }
+}
+
+/* HOLDERS key: from the sessions' own records of what they hold, and the
+ * engine's graph for who waits. */
+static void cmd_holders(conn *c, size_t argc, ordo__resp_arg *argv) {
+  (void)argc;
+  srv *s = c->s;
+  size_t n = 0;
+  for (size_t i = 0; i < s->smap_cap; i++)
+    for (sess *x = s->smap[i]; x; x = x->hnext)
+      if (held_find(x, argv[1].ptr, argv[1].len))
+        n++;
+  ordo__out_array(&c->out, 2);
+  ordo__out_array(&c->out, n);
+  for (size_t i = 0; i < s->smap_cap; i++)
+    for (sess *x = s->smap[i]; x; x = x->hnext)
+      if (held_find(x, argv[1].ptr, argv[1].len)) {
+        ordo_mode_t m = ORDO_MODE_X;
+        ordo_held(x->txn, argv[1].ptr, argv[1].len, &m);
+        ordo__out_array(&c->out, 3);
+        ordo__out_int(&c->out, (long long)x->id);
+        ordo__out_bulk(&c->out, m == ORDO_MODE_S ? "S" : "X", 1);
+        ordo__out_int(&c->out,
+                      (long long)token_of(s, x->txn, argv[1].ptr, argv[1].len));
+      }
+  size_t nw = 0;
+  for (size_t i = 0; i < s->smap_cap; i++)
+    for (sess *x = s->smap[i]; x; x = x->hnext)
+      if (x->waiting)
+        for (size_t k = 0; k < x->nreq; k++)
+          if (x->req[k].len == argv[1].len &&
+              memcmp(x->req[k].key, argv[1].ptr, argv[1].len) == 0)
+            nw++;
+  ordo__out_array(&c->out, nw);
+  for (size_t i = 0; i < s->smap_cap; i++)
+    for (sess *x = s->smap[i]; x; x = x->hnext)
+      if (x->waiting)
+        for (size_t k = 0; k < x->nreq; k++)
+          if (x->req[k].len == argv[1].len &&
+              memcmp(x->req[k].key, argv[1].ptr, argv[1].len) == 0) {
+            ordo__out_array(&c->out, 2);
+            ordo__out_int(&c->out, (long long)x->id);
+            ordo__out_bulk(&c->out, x->req[k].mode == ORDO_MODE_S ? "S" : "X",
+                           1);
+          }
+}
+
+static void cmd_graph(conn *c, size_t argc, ordo__resp_arg *argv) {
+  ordo_graph_fmt_t fmt = ORDO_GRAPH_DOT;
+  if (argc == 2) {
+    if (arg_is(&argv[1], "JSON"))
+      fmt = ORDO_GRAPH_JSON;
+    else if (!arg_is(&argv[1], "DOT")) {
+      ordo__out_error(&c->out, "ERR", "GRAPH [DOT|JSON]");
+      return;
+    }
+  }
+  FILE *f = tmpfile();
+  if (!f) {
+    ordo__out_error(&c->out, "ERR", "cannot make a temporary file");
+    return;
+  }
+  ordo_graph_dump(c->s->o, fileno(f), fmt);
+  fseek(f, 0, SEEK_END); /* the dump wrote through a dup of the descriptor */
+  long len = ftell(f);
+  rewind(f);
+  char *buf = malloc(len > 0 ? (size_t)len : 1);
+  size_t got = buf ? fread(buf, 1, (size_t)(len > 0 ? len : 0), f) : 0;
+  fclose(f);
+  ordo__out_bulk(&c->out, buf ? buf : "", got);
+  free(buf);
+}
+
+static void cmd_session(conn *c, size_t argc, ordo__resp_arg *argv) {
+  srv *s = c->s;
+  sess *ss = c->sess;
+  if (arg_is(&argv[1], "ID") && argc == 2) {
+    ordo__out_int(&c->out, (long long)ss->id);
+  } else if (arg_is(&argv[1], "RESUMABLE") && argc == 2) {
+    if (!ss->resumable) {
+      static const char hex[] = "0123456789abcdef";
+      for (int i = 0; i < 32; i++)
+        ss->token[i] = hex[ordo__rand64() & 15];
+      ss->token[32] = 0;
+      ss->resumable = true;
+    }
+    ordo__out_bulk(&c->out, ss->token, 32);
+  } else if (arg_is(&argv[1], "RESUME") && argc == 3) {
+    char tok[40];
+    if (argv[2].len != 32) {
+      ordo__out_error(&c->out, "ERR", "no resumable session has that token");
+      return;
+    }
+    memcpy(tok, argv[2].ptr, 32);
+    tok[32] = 0;
+    sess *old = srv_sess_by_token(s, tok);
+    if (!old || old->c) {
+      ordo__out_error(&c->out, "ERR", "%s",
+                      old ? "that session is attached to another connection"
+                          : "no resumable session has that token (its lease "
+                            "may have run out)");
+      return;
+    }
+    if (ss->nheld > 0 || ss->waiting) {
+      ordo__out_error(&c->out, "ERR",
+                      "this connection's own session holds "
+                      "keys: UNLOCK them first");
+      return;
+    }
+    /* This connection's fresh session gives way to the old one. */
+    ss->c = NULL;
+    ss->resumable = false;
+    ordo_unlock_all(ss->txn);
+    sess *fresh = ss;
+    srv_sess_attach(c, old);
+    srv_sess_drop(s, fresh);
+    ordo__out_int(&c->out, (long long)old->id);
+  } else {
+    ordo__out_error(&c->out, "ERR",
+                    "SESSION RESUMABLE | SESSION RESUME token | SESSION ID");
+  }
+}
+
+/* ---- INFO -------------------------------------------------------------------
+ */
+
+static void cmd_info(conn *c, size_t argc, ordo__resp_arg *argv) {
+  srv *s = c->s;
+  ordo_stats_t st;
+  ordo_stats(s->o, &st);
+  uint64_t now = srv_now_ms();
+  char buf[4096];
+  size_t n = 0;
+  bool all = argc == 1;
+#define SEC(name) (all || arg_is(&argv[1], name))
+#define P(...)                                                                 \
+  n += (size_t)snprintf(buf + n, n < sizeof buf ? sizeof buf - n : 0,          \
+                        __VA_ARGS__)
+  if (SEC("server")) {
+    P("# Server\r\nordod_version:%s\r\nprocess_id:%ld\r\ntcp_port:%d\r\n"
+      "uptime_in_seconds:%llu\r\nfencing_epoch:%llu\r\nlease_ms:%ld\r\n"
+      "restart_delay_remaining_ms:%llu\r\n\r\n",
+      ORDOD_VERSION, (long)getpid(), s->cfg.port,
+      (unsigned long long)((now - s->started_ms) / 1000),
+      (unsigned long long)s->epoch, s->cfg.lease_ms,
+      (unsigned long long)(s->grant_after_ms > now ? s->grant_after_ms - now
+                                                   : 0));
+  }
+  if (SEC("clients")) {
+    P("# Clients\r\nconnected_clients:%d\r\nsessions:%zu\r\nmaxclients:%d\r\n"
+      "total_connections_received:%llu\r\nrejected_connections:%llu\r\n"
+      "total_commands_processed:%llu\r\nprotocol_errors:%llu\r\n\r\n",
+      s->nconns, s->nsess, s->cfg.maxclients,
+      (unsigned long long)s->total_conns, (unsigned long long)s->rejected_conns,
+      (unsigned long long)s->total_cmds,
+      (unsigned long long)s->protocol_errors);
+  }
+  if (SEC("locks")) {
+    P("# Locks\r\nlock_objects:%llu\r\nlock_waiting:%llu\r\n"
+      "lock_acquired:%llu\r\nlock_released:%llu\r\nlock_waited:%llu\r\n"
+      "lock_timeouts:%llu\r\nlock_wakeups:%llu\r\nlock_pokes:%llu\r\n"
+      "lease_expiries:%llu\r\n\r\n",
+      (unsigned long long)st.locks, (unsigned long long)st.waiting,
+      (unsigned long long)st.acquired, (unsigned long long)st.released,
+      (unsigned long long)st.waited, (unsigned long long)st.timeouts,
+      (unsigned long long)st.wakeups, (unsigned long long)st.pokes,
+      (unsigned long long)s->lease_expiries);
+  }
+  if (SEC("deadlocks")) {
+    P("# Deadlocks\r\ndeadlocks:%llu\r\nreorders:%llu\r\nsweep_finds:%llu\r\n"
+      "long_waits:%llu\r\n\r\n",
+      (unsigned long long)st.deadlocks, (unsigned long long)st.reorders,
+      (unsigned long long)st.sweep_finds, (unsigned long long)st.long_waits);
+  }
+  if (SEC("latency")) {
+    P("# "
+      "Latency\r\nwait_p50_us:%llu\r\nwait_p99_us:%llu\r\nmax_wait_us:%llu\r\n"
+      "hold_p50_us:%llu\r\nhold_p99_us:%llu\r\n\r\n",
+      (unsigned long long)ordo_hist_quantile(st.wait_hist, 0.5),
+      (unsigned long long)ordo_hist_quantile(st.wait_hist, 0.99),
+      (unsigned long long)st.max_wait_us,
+      (unsigned long long)ordo_hist_quantile(st.hold_hist, 0.5),
+      (unsigned long long)ordo_hist_quantile(st.hold_hist, 0.99));
+  }
+#undef P
+#undef SEC
+  if (n >= sizeof buf)
+    n = sizeof buf - 1;
+  ordo__out_verbatim(&c->out, buf, n, c->resp == 3);
+}
+
+/* ---- Connection commands ----------------------------------------------------
+ */
+
+static void cmd_ping(conn *c, size_t argc, ordo__resp_arg *argv) {
+  if (argc == 2)
+    ordo__out_bulk(&c->out, argv[1].ptr, argv[1].len);
+  else
+    ordo__out_simple(&c->out, "PONG");
+}
+
+/* Compares in time that depends on the lengths only, never on where the
+ * first difference is. */
+static bool secret_equal(const char *want, const char *got, size_t gotlen) {
+  size_t wl = strlen(want);
+  unsigned char d = (unsigned char)(wl != gotlen);
+  for (size_t i = 0; i < gotlen; i++)
+    d |= (unsigned char)(got[i] ^ want[i % (wl ? wl : 1)]);
+  return d == 0;
+}
+
+static bool do_auth(conn *c, const ordo__resp_arg *pass) {
+  if (!c->s->cfg.requirepass[0]) {
+    ordo__out_error(&c->out, "ERR",
+                    "AUTH called without any password "
+                    "configured (ordod --requirepass)");
+    return false;
+  }
+  if (!secret_equal(c->s->cfg.requirepass, pass->ptr, pass->len)) {
+    ordo__out_error(&c->out, "WRONGPASS", "invalid username-password pair");
+    return false;
+  }
+  c->authed = true;
+  return true;
+}
+
+static void cmd_auth(conn *c, size_t argc, ordo__resp_arg *argv) {
+  if (argc > 3) {
+    ordo__out_error(&c->out, "ERR", "AUTH [user] password");
+    return;
+  }
+  if (do_auth(c, &argv[argc - 1]))
+    ordo__out_simple(&c->out, "OK");
+}
+
+static void cmd_hello(conn *c, size_t argc, ordo__resp_arg *argv) {
+  size_t i = 1;
+  int proto = c->resp;
+  if (argc > 1) {
+    long long v;
+    if (!arg_num(&argv[1], 2, 3, &v)) {
+      ordo__out_error(&c->out, "NOPROTO", "unsupported protocol version");
+      return;
+    }
+    proto = (int)v;
+    i = 2;
+  }
+  for (; i < argc; i++) {
+    if (arg_is(&argv[i], "AUTH") && i + 2 < argc) {
+      if (!do_auth(c, &argv[i + 2]))
+        return;
+      i += 2;
+    } else if (arg_is(&argv[i], "SETNAME") && i + 1 < argc) {
+      snprintf(c->name, sizeof c->name, "%.*s", (int)argv[i + 1].len,
+               argv[i + 1].ptr);
+      i += 1;
+    } else {
+      ordo__out_error(&c->out, "ERR",
+                      "HELLO [2|3] [AUTH user pass] "
+                      "[SETNAME name]");
+      return;
+    }
+  }
+  if (!c->authed) {
+    ordo__out_error(&c->out, "NOAUTH", "HELLO must be called with AUTH");
+    return;
+  }
+  c->resp = proto;
+  ordo__out_map(&c->out, 7, c->resp == 3);
+  ordo__out_bulk(&c->out, "server", 6);
+  ordo__out_bulk(&c->out, "ordod", 5);
+  ordo__out_bulk(&c->out, "version", 7);
+  ordo__out_bulk(&c->out, ORDOD_VERSION, strlen(ORDOD_VERSION));
+  ordo__out_bulk(&c->out, "proto", 5);
+  ordo__out_int(&c->out, c->resp);
+  ordo__out_bulk(&c->out, "id", 2);
+  ordo__out_int(&c->out, (long long)c->id);
+  ordo__out_bulk(&c->out, "mode", 4);
+  ordo__out_bulk(&c->out, "standalone", 10);
+  ordo__out_bulk(&c->out, "role", 4);
+  ordo__out_bulk(&c->out, "master", 6);
+  ordo__out_bulk(&c->out, "modules", 7);
+  ordo__out_array(&c->out, 0);
+}
+
+static void cmd_client(conn *c, size_t argc, ordo__resp_arg *argv) {
+  if (arg_is(&argv[1], "SETNAME") && argc == 3) {
+    snprintf(c->name, sizeof c->name, "%.*s", (int)argv[2].len, argv[2].ptr);
+    ordo__out_simple(&c->out, "OK");
+  } else if (arg_is(&argv[1], "GETNAME") && argc == 2) {
+    if (c->name[0])
+      ordo__out_bulk(&c->out, c->name, strlen(c->name));
+    else
+      ordo__out_null(&c->out, c->resp == 3);
+  } else if (arg_is(&argv[1], "ID") && argc == 2) {
+    ordo__out_int(&c->out, (long long)c->id);
+  } else if (arg_is(&argv[1], "LIST") && argc == 2) {
+    ordo__out buf = {0};
+    uint64_t now = srv_now_ms();
+    for (conn *x = c->s->conns; x; x = x->next) {
+      char line[256];
+      int n = snprintf(line, sizeof line,
+                       "id=%llu addr=%s name=%s age=%llu session=%llu "
+                       "holds=%zu waiting=%d resp=%d\n",
+                       (unsigned long long)x->id, x->addr, x->name,
+                       (unsigned long long)((now - x->created_ms) / 1000),
+                       (unsigned long long)(x->sess ? x->sess->id : 0),
+                       x->sess ? x->sess->nheld : 0,
+                       x->sess && x->sess->waiting, x->resp);
+      if (n > 0) {
+        size_t want = buf.len + (size_t)n;
+        if (want > buf.cap) {
+          char *p = realloc(buf.buf, want * 2);
+          if (!p)
+            break;
+          buf.buf = p;
+          buf.cap = want * 2;
+        }
+        memcpy(buf.buf + buf.len, line, (size_t)n);
+        buf.len += (size_t)n;
+      }
+    }
+    ordo__out_verbatim(&c->out, buf.buf ? buf.buf : "", buf.len, c->resp == 3);
+    free(buf.buf);
+  } else {
+    ordo__out_error(&c->out, "ERR",
+                    "CLIENT SETNAME name | GETNAME | ID | "
+                    "LIST");
+  }
+}
+
+static void cmd_command(conn *c, size_t argc, ordo__resp_arg *argv) {
+  size_t n = srv_cmd_count();
+  if (argc >= 2 && arg_is(&argv[1], "COUNT")) {
+    ordo__out_int(&c->out, (long long)n);
+    return;
+  }
+  if (argc >= 2 && arg_is(&argv[1], "DOCS")) {
+    /* name -> {summary}: enough for redis-cli's hints. */
+    ordo__out_map(&c->out, n, c->resp == 3);
+    for (size_t i = 0; i < n; i++) {
+      const srv_cmd *k = srv_cmd_at(i);
+      char lname[32];
+      size_t l = strlen(k->name);
+      for (size_t j = 0; j < l && j < sizeof lname - 1; j++)
+        lname[j] = (char)tolower((unsigned char)k->name[j]);
+      ordo__out_bulk(&c->out, lname, l);
+      ordo__out_map(&c->out, 1, c->resp == 3);
+      ordo__out_bulk(&c->out, "summary", 7);
+      ordo__out_bulk(&c->out, k->help, strlen(k->help));
+    }
+    return;
+  }
+  /* COMMAND [INFO]: name, arity, flags, first/last key, step. */
+  ordo__out_array(&c->out, n);
+  for (size_t i = 0; i < n; i++) {
+    const srv_cmd *k = srv_cmd_at(i);
+    char lname[32];
+    size_t l = strlen(k->name);
+    for (size_t j = 0; j < l && j < sizeof lname - 1; j++)
+      lname[j] = (char)tolower((unsigned char)k->name[j]);
+    ordo__out_array(&c->out, 6);
+    ordo__out_bulk(&c->out, lname, l);
+    ordo__out_int(&c->out, k->arity);
+    ordo__out_array(&c->out, 0);
+    ordo__out_int(&c->out, 0);
+    ordo__out_int(&c->out, 0);
+    ordo__out_int(&c->out, 0);
+  }
+}
+
+static void cmd_quit(conn *c, size_t argc, ordo__resp_arg *argv) {
+  (void)argc;
+  (void)argv;
+  ordo__out_simple(&c->out, "OK");
+  c->closing_after_reply = true;
+}
+
+/* ---- The table ------------------------------------------------------------
+ */
+
+static const srv_cmd cmds[] = {
+    {"LOCK", -4, CMD_LOCKS, cmd_lock,
+     "LOCK numkeys key mode [key mode ...] [WAIT ms] [LEASE ms] [PRIORITY n]: "
+     "take the keys, all or nothing"},
+    {"UNLOCK", -1, CMD_LOCKS, cmd_unlock,
+     "UNLOCK [key ...]: release the keys, or every lock of the session"},
+    {"EXTEND", -1, CMD_LOCKS, cmd_extend,
+     "EXTEND [ms]: renew the session's lease"},
+    {"LOCKS", 1, 0, cmd_locks, "LOCKS: this session's locks"},
+    {"HOLDERS", 2, 0, cmd_holders, "HOLDERS key: a key's holders and waiters"},
+    {"GRAPH", -1, 0, cmd_graph, "GRAPH [DOT|JSON]: the wait-for graph"},
+    {"SESSION", -2, 0, cmd_session,
+     "SESSION RESUMABLE | RESUME token | ID: resumable sessions"},
+    {"INFO", -1, 0, cmd_info,
+     "INFO [section]: server, clients, locks, "
+     "deadlocks, latency"},
+    {"PING", -1, CMD_NOAUTH, cmd_ping, "PING [message]"},
+    {"HELLO", -1, CMD_NOAUTH, cmd_hello,
+     "HELLO [2|3] [AUTH user pass] [SETNAME name]"},
+    {"AUTH", -2, CMD_NOAUTH, cmd_auth, "AUTH [user] password"},
+    {"CLIENT", -2, 0, cmd_client, "CLIENT SETNAME name | GETNAME | ID | LIST"},
+    {"COMMAND", -1, 0, cmd_command, "COMMAND [COUNT|DOCS|INFO]"},
+    {"QUIT", 1, CMD_NOAUTH, cmd_quit, "QUIT: close the connection"},
+};
+
+size_t srv_cmd_count(void) {
+  return sizeof cmds / sizeof cmds[0];
+}
+const srv_cmd *srv_cmd_at(size_t i) {
+  return &cmds[i];
+}
+
+const srv_cmd *srv_cmd_find(const char *name, size_t len) {
+  for (size_t i = 0; i < srv_cmd_count(); i++)
+    if (strlen(cmds[i].name) == len &&
+        strncasecmp(cmds[i].name, name, len) == 0)
+      return &cmds[i];
+  return NULL;
+}
+
+void srv_dispatch(conn *c, size_t argc, ordo__resp_arg *argv) {
+  const srv_cmd *k = srv_cmd_find(argv[0].ptr, argv[0].len);
+  if (!k) {
+    ordo__out_error(&c->out, "ERR",
+                    "unknown command '%.*s' (COMMAND DOCS "
+                    "lists them)",
+                    (int)(argv[0].len > 64 ? 64 : argv[0].len), argv[0].ptr);
+    return;
+  }
+  if ((k->arity > 0 && argc != (size_t)k->arity) ||
+      (k->arity < 0 && argc < (size_t)-k->arity)) {
+    ordo__out_error(&c->out, "ERR",
+                    "wrong number of arguments for '%s' command: %s", k->name,
+                    k->help);
+    return;
+  }
+  if (!c->authed && !(k->flags & CMD_NOAUTH)) {
+    ordo__out_error(&c->out, "NOAUTH",
+                    "Authentication required: AUTH "
+                    "password");
+    return;
+  }
+  sess *ss = c->sess;
+  if (ss->lease_lost && (k->flags & CMD_LOCKS)) {
+    /* Said once: the caller learns its locks are gone. */
+    ss->lease_lost = false;
+    srv_sess_renew(ss);
+    ordo__out_error(&c->out, "LEASE",
+                    "this session's lease ran out and its locks were "
+                    "released; take them again");
+    return;
+  }
+  srv_sess_renew(ss); /* every command renews the lease */
+  k->fn(c, argc, argv);
+}

@@ -1,0 +1,972 @@
+/*
+ * server.c -- ordod: the loop, connections, sessions and leases, the
+ * engine's events, the fencing epoch, start-up and shutdown. The commands
+ * are in commands.c. See README.md.
+ *
+ * Interface: main, srv_log, srv_now_ms, srv_sess_find, srv_sess_by_token,
+ * srv_sess_renew, srv_sess_attach, srv_event_push, srv_conf_parse_file.
+ */
+#include "server/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- Logging and time -------------------------------------------------- */
+
+void srv_log(srv *s, int level, const char *fmt, ...) {
+  if (level > s->cfg.verbose)
+    return;
+  static const char *names[] = {"WARNING", "INFO", "DEBUG"};
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "ordod: %s %s\n",
+          names[level < 0   ? 0
+                : level > 2 ? 2
+                            : level],
+          buf);
+}
+
+uint64_t srv_now_ms(void) {
+  return ordo__now_ns() / 1000000u;
+}
+
+/* ---- Sessions -------------------------------------------------------------
+ */
+
+static size_t smap_slot(const srv *s, uint64_t id) {
+  return (size_t)((id * 0x9E3779B97F4A7C15u) >> 7) & (s->smap_cap - 1);
+}
+
+sess *srv_sess_find(srv *s, uint64_t id) {
+  for (sess *ss = s->smap[smap_slot(s, id)]; ss; ss = ss->hnext)
+    if (ss->id == id)
+      return ss;
+  return NULL;
+}
+
+sess *srv_sess_by_token(srv *s, const char *token) {
+  for (size_t i = 0; i < s->smap_cap; i++)
+    for (sess *ss = s->smap[i]; ss; ss = ss->hnext)
+      if (ss->resumable && ss->token[0] && strcmp(ss->token, token) == 0)
+        return ss;
+  return NULL;
+}
+
+static void smap_remove(srv *s, sess *ss) {
+  sess **pp = &s->smap[smap_slot(s, ss->id)];
+  while (*pp && *pp != ss)
+    pp = &(*pp)->hnext;
+  if (*pp)
+    *pp = ss->hnext;
+  s->nsess--;
+}
+
+static void lease_fired(uv_timer_t *t);
+static void conn_flush(conn *c);
+
+static void sess_free_cb(uv_handle_t *h) {
+  sess *ss = h->data;
+  srv_held_clear(ss);
+  free(ss->held);
+  free(ss->req);
+  free(ss->keybuf);
+  free(ss);
+}
+
+/* Ends a session: its wait is cancelled and its locks released (all by
+ * ordo_txn_end), and it leaves the map. */
+void srv_sess_drop(srv *s, sess *ss) {
+  if (ss->closing)
+    return;
+  ss->closing = true;
+  smap_remove(s, ss);
+  uv_timer_stop(&ss->lease_timer);
+  ordo_txn_end(ss->txn); /* a pending LOCK's cancel event is ignored: the
+                            session is gone from the map */
+  ss->txn = NULL;
+  uv_close((uv_handle_t *)&ss->lease_timer, sess_free_cb);
+}
+
+static sess *sess_new(srv *s) {
+  sess *ss = calloc(1, sizeof *ss);
+  if (!ss)
+    return NULL;
+  ordo_txn_options_t to = {0, NULL, 0};
+  if (ordo_txn_begin(s->o, &ss->txn, &to) != 0) {
+    free(ss);
+    return NULL;
+  }
+  /* A session's id is its txn's: the engine's records and graphs name
+   * txns, and so they name sessions. */
+  ss->id = ordo_txn_id(ss->txn);
+  ss->lease_ms = s->cfg.lease_ms;
+  uv_timer_init(s->loop, &ss->lease_timer);
+  ss->lease_timer.data = ss;
+  /* Grow the map at a load of 1. */
+  if (s->nsess + 1 > s->smap_cap) {
+    size_t cap = s->smap_cap * 2;
+    sess **m = calloc(cap, sizeof *m);
+    if (m) {
+      sess **old = s->smap;
+      size_t oc = s->smap_cap;
+      s->smap = m;
+      s->smap_cap = cap;
+      for (size_t i = 0; i < oc; i++)
+        for (sess *x = old[i], *n; x; x = n) {
+          n = x->hnext;
+          size_t k = smap_slot(s, x->id);
+          x->hnext = s->smap[k];
+          s->smap[k] = x;
+        }
+      free(old);
+    }
+  }
+  size_t k = smap_slot(s, ss->id);
+  ss->hnext = s->smap[k];
+  s->smap[k] = ss;
+  s->nsess++;
+  srv_sess_renew(ss);
+  return ss;
+}
+
+void srv_sess_renew(sess *ss) {
+  ss->expires_ms = srv_now_ms() + (uint64_t)ss->lease_ms;
+  uv_timer_start(&ss->lease_timer, lease_fired, (uint64_t)ss->lease_ms, 0);
+}
+
+void srv_sess_attach(conn *c, sess *ss) {
+  ss->c = c;
+  c->sess = ss;
+  srv_sess_renew(ss);
+}
+
+/* The lease ran out: release everything (a waiting LOCK keeps its lease
+ * alive instead). A detached session ends here. */
+static void lease_fired(uv_timer_t *t) {
+  sess *ss = t->data;
+  srv *s = t->loop->data;
+  if (ss->waiting) {
+    srv_sess_renew(ss);
+    return;
+  }
+  s->lease_expiries++;
+  if (!ss->c) {
+    srv_log(s, 1, "session %llu: lease ran out while detached; ended",
+            (unsigned long long)ss->id);
+    srv_sess_drop(s, ss);
+    return;
+  }
+  /* Name the keys it loses, for a RESP3 client's push message. */
+  conn *c = ss->c;
+  if (ss->nheld > 0 && c->resp == 3) {
+    /* A RESP3 client hears at once which keys it lost. */
+    ordo__out_push(&c->out, 1 + ss->nheld, 3);
+    ordo__out_bulk(&c->out, "lease-lost", 10);
+    for (size_t i = 0; i < ss->nheld; i++)
+      ordo__out_bulk(&c->out, ss->held[i].key, ss->held[i].len);
+  }
+  int n = ordo_unlock_all(ss->txn);
+  srv_held_clear(ss);
+  if (n > 0) {
+    ss->lease_lost = true;
+    srv_log(s, 1, "session %llu: lease ran out; %d lock(s) released",
+            (unsigned long long)ss->id, n);
+    conn_flush(c);
+  }
+}
+
+/* ---- Engine events --------------------------------------------------------
+ */
+
+void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status) {
+  pthread_mutex_lock(&s->ev_mu);
+  if (s->nevq == s->capevq) {
+    size_t cap = s->capevq ? s->capevq * 2 : 64;
+    srv_event *q = realloc(s->evq, cap * sizeof *q);
+    if (q) {
+      s->evq = q;
+      s->capevq = cap;
+    }
+  }
+  if (s->nevq < s->capevq)
+    s->evq[s->nevq++] = (srv_event){sess_id, gen, status};
+  pthread_mutex_unlock(&s->ev_mu);
+  uv_async_send(&s->wake);
+}
+
+static void conn_process(conn *c);
+
+/* Drains the event queue on the loop thread: each answers a waiting LOCK. */
+static void wake_cb(uv_async_t *a) {
+  srv *s = a->data;
+  for (;;) {
+    pthread_mutex_lock(&s->ev_mu);
+    srv_event *q = s->evq;
+    size_t n = s->nevq;
+    s->evq = NULL;
+    s->nevq = s->capevq = 0;
+    pthread_mutex_unlock(&s->ev_mu);
+    if (n == 0) {
+      free(q);
+      return;
+    }
+    for (size_t i = 0; i < n; i++) {
+      sess *ss = srv_sess_find(s, q[i].sess_id);
+      if (!ss || !ss->waiting || ss->gen != q[i].gen)
+        continue; /* a stale event: the session or its LOCK is gone */
+      ss->waiting = false;
+      conn *c = ss->c;
+      if (q[i].status == 0) {
+        s->lock_grants++;
+        if (c)
+          srv_lock_reply(c, ss);
+      } else if (c) {
+        if (q[i].status == ORDO_ETIMEDOUT) {
+          s->lock_timeouts++;
+          ordo__out_error(&c->out, "TIMEOUT",
+                          "the keys could not be had within WAIT; nothing "
+                          "is held for this LOCK");
+        } else if (q[i].status == ORDO_EDEADLK) {
+          s->deadlock_victims++;
+          srv_held_clear(ss); /* the engine released every lock it held */
+          ordo_deadlock_t d;
+          char cyc[512] = "";
+          if (ordo_deadlocks(s->o, &d, 1) == 1) {
+            size_t used = 0;
+            for (size_t k = 0; k < d.nedges && k < ORDO_DL_MAX_EDGES; k++) {
+              int w = snprintf(cyc + used, sizeof cyc - used,
+                               "%s%llu waits for %llu on %.*s", k ? ", " : "",
+                               (unsigned long long)d.edge[k].from,
+                               (unsigned long long)d.edge[k].to,
+                               (int)d.edge[k].key_len, (char *)d.edge[k].key);
+              if (w < 0 || (size_t)w >= sizeof cyc - used)
+                break;
+              used += (size_t)w;
+            }
+          }
+          ordo__out_error(&c->out, "DEADLOCK",
+                          "chosen as the victim of a deadlock; every lock of "
+                          "this session was released; retry. cycle: %s",
+                          cyc);
+        } else {
+          ordo__out_error(&c->out, "ERR", "the LOCK ended: %s",
+                          ordo_strerror(q[i].status));
+        }
+      }
+      if (c) {
+        conn_flush(c);
+        conn_process(c); /* requests that queued behind the LOCK */
+      }
+    }
+    free(q);
+  }
+}
+
+/* ---- Connections ----------------------------------------------------------
+ */
+
+static void conn_free_cb(uv_handle_t *h) {
+  conn *c = h->data;
+  srv *s = c->s;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    s->conns = c->next;
+  if (c->next)
+    c->next->prev = c->prev;
+  s->nconns--;
+  free(c->in);
+  ordo__out_free(&c->out);
+  free(c);
+}
+
+static void conn_close(conn *c) {
+  if (c->closing)
+    return;
+  c->closing = true;
+  sess *ss = c->sess;
+  if (ss) {
+    ss->c = NULL;
+    c->sess = NULL;
+    if (ss->resumable && !ss->lease_lost) {
+      srv_log(c->s, 1, "session %llu detached; resumable until its lease ends",
+              (unsigned long long)ss->id);
+      srv_sess_renew(ss);
+    } else {
+      srv_sess_drop(c->s, ss);
+    }
+  }
+  uv_close(&c->h.handle, conn_free_cb);
+}
+
+typedef struct wreq {
+  uv_write_t w;
+  conn *c;
+  size_t n;
+  char data[];
+} wreq;
+
+static void write_done(uv_write_t *w, int status) {
+  wreq *r = (wreq *)w;
+  conn *c = r->c;
+  c->writing -= r->n;
+  free(r);
+  if (status < 0)
+    conn_close(c);
+}
+
+/* Hands pending replies to the socket: try a direct write first, then
+ * queue the rest. A client that does not read its replies is cut off once
+ * max_output bytes are pending. */
+static void conn_flush(conn *c) {
+  if (c->closing)
+    return;
+  if (c->out.oom) {
+    conn_close(c);
+    return;
+  }
+  if (c->out.len == 0)
+    return;
+  if (c->writing == 0) {
+    uv_buf_t b = uv_buf_init(c->out.buf, (unsigned)c->out.len);
+    int n = uv_try_write(&c->h.stream, &b, 1);
+    if (n > 0)
+      ordo__out_consume(&c->out, (size_t)n);
+    else if (n < 0 && n != UV_EAGAIN) {
+      conn_close(c);
+      return;
+    }
+    if (c->out.len == 0)
+      return;
+  }
+  if (c->writing + c->out.len > c->s->cfg.max_output) {
+    srv_log(c->s, 1,
+            "client %llu: %zu reply bytes pending (limit %zu); "
+            "closed",
+            (unsigned long long)c->id, c->writing + c->out.len,
+            c->s->cfg.max_output);
+    conn_close(c);
+    return;
+  }
+  wreq *r = malloc(sizeof *r + c->out.len);
+  if (!r) {
+    conn_close(c);
+    return;
+  }
+  r->c = c;
+  r->n = c->out.len;
+  memcpy(r->data, c->out.buf, c->out.len);
+  uv_buf_t b = uv_buf_init(r->data, (unsigned)r->n);
+  if (uv_write(&r->w, &c->h.stream, &b, 1, write_done) != 0) {
+    free(r);
+    conn_close(c);
+    return;
+  }
+  c->writing += r->n;
+  ordo__out_consume(&c->out, c->out.len);
+}
+
+/* Parses and runs every complete request in the input buffer, unless a
+ * LOCK of this session is waiting (then they wait behind it, as Redis's
+ * blocked clients do). */
+static void conn_process(conn *c) {
+  srv *s = c->s;
+  size_t off = 0;
+  while (!c->closing && off < c->inlen && !(c->sess && c->sess->waiting)) {
+    if (c->inlen - off < c->need)
+      break;
+    size_t argc = 0, need = 0;
+    const char *err = NULL;
+    long n =
+        ordo__resp_parse(c->in + off, c->inlen - off,
+                         &(ordo__resp_limits){s->max_args, s->cfg.max_request,
+                                              65536, s->cfg.max_request},
+                         s->argv, &argc, &need, &err);
+    if (n == 0) {
+      c->need = need;
+      break;
+    }
+    c->need = 0;
+    if (n < 0) {
+      /* A connection that breaks the protocol is told why and closed;
+       * nothing else changes. */
+      s->protocol_errors++;
+      ordo__out_error(&c->out, n == ORDO__RESP_ELIMIT ? "LIMIT" : "ERR", "%s",
+                      err ? err : "Protocol error");
+      conn_flush(c);
+      conn_close(c);
+      return;
+    }
+    off += (size_t)n;
+    if (argc > 0) {
+      s->total_cmds++;
+      srv_dispatch(c, argc, s->argv);
+      if (c->closing_after_reply) {
+        conn_flush(c);
+        conn_close(c);
+        return;
+      }
+    }
+  }
+  if (off > 0) {
+    memmove(c->in, c->in + off, c->inlen - off);
+    c->inlen -= off;
+    if (c->need > off)
+      c->need -= off;
+  }
+  conn_flush(c);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
+  conn *c = h->data;
+  (void)suggested;
+  size_t want = c->inlen + 65536;
+  if (want > c->s->cfg.max_request + 65536)
+    want = c->s->cfg.max_request + 65536;
+  if (c->incap < want) {
+    char *p = realloc(c->in, want);
+    if (!p) {
+      b->base = NULL;
+      b->len = 0;
+      return;
+    }
+    c->in = p;
+    c->incap = want;
+  }
+  b->base = c->in + c->inlen;
+  b->len = c->incap - c->inlen;
+}
+
+static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
+  conn *c = st->data;
+  (void)b;
+  if (n < 0) {
+    conn_close(c);
+    return;
+  }
+  if (n == 0)
+    return;
+  c->inlen += (size_t)n;
+  if (c->inlen >= c->incap && c->inlen > c->s->cfg.max_request) {
+    ordo__out_error(&c->out, "LIMIT", "request larger than %zu bytes",
+                    c->s->cfg.max_request);
+    conn_flush(c);
+    conn_close(c);
+    return;
+  }
+  conn_process(c);
+}
+
+static void on_connection(uv_stream_t *server, int status) {
+  srv *s = server->data;
+  if (status < 0)
+    return;
+  conn *c = calloc(1, sizeof *c);
+  if (!c)
+    return;
+  c->s = s;
+  c->resp = 2;
+  c->id = ++s->next_conn_id;
+  c->created_ms = srv_now_ms();
+  c->h.handle.data = c;
+  bool is_tcp = server == (uv_stream_t *)&s->tcp;
+  if (is_tcp)
+    uv_tcp_init(s->loop, &c->h.tcp);
+  else
+    uv_pipe_init(s->loop, &c->h.pipe, 0);
+  c->next = s->conns;
+  if (s->conns)
+    s->conns->prev = c;
+  s->conns = c;
+  s->nconns++;
+  if (uv_accept(server, &c->h.stream) != 0) {
+    conn_close(c);
+    return;
+  }
+  s->total_conns++;
+  if (is_tcp) {
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&ss, &len) == 0) {
+      char ip[48] = "?";
+      int port = 0;
+      if (ss.ss_family == AF_INET) {
+        uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
+        port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+      } else if (ss.ss_family == AF_INET6) {
+        uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
+        port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+      }
+      snprintf(c->addr, sizeof c->addr, "%s:%d", ip, port);
+    }
+    /* Dead peers are found by TCP keepalive. */
+    uv_tcp_keepalive(&c->h.tcp, 1, 60);
+    uv_tcp_nodelay(&c->h.tcp, 1);
+  } else {
+    snprintf(c->addr, sizeof c->addr, "unix");
+  }
+  c->authed = s->cfg.requirepass[0] == 0;
+  if (s->nconns > s->cfg.maxclients) {
+    /* Refused, but told why: the limit stays below the fd limit. */
+    s->rejected_conns++;
+    ordo__out_error(&c->out, "LIMIT", "max number of clients reached (%d)",
+                    s->cfg.maxclients);
+    conn_flush(c);
+    conn_close(c);
+    return;
+  }
+  c->sess = sess_new(s);
+  if (!c->sess) {
+    conn_close(c);
+    return;
+  }
+  c->sess->c = c;
+  uv_read_start(&c->h.stream, alloc_cb, read_cb);
+}
+
+/* ---- The fencing epoch and the restart delay ------------------------------
+ */
+
+static int fsync_path(const char *path, int flags) {
+  int fd = open(path, flags);
+  if (fd < 0)
+    return -1;
+  int rc = fsync(fd);
+  close(fd);
+  return rc;
+}
+
+/*
+ * Fencing tokens are epoch << 40 | the engine's token, and the epoch is
+ * reserved in --dir/ordod.state, fsync'd (file and folder) before the
+ * server takes its first client: every token of this run is larger than
+ * every token of any earlier one, kill -9 included. The same file says
+ * whether the last run stopped cleanly.
+ */
+static int state_open(srv *s, bool *unclean) {
+  char path[600], tmp[610];
+  snprintf(path, sizeof path, "%s/ordod.state", s->cfg.dir);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  uint64_t epoch = 0;
+  int clean = 1;
+  FILE *f = fopen(path, "r");
+  *unclean = false;
+  if (f) {
+    unsigned long long e = 0;
+    if (fscanf(f, "epoch %llu clean %d", &e, &clean) == 2) {
+      epoch = e;
+      *unclean = clean == 0;
+    }
+    fclose(f);
+  }
+  s->epoch = epoch + 1;
+  if (s->epoch >= (1u << 23)) {
+    fprintf(stderr, "ordod: the fencing epoch in %s is exhausted\n", path);
+    return -1;
+  }
+  f = fopen(tmp, "w");
+  if (!f)
+    return -1;
+  fprintf(f, "epoch %llu clean 0\n", (unsigned long long)s->epoch);
+  if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+    fclose(f);
+    return -1;
+  }
+  fclose(f);
+  if (rename(tmp, path) != 0)
+    return -1;
+  return fsync_path(s->cfg.dir, O_RDONLY | O_DIRECTORY);
+}
+
+static void state_close_clean(srv *s) {
+  char path[600], tmp[610];
+  snprintf(path, sizeof path, "%s/ordod.state", s->cfg.dir);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f)
+    return;
+  fprintf(f, "epoch %llu clean 1\n", (unsigned long long)s->epoch);
+  fflush(f);
+  fsync(fileno(f));
+  fclose(f);
+  rename(tmp, path);
+  fsync_path(s->cfg.dir, O_RDONLY | O_DIRECTORY);
+}
+
+/* ---- Configuration --------------------------------------------------------
+ */
+
+static void conf_defaults(srv_config *c) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->bind, sizeof c->bind, "127.0.0.1");
+  c->port = ORDOD_DEFAULT_PORT;
+  snprintf(c->dir, sizeof c->dir, "./ordod-data");
+  c->maxclients = 10000;
+  c->lease_ms = 30000;
+  c->max_keys = 1024;
+  c->max_key_len = ORDO_KEY_MAX_DEFAULT;
+  c->max_request = 4u << 20;
+  c->max_output = 4u << 20;
+  c->max_session_locks = 100000;
+  c->verbose = 1;
+}
+
+/* One option by name; 0, or -1 with err set. Shared by flags and the
+ * config file. */
+static int conf_set(srv_config *c, const char *name, const char *val, char *err,
+                    size_t errlen) {
+  char *end = NULL;
+  long long v = 0;
+  bool num = val && *val;
+  if (num) {
+    errno = 0;
+    v = strtoll(val, &end, 10);
+    num = !errno && end && *end == 0;
+  }
+#define IS(n) (strcmp(name, n) == 0)
+#define NUM(lo, hi)                                                            \
+  if (!num || v < (lo) || v > (hi)) {                                          \
+    snprintf(err, errlen, "--%s wants a number in %lld..%lld, got '%s'", name, \
+             (long long)(lo), (long long)(hi), val ? val : "");                \
+    return -1;                                                                 \
+  }
+  if (IS("port")) {
+    NUM(0, 65535);
+    c->port = (int)v;
+  } else if (IS("bind")) {
+    snprintf(c->bind, sizeof c->bind, "%s", val);
+  } else if (IS("unixsocket")) {
+    snprintf(c->unixsocket, sizeof c->unixsocket, "%s", val);
+  } else if (IS("requirepass")) {
+    snprintf(c->requirepass, sizeof c->requirepass, "%s", val);
+  } else if (IS("dir")) {
+    snprintf(c->dir, sizeof c->dir, "%s", val);
+  } else if (IS("maxclients")) {
+    NUM(1, 1000000);
+    c->maxclients = (int)v;
+  } else if (IS("lease-ms")) {
+    NUM(10, 86400000);
+    c->lease_ms = (long)v;
+  } else if (IS("max-keys")) {
+    NUM(1, 65536);
+    c->max_keys = (size_t)v;
+  } else if (IS("max-request")) {
+    NUM(1024, 1 << 30);
+    c->max_request = (size_t)v;
+  } else if (IS("max-output")) {
+    NUM(1024, 1 << 30);
+    c->max_output = (size_t)v;
+  } else if (IS("max-session-locks")) {
+    NUM(1, 100000000);
+    c->max_session_locks = (size_t)v;
+  } else if (IS("verbose")) {
+    NUM(0, 2);
+    c->verbose = (int)v;
+  } else if (IS("no-restart-delay")) {
+    c->no_restart_delay = true;
+  } else {
+    snprintf(err, errlen, "unknown option '%s' (see ordod --help)", name);
+    return -1;
+  }
+#undef IS
+#undef NUM
+  return 0;
+}
+
+int srv_conf_parse_file(srv_config *cfg, const char *path, char *err,
+                        size_t errlen) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(err, errlen, "cannot read config file %s: %s", path,
+             strerror(errno));
+    return -1;
+  }
+  char line[1024];
+  int lineno = 0;
+  while (fgets(line, sizeof line, f)) {
+    lineno++;
+    char *p = line;
+    while (*p == ' ' || *p == '\t')
+      p++;
+    if (*p == '#' || *p == '\n' || *p == 0)
+      continue;
+    char *nl = strchr(p, '\n');
+    if (nl)
+      *nl = 0;
+    char *sp = strpbrk(p, " \t");
+    char *val = NULL;
+    if (sp) {
+      *sp = 0;
+      val = sp + 1;
+      while (*val == ' ' || *val == '\t')
+        val++;
+    }
+    char e[256];
+    if (conf_set(cfg, p, val, e, sizeof e) != 0) {
+      snprintf(err, errlen, "%s:%d: %s", path, lineno, e);
+      fclose(f);
+      return -1;
+    }
+  }
+  fclose(f);
+  return 0;
+}
+
+static void usage(FILE *f) {
+  fprintf(
+      f,
+      "usage: ordod [options]\n\n"
+      "ordo's lock server: the ordo engine behind the Redis protocol.\n\n"
+      "  --port N            TCP port (default %d; 0 = any free port)\n"
+      "  --bind ADDR         address to listen on (default 127.0.0.1); a\n"
+      "                      non-loopback address needs --requirepass\n"
+      "  --unixsocket PATH   also listen on a Unix socket\n"
+      "  --requirepass PASS  clients must AUTH first\n"
+      "  --dir DIR           state folder: the fencing epoch (default "
+      "./ordod-data)\n"
+      "  --maxclients N      connections at once (default 10000, kept below\n"
+      "                      the file-descriptor limit)\n"
+      "  --lease-ms MS       a session's lease (default 30000)\n"
+      "  --no-restart-delay  after an unclean stop, grant at once instead of\n"
+      "                      waiting one lease length\n"
+      "  --max-keys N        keys in one LOCK (default 1024)\n"
+      "  --max-request N     bytes in one request (default 4194304)\n"
+      "  --max-output N      pending reply bytes per client (default 4194304)\n"
+      "  --max-session-locks N  keys held by one session (default 100000)\n"
+      "  --config FILE       read options from FILE (one 'name value' a line;\n"
+      "                      flags win)\n"
+      "  --verbose N         0 warnings, 1 info (default), 2 debug\n"
+      "  --help              this text\n\n"
+      "Once it accepts connections it prints 'ready port=N' on stdout.\n"
+      "Commands: docs/protocol.md, or COMMAND DOCS.\n",
+      ORDOD_DEFAULT_PORT);
+}
+
+/* ---- Start-up and shutdown ------------------------------------------------
+ */
+
+static void stop_cb(uv_signal_t *h, int sig) {
+  srv *s = h->data;
+  srv_log(s, 1, "signal %d: shutting down", sig);
+  s->stopping = true;
+  uv_stop(s->loop);
+}
+
+static bool loopback(const char *addr) {
+  return strncmp(addr, "127.", 4) == 0 || strcmp(addr, "::1") == 0 ||
+         strcmp(addr, "localhost") == 0;
+}
+
+static void close_walk(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(h))
+    uv_close(h, NULL);
+}
+
+int main(int argc, char **argv) {
+  static srv S;
+  srv *s = &S;
+  conf_defaults(&s->cfg);
+  static struct option longopts[] = {
+      {"port", required_argument, 0, 0},
+      {"bind", required_argument, 0, 0},
+      {"unixsocket", required_argument, 0, 0},
+      {"requirepass", required_argument, 0, 0},
+      {"dir", required_argument, 0, 0},
+      {"maxclients", required_argument, 0, 0},
+      {"lease-ms", required_argument, 0, 0},
+      {"max-keys", required_argument, 0, 0},
+      {"max-request", required_argument, 0, 0},
+      {"max-output", required_argument, 0, 0},
+      {"max-session-locks", required_argument, 0, 0},
+      {"verbose", required_argument, 0, 0},
+      {"no-restart-delay", no_argument, 0, 0},
+      {"config", required_argument, 0, 0},
+      {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  /* The config file first, so that flags win. */
+  for (int i = 1; i + 1 < argc; i++)
+    if (strcmp(argv[i], "--config") == 0) {
+      char err[512];
+      if (srv_conf_parse_file(&s->cfg, argv[i + 1], err, sizeof err) != 0) {
+        fprintf(stderr, "ordod: %s\n", err);
+        return 2;
+      }
+      snprintf(s->cfg.config, sizeof s->cfg.config, "%s", argv[i + 1]);
+    }
+  int idx = 0, ch;
+  opterr = 0;
+  while ((ch = getopt_long(argc, argv, "h", longopts, &idx)) != -1) {
+    if (ch == 'h') {
+      usage(stdout);
+      return 0;
+    }
+    if (ch == '?') {
+      fprintf(stderr,
+              "ordod: unknown or incomplete option '%s' (see ordod "
+              "--help)\n",
+              argv[optind - 1]);
+      return 2;
+    }
+    const char *name = longopts[idx].name;
+    if (strcmp(name, "config") == 0)
+      continue;
+    char err[256];
+    if (conf_set(&s->cfg, name, optarg, err, sizeof err) != 0) {
+      fprintf(stderr, "ordod: %s\n", err);
+      return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "ordod: unexpected argument '%s' (see ordod --help)\n",
+            argv[optind]);
+    return 2;
+  }
+  if (!loopback(s->cfg.bind) && !s->cfg.requirepass[0]) {
+    fprintf(stderr,
+            "ordod: refusing to listen on %s without --requirepass: "
+            "anyone who can reach it could take and release locks\n",
+            s->cfg.bind);
+    return 2;
+  }
+  /* Keep maxclients below the descriptor limit, so that a refused client
+   * can still be told so. */
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    long cap = (long)rl.rlim_cur - 64;
+    if (cap < 1)
+      cap = 1;
+    if (s->cfg.maxclients > cap) {
+      srv_log(s, 0,
+              "maxclients %d lowered to %ld: the file-descriptor limit "
+              "is %ld",
+              s->cfg.maxclients, cap, (long)rl.rlim_cur);
+      s->cfg.maxclients = (int)cap;
+    }
+  }
+  if (mkdir(s->cfg.dir, 0700) != 0 && errno != EEXIST) {
+    fprintf(stderr, "ordod: cannot create --dir %s: %s\n", s->cfg.dir,
+            strerror(errno));
+    return 2;
+  }
+  bool unclean = false;
+  if (state_open(s, &unclean) != 0) {
+    fprintf(stderr, "ordod: cannot write the fencing epoch in %s: %s\n",
+            s->cfg.dir, strerror(errno));
+    return 1;
+  }
+  s->started_ms = srv_now_ms();
+  if (unclean && !s->cfg.no_restart_delay) {
+    /* Holders from before the crash may still act for up to a lease. */
+    s->grant_after_ms = s->started_ms + (uint64_t)s->cfg.lease_ms;
+    srv_log(s, 0,
+            "the last run did not stop cleanly: no lock is granted "
+            "for %ld ms (--no-restart-delay skips this)",
+            s->cfg.lease_ms);
+  }
+  ordo_options_t opts;
+  ordo_options_init(&opts);
+  opts.max_key_len = s->cfg.max_key_len;
+  if (ordo_open(&s->o, "mem://", &opts) != 0) {
+    fprintf(stderr, "ordod: cannot open the lock engine\n");
+    return 1;
+  }
+  s->max_args = s->cfg.max_keys * 2 + 16;
+  s->argv = calloc(s->max_args, sizeof *s->argv);
+  s->smap_cap = 1024;
+  s->smap = calloc(s->smap_cap, sizeof *s->smap);
+  pthread_mutex_init(&s->ev_mu, NULL);
+  s->loop = uv_default_loop();
+  s->loop->data = s;
+  uv_async_init(s->loop, &s->wake, wake_cb);
+  s->wake.data = s;
+  uv_signal_init(s->loop, &s->sigterm);
+  uv_signal_init(s->loop, &s->sigint);
+  s->sigterm.data = s->sigint.data = s;
+  uv_signal_start(&s->sigterm, stop_cb, SIGTERM);
+  uv_signal_start(&s->sigint, stop_cb, SIGINT);
+  signal(SIGPIPE, SIG_IGN);
+
+  struct sockaddr_storage addr;
+  int rc =
+      strchr(s->cfg.bind, ':')
+          ? uv_ip6_addr(s->cfg.bind, s->cfg.port, (struct sockaddr_in6 *)&addr)
+          : uv_ip4_addr(strcmp(s->cfg.bind, "localhost") == 0 ? "127.0.0.1"
+                                                              : s->cfg.bind,
+                        s->cfg.port, (struct sockaddr_in *)&addr);
+  if (rc != 0) {
+    fprintf(stderr, "ordod: bad --bind address '%s'\n", s->cfg.bind);
+    return 2;
+  }
+  uv_tcp_init(s->loop, &s->tcp);
+  s->tcp.data = s;
+  if ((rc = uv_tcp_bind(&s->tcp, (struct sockaddr *)&addr, 0)) != 0 ||
+      (rc = uv_listen((uv_stream_t *)&s->tcp, 511, on_connection)) != 0) {
+    fprintf(stderr, "ordod: cannot listen on %s:%d: %s\n", s->cfg.bind,
+            s->cfg.port, uv_strerror(rc));
+    return 1;
+  }
+  s->have_tcp = true;
+  int port = s->cfg.port;
+  struct sockaddr_storage bound;
+  int blen = sizeof bound;
+  if (uv_tcp_getsockname(&s->tcp, (struct sockaddr *)&bound, &blen) == 0)
+    port = ntohs(bound.ss_family == AF_INET6
+                     ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                     : ((struct sockaddr_in *)&bound)->sin_port);
+  s->cfg.port = port;
+  if (s->cfg.unixsocket[0]) {
+    unlink(s->cfg.unixsocket);
+    uv_pipe_init(s->loop, &s->unix_sock, 0);
+    s->unix_sock.data = s;
+    if ((rc = uv_pipe_bind(&s->unix_sock, s->cfg.unixsocket)) != 0 ||
+        (rc = uv_listen((uv_stream_t *)&s->unix_sock, 511, on_connection)) !=
+            0) {
+      fprintf(stderr, "ordod: cannot listen on %s: %s\n", s->cfg.unixsocket,
+              uv_strerror(rc));
+      return 1;
+    }
+    chmod(s->cfg.unixsocket, 0700);
+    s->have_unix = true;
+  }
+  srv_log(s, 1, "listening on %s:%d%s%s, fencing epoch %llu", s->cfg.bind, port,
+          s->have_unix ? " and " : "", s->have_unix ? s->cfg.unixsocket : "",
+          (unsigned long long)s->epoch);
+  printf("ready port=%d\n", port);
+  fflush(stdout);
+
+  uv_run(s->loop, UV_RUN_DEFAULT);
+
+  /* Clean shutdown: every session ends (its locks released), then the
+   * state file says the stop was clean. */
+  for (conn *c = s->conns; c; c = c->next)
+    conn_close(c);
+  for (size_t i = 0; i < s->smap_cap; i++)
+    while (s->smap[i])
+      srv_sess_drop(s, s->smap[i]);
+  uv_walk(s->loop, close_walk, NULL);
+  uv_run(s->loop, UV_RUN_DEFAULT);
+  uv_loop_close(s->loop);
+  ordo_close(s->o);
+  state_close_clean(s);
+  if (s->have_unix)
+    unlink(s->cfg.unixsocket);
+  free(s->argv);
+  free(s->smap);
+  free(s->evq);
+  pthread_mutex_destroy(&s->ev_mu);
+  srv_log(s, 1, "stopped cleanly");
+  return 0;
+}

@@ -1,0 +1,169 @@
+/*
+ * server.h -- ordod's private declarations: configuration, connections,
+ * sessions, the server, and the command table. See README.md.
+ *
+ * One libuv loop on one thread owns everything here. The engine's events
+ * (a waiting LOCK granted, timed out, or chosen as a deadlock victim) can
+ * fire on other threads (the engine's timer thread), so they are queued
+ * under ev_mu and handed to the loop through an async handle.
+ */
+#ifndef ORDO_SERVER_H
+#define ORDO_SERVER_H
+
+#include "ordo_int.h"
+#include "server/resp.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#define ORDOD_DEFAULT_PORT 7411
+#define ORDOD_VERSION "0.1.0"
+
+typedef struct srv_config {
+  char bind[64];
+  int port; /* 0: any free port */
+  char unixsocket[256];
+  char requirepass[256];
+  char dir[512];
+  int maxclients;
+  long lease_ms;
+  bool no_restart_delay;
+  size_t max_keys;          /* keys in one LOCK */
+  size_t max_key_len;       /* bytes in one key */
+  size_t max_request;       /* bytes in one request */
+  size_t max_output;        /* pending reply bytes of one client */
+  size_t max_session_locks; /* keys held by one session */
+  char config[512];         /* the config file read, if any */
+  int verbose;              /* 0 warnings, 1 info, 2 debug */
+} srv_config;
+
+typedef struct srv srv;
+typedef struct sess sess;
+typedef struct conn conn;
+
+/* A connection: a socket and its buffers. */
+struct conn {
+  union {
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+    uv_stream_t stream;
+    uv_handle_t handle;
+  } h;
+  srv *s;
+  sess *sess; /* the session it speaks for */
+  char *in;   /* bytes read, not yet parsed */
+  size_t inlen, incap, need;
+  ordo__out out;  /* replies not yet handed to libuv */
+  size_t writing; /* bytes handed to libuv, not yet written */
+  bool closing, authed;
+  bool closing_after_reply; /* QUIT */
+  int resp;                 /* 2 or 3 */
+  uint64_t id;
+  uint64_t created_ms;
+  char name[64];
+  char addr[64];
+  conn *next, *prev; /* the server's list */
+};
+
+/* A session: a txn, its lease, its wait. Outlives its connection when it
+ * is resumable, until its lease runs out. */
+struct sess {
+  uint64_t id;
+  ordo_txn_t *txn;
+  conn *c; /* NULL while detached */
+  uv_timer_t lease_timer;
+  long lease_ms;
+  uint64_t expires_ms;
+  bool waiting;    /* inside LOCK */
+  uint64_t gen;    /* which LOCK an event answers */
+  ordo_req_t *req; /* the waiting LOCK's keys (copies in keybuf) */
+  size_t nreq;
+  char *keybuf;
+  bool resumable;
+  char token[33];
+  /* Keys held (copies), for LOCKS and the per-session limit. */
+  struct sess_key {
+    char *key;
+    size_t len;
+    unsigned holds;
+  } * held;
+  size_t nheld, capheld;
+  bool lease_lost; /* the next command hears -LEASE */
+  bool closing;
+  sess *hnext; /* the server's id map */
+};
+
+/* An engine event, on its way to the loop. */
+typedef struct srv_event {
+  uint64_t sess_id, gen;
+  int status;
+} srv_event;
+
+struct srv {
+  srv_config cfg;
+  uv_loop_t *loop;
+  uv_tcp_t tcp;
+  uv_pipe_t unix_sock;
+  bool have_tcp, have_unix;
+  uv_signal_t sigterm, sigint;
+  uv_async_t wake;
+  ordo_t *o;
+  uint64_t epoch; /* fencing token epoch: tokens are epoch << 40 | engine's */
+  uint64_t started_ms, grant_after_ms;
+  bool stopping;
+
+  conn *conns;
+  int nconns;
+  uint64_t next_conn_id, next_sess_id;
+  sess **smap; /* open hash of sessions by id */
+  size_t smap_cap, nsess;
+
+  /*
+   * ev_mu guards evq, nevq and capevq: engine events are pushed from any
+   * thread and drained on the loop thread. It is a leaf lock: nothing else
+   * is taken while it is held.
+   */
+  pthread_mutex_t ev_mu;
+  srv_event *evq;
+  size_t nevq, capevq;
+
+  /* Counters (loop thread only). */
+  uint64_t total_conns, total_cmds, rejected_conns, lock_grants, lock_waits,
+      lock_timeouts, deadlock_victims, lease_expiries, protocol_errors;
+  ordo__resp_arg *argv; /* the parser's argument array, cfg.max_keys*2+16 */
+  size_t max_args;
+};
+
+/* The command table (commands.c). */
+typedef struct srv_cmd {
+  const char *name;
+  int arity; /* > 0 exactly, < 0 at least -arity, counting the name */
+  unsigned flags;
+  void (*fn)(conn *c, size_t argc, ordo__resp_arg *argv);
+  const char *help;
+} srv_cmd;
+
+enum { CMD_NOAUTH = 1 << 0, CMD_LOCKS = 1 << 1 };
+
+const srv_cmd *srv_cmd_find(const char *name, size_t len);
+size_t srv_cmd_count(void);
+const srv_cmd *srv_cmd_at(size_t i);
+
+/* server.c, for commands.c */
+void srv_log(srv *s, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+uint64_t srv_now_ms(void);
+sess *srv_sess_find(srv *s, uint64_t id);
+sess *srv_sess_by_token(srv *s, const char *token);
+void srv_sess_renew(sess *ss);
+void srv_sess_attach(conn *c, sess *ss);
+void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status);
+void srv_lock_reply(conn *c, sess *ss);
+void srv_held_clear(sess *ss);
+void srv_sess_drop(srv *s, sess *ss);
+void srv_dispatch(conn *c, size_t argc, ordo__resp_arg *argv);
+int srv_conf_parse_file(srv_config *cfg, const char *path, char *err,
+                        size_t errlen);
+
+#endif

@@ -1,0 +1,16 @@
+# server.cmake -- ordod as a real process, driven by peers' clients:
+# Debian's python3-redis (a Redis client library of another language),
+# redis-cli, and raw sockets. Included from tests/CMakeLists.txt.
+#
+# /usr/bin/python3 on purpose: it is Debian's, which has python3-redis
+# (scripts/bootstrap.sh installs it); a python3 earlier on PATH may not.
+set(ORDO_IT ${CMAKE_CURRENT_LIST_DIR})
+add_test(NAME integration_ordod
+  COMMAND /usr/bin/python3 ${ORDO_IT}/test_ordod.py $<TARGET_FILE:ordod>)
+add_test(NAME integration_redis_cli
+  COMMAND bash ${ORDO_IT}/redis_cli.sh $<TARGET_FILE:ordod> redis-cli)
+add_test(NAME integration_resp3_push
+  COMMAND bash ${ORDO_IT}/resp3_push.sh $<TARGET_FILE:ordod>)
+set_tests_properties(integration_ordod PROPERTIES TIMEOUT 300 LABELS server)
+set_tests_properties(integration_redis_cli integration_resp3_push
+  PROPERTIES TIMEOUT 60 LABELS server)

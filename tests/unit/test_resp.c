@@ -1,0 +1,667 @@
+/*
+ * test_resp.c -- the RESP parser and reply writer (src/server/README.md,
+ * "The RESP parser"): complete requests, every prefix of a valid request
+ * (short until the whole, *need never past the real size), pipelining,
+ * inline commands with quotes and escapes, empty and binary bulk strings,
+ * every malformed request of the fuzzer's seed corpus (tests/fuzz/corpus/
+ * resp), every limit just under and just over, and the writer's output
+ * byte for byte in RESP2 and RESP3.
+ *
+ * Every request is parsed from a heap copy of exactly its size, so that an
+ * ASan build catches a parser that reads past what it was given.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "server/resp.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The string literal s and its size, NULs and all. */
+#define S(s) s, sizeof(s) - 1
+
+/* ---- Fixture: one parse of a fresh copy -------------------------------- */
+
+#define MAXA 64
+static const ordo__resp_limits LIM = {MAXA, 1024, 256, 4096};
+/* What ordod uses. */
+static const ordo__resp_limits REAL = {4106, 1 << 20, 64 << 10, 4 << 20};
+
+static char *B; /* the copy parsed last */
+static size_t BN;
+static ordo__resp_arg AV[4106]; /* room for REAL's max_args */
+static size_t AC, NEED;
+static const char *ERR;
+
+/* Parses a fresh copy of s[0..n) with the limits lim. */
+static long parse_lim(const char *s, size_t n, const ordo__resp_limits *lim) {
+  free(B);
+  B = malloc(n ? n : 1);
+  assert_non_null(B);
+  memcpy(B, s, n);
+  BN = n;
+  AC = 12345;
+  NEED = 12345;
+  ERR = "unset";
+  assert_true(lim->max_args <= sizeof AV / sizeof AV[0]);
+  return ordo__resp_parse(B, n, lim, AV, &AC, &NEED, &ERR);
+}
+
+static long parse(const char *s, size_t n) {
+  return parse_lim(s, n, &LIM);
+}
+
+/* The literal s parses whole. */
+#define PARSE_ALL(s) assert_int_equal(parse(S(s)), (long)sizeof(s) - 1)
+
+static int teardown(void **state) {
+  (void)state;
+  free(B);
+  B = NULL;
+  return 0;
+}
+
+/* The last parse returned argument i with these bytes, inside the copy. */
+static void expect_arg(size_t i, const char *s, size_t n) {
+  assert_true(i < AC);
+  assert_true(AV[i].ptr >= B && AV[i].ptr + AV[i].len <= B + BN);
+  assert_int_equal(AV[i].len, n);
+  assert_memory_equal(AV[i].ptr, s, n);
+}
+
+/* The last parse returned exactly these C-string arguments. */
+static void expect_args(size_t n, ...) {
+  assert_int_equal(AC, n);
+  va_list ap;
+  va_start(ap, n);
+  for (size_t i = 0; i < n; i++) {
+    const char *s = va_arg(ap, const char *);
+    expect_arg(i, s, strlen(s));
+  }
+  va_end(ap);
+}
+
+static void expect_error(long rc, long code, const char *part) {
+  assert_int_equal(rc, code);
+  assert_non_null(ERR);
+  if (strstr(ERR, part) == NULL)
+    fail_msg("error \"%s\" lacks \"%s\"", ERR, part);
+}
+
+/* ---- Complete requests ------------------------------------------------ */
+
+static const char LOCK_REQ[] =
+    "*8\r\n$4\r\nLOCK\r\n$1\r\n2\r\n$6\r\nacct:2\r\n$1\r\nX\r\n"
+    "$6\r\nacct:1\r\n$1\r\nX\r\n$4\r\nWAIT\r\n$4\r\n1000\r\n";
+
+static void test_complete(void **state) {
+  (void)state;
+  static const char ping[] = "*2\r\n$4\r\nPING\r\n$2\r\nhi\r\n";
+  assert_int_equal(parse(S(ping)), sizeof ping - 1);
+  expect_args(2, "PING", "hi");
+  assert_null(ERR);
+
+  assert_int_equal(parse(S(LOCK_REQ)), sizeof LOCK_REQ - 1);
+  expect_args(8, "LOCK", "2", "acct:2", "X", "acct:1", "X", "WAIT", "1000");
+
+  /* Counts of zero or less are empty requests, consumed whole. */
+  assert_int_equal(parse(S("*0\r\n")), 4);
+  assert_int_equal(AC, 0);
+  assert_int_equal(parse(S("*-1\r\n")), 5);
+  assert_int_equal(AC, 0);
+  assert_int_equal(parse(S("*-42\r\n*1\r\n")), 6);
+  assert_int_equal(AC, 0);
+}
+
+/* Every prefix of a valid request is short, with a need past the prefix and
+ * never past the request; the whole parses, with or without what follows;
+ * and a caller that waits for *need bytes between parses lands on the
+ * request's exact size. */
+static void check_every_prefix(const char *req, size_t n, size_t nargs) {
+  for (size_t k = 0; k < n; k++) {
+    long rc = parse(req, k);
+    if (rc != 0)
+      fail_msg("prefix %zu of %zu: %ld (%s)", k, n, rc, ERR ? ERR : "");
+    assert_true(NEED > k);
+    assert_true(NEED <= n);
+  }
+  assert_int_equal(parse(req, n), (long)n);
+  assert_int_equal(AC, nargs);
+
+  char *more = malloc(n + 5);
+  assert_non_null(more);
+  memcpy(more, req, n);
+  memcpy(more + n, "*1\r\n$", 5);
+  assert_int_equal(parse(more, n + 5), (long)n);
+  assert_int_equal(AC, nargs);
+  free(more);
+
+  size_t have = 1, parses = 0;
+  for (;;) {
+    parses++;
+    long rc = parse(req, have);
+    if (rc != 0) {
+      assert_int_equal(rc, (long)n);
+      break;
+    }
+    have = NEED;
+  }
+  assert_true(parses <= n);
+}
+
+static void test_split_every_byte(void **state) {
+  (void)state;
+  check_every_prefix(S("*2\r\n$4\r\nPING\r\n$2\r\nhi\r\n"), 2);
+  check_every_prefix(S(LOCK_REQ), 8);
+  check_every_prefix(S("*3\r\n$4\r\nECHO\r\n$0\r\n\r\n$3\r\n\0\r\xff\r\n"), 3);
+  check_every_prefix(S("*0\r\n"), 0);
+  check_every_prefix(S("*-1\r\n"), 0);
+  check_every_prefix(
+      S("*12\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n"
+        "$1\r\ne\r\n$1\r\nf\r\n$1\r\ng\r\n$1\r\nh\r\n"
+        "$1\r\ni\r\n$1\r\nj\r\n$1\r\nk\r\n$10\r\n0123456789\r\n"),
+      12);
+  check_every_prefix(S("PING\r\n"), 1);
+  check_every_prefix(S("LOCK 1 \"a b\" X WAIT '10'\n"), 6);
+  check_every_prefix(S("\r\n"), 0);
+}
+
+static void test_pipelined(void **state) {
+  (void)state;
+  static const char two[] = "*1\r\n$4\r\nPING\r\n"
+                            "*3\r\n$6\r\nUNLOCK\r\n$1\r\na\r\n$1\r\nb\r\n"
+                            "PING\r\n"
+                            "*2\r\n$4\r\nEC";
+  size_t n = sizeof two - 1;
+  long rc = parse(two, n);
+  assert_int_equal(rc, 14);
+  expect_args(1, "PING");
+
+  /* The parser always starts at the start: the caller moves past. */
+  size_t off = (size_t)rc;
+  rc = parse(two + off, n - off);
+  assert_int_equal(rc, 30);
+  expect_args(3, "UNLOCK", "a", "b");
+  off += (size_t)rc;
+  rc = parse(two + off, n - off);
+  assert_int_equal(rc, 6);
+  expect_args(1, "PING");
+  off += (size_t)rc;
+  rc = parse(two + off, n - off);
+  assert_int_equal(rc, 0);
+  /* "*2\r\n$4\r\nEC": the rest of ECHO, its CRLF, and one more element. */
+  assert_int_equal(NEED, 4 + 4 + 4 + 2 + 6);
+}
+
+/* ---- Inline commands --------------------------------------------------- */
+
+static void test_inline(void **state) {
+  (void)state;
+  assert_int_equal(parse(S("PING\r\n")), 6);
+  expect_args(1, "PING");
+  assert_int_equal(parse(S("  LOCK\t1  k \t X \n")), 17);
+  expect_args(4, "LOCK", "1", "k", "X");
+
+  /* Only '\n' ends a line; a '\r' inside one is a byte like any other. */
+  PARSE_ALL("ECHO a\rb\r\n");
+  expect_args(2, "ECHO", "a\rb");
+  PARSE_ALL("ECHO a\0b\xff\n");
+  assert_int_equal(AC, 2);
+  expect_arg(1, S("a\0b\xff"));
+
+  /* Empty lines are empty requests. */
+  assert_int_equal(parse(S("\n")), 1);
+  assert_int_equal(AC, 0);
+  assert_int_equal(parse(S("\r\n")), 2);
+  assert_int_equal(AC, 0);
+  assert_int_equal(parse(S(" \t \r\nPING\r\n")), 5);
+  assert_int_equal(AC, 0);
+
+  /* A line without quotes is left as it was. */
+  static const char plain[] = "UNLOCK a b\r\n*1\r\n";
+  assert_int_equal(parse(S(plain)), 12);
+  assert_memory_equal(B, plain, sizeof plain - 1);
+}
+
+static void test_inline_quotes(void **state) {
+  (void)state;
+  PARSE_ALL("SET \"a b\" 'c d'\r\n");
+  expect_args(3, "SET", "a b", "c d");
+
+  PARSE_ALL("ECHO \"\\x41\\x6a\\n\\t\\r\\b\\a\\\\\\\"\\q\"\n");
+  expect_args(2, "ECHO", "Aj\n\t\r\b\a\\\"q");
+
+  /* \x needs two hex digits, else it is a plain x. */
+  PARSE_ALL("ECHO \"\\xZZ\\x4\"\n");
+  expect_args(2, "ECHO", "xZZx4");
+  PARSE_ALL("ECHO \"\\x00\\xff\"\n");
+  assert_int_equal(AC, 2);
+  expect_arg(1, S("\0\xff"));
+
+  /* In single quotes only \' is an escape. */
+  PARSE_ALL("ECHO 'don\\'t \"x\" \\n'\n");
+  expect_args(2, "ECHO", "don't \"x\" \\n");
+
+  /* A quote may open inside a word; "" is an empty argument. */
+  PARSE_ALL("ECHO foo\"bar baz\" \"\" x\n");
+  expect_args(4, "ECHO", "foobar baz", "", "x");
+
+  /* The decoded arguments overwrite their own quotes, nothing after the
+   * line: the next request is intact. */
+  static const char two[] = "ECHO \"a\\tb\" 'c'\r\n*1\r\n$4\r\nPING\r\n";
+  assert_int_equal(parse(S(two)), 17);
+  expect_args(3, "ECHO", "a\tb", "c");
+  assert_memory_equal(B + 17, two + 17, sizeof two - 1 - 17);
+  assert_memory_equal(B, "ECHO ", 5);
+
+  /* A line cut before its end is not touched. */
+  assert_int_equal(parse(S("ECHO \"a\\tb\"")), 0);
+  assert_int_equal(NEED, 12);
+  assert_memory_equal(B, "ECHO \"a\\tb\"", 11);
+}
+
+/* ---- Empty and binary bulk strings ---------------------------------- */
+
+static void test_empty_bulk(void **state) {
+  (void)state;
+  assert_int_equal(parse(S("*2\r\n$4\r\nECHO\r\n$0\r\n\r\n")), 20);
+  assert_int_equal(AC, 2);
+  expect_arg(1, "", 0);
+  assert_ptr_equal(AV[1].ptr, B + 18);
+  assert_int_equal(parse(S("*1\r\n$0\r\n\r\n")), 10);
+  expect_arg(0, "", 0);
+}
+
+static void test_binary_bulk(void **state) {
+  (void)state;
+  /* The data may hold CR, LF, NUL and 0xff: only its length counts. */
+  static const char req[] = "*3\r\n$6\r\nUNLOCK\r\n$6\r\na\0\r\n\xff\n\r\n"
+                            "$4\r\n\r\n\r\n\r\n";
+  assert_int_equal(parse(S(req)), (long)sizeof req - 1);
+  assert_int_equal(AC, 3);
+  expect_arg(0, S("UNLOCK"));
+  expect_arg(1, S("a\0\r\n\xff\n"));
+  expect_arg(2, S("\r\n\r\n"));
+  /* Multibulk requests are never written. */
+  assert_memory_equal(B, req, sizeof req - 1);
+}
+
+/* ---- Malformed requests --------------------------------------------- */
+
+typedef struct bad_case {
+  const char *name; /* its file in tests/fuzz/corpus/resp, if it has one */
+  const char *req;
+  size_t len;
+  long code;
+  const char *err; /* a part of the message */
+} bad_case;
+
+#define BAD(name, s, code, err)                                                \
+  { name, s, sizeof(s) - 1, code, err }
+static const bad_case BAD_CASES[] = {
+    BAD("bad-type", "*1\r\n+PING\r\n", ORDO__RESP_EPROTO,
+        "Protocol error: expected '$', got '+'"),
+    BAD("bad-type-int", "*2\r\n$4\r\nECHO\r\n:1\r\n", ORDO__RESP_EPROTO,
+        "expected '$', got ':'"),
+    BAD("bad-type-binary", "*1\r\n\x01\r\n", ORDO__RESP_EPROTO,
+        "expected '$', got '\\x01'"),
+    BAD("negative-bulk", "*1\r\n$-1\r\n", ORDO__RESP_EPROTO,
+        "Protocol error: invalid bulk length"),
+    BAD("sign-junk", "*+1\r\n$4\r\nPING\r\n", ORDO__RESP_EPROTO,
+        "Protocol error: invalid multibulk length"),
+    BAD("leading-zero", "*1\r\n$04\r\nPING\r\n", ORDO__RESP_EPROTO,
+        "invalid bulk length"),
+    BAD("missing-crlf", "*1\r\n$4\r\nPINGX\r\n", ORDO__RESP_EPROTO,
+        "Protocol error: bulk data not followed by CRLF"),
+    BAD("missing-lf-header", "*1\r$4\r\nPING\r\n", ORDO__RESP_EPROTO,
+        "invalid multibulk length"),
+    BAD("overflow-count", "*-99999999999999999999\r\n", ORDO__RESP_EPROTO,
+        "invalid multibulk length"),
+    BAD("unbalanced-quote", "ECHO \"abc\r\n", ORDO__RESP_EPROTO,
+        "Protocol error: unbalanced quotes in request"),
+    BAD("quote-junk", "ECHO \"a\"b\r\n", ORDO__RESP_EPROTO,
+        "unbalanced quotes"),
+    BAD("huge-bulk", "*1\r\n$4294967296\r\n", ORDO__RESP_ELIMIT, "max_bulk"),
+    BAD("huge-count", "*2147483648\r\n", ORDO__RESP_ELIMIT, "max_args"),
+    /* Not in the corpus, or only as the fuzzer's mutations. */
+    BAD(NULL, "*-\r\n", ORDO__RESP_EPROTO, "invalid multibulk length"),
+    BAD(NULL, "*-0\r\n", ORDO__RESP_EPROTO, "invalid multibulk length"),
+    BAD(NULL, "*01\r\n", ORDO__RESP_EPROTO, "invalid multibulk length"),
+    BAD(NULL, "* 1\r\n", ORDO__RESP_EPROTO, "invalid multibulk length"),
+    BAD(NULL, "*1x\r\n", ORDO__RESP_EPROTO, "invalid multibulk length"),
+    BAD(NULL, "*1\n", ORDO__RESP_EPROTO, "invalid multibulk length"),
+    BAD(NULL, "*\r\n", ORDO__RESP_EPROTO, "invalid multibulk length"),
+    BAD(NULL, "*1\r\n$\r\n", ORDO__RESP_EPROTO, "invalid bulk length"),
+    BAD(NULL, "*1\r\n$+3\r\nabc\r\n", ORDO__RESP_EPROTO, "invalid bulk length"),
+    BAD(NULL, "*1\r\n$3\nabc\r\n", ORDO__RESP_EPROTO, "invalid bulk length"),
+    BAD(NULL, "*1\r\n$3 \r\nabc\r\n", ORDO__RESP_EPROTO, "invalid bulk length"),
+    BAD(NULL, "*1\r\n$3\r\nabc\n", ORDO__RESP_EPROTO, "not followed by CRLF"),
+    BAD(NULL, "*1\r\n$3\r\nabc\rx", ORDO__RESP_EPROTO, "not followed by CRLF"),
+    BAD(NULL, "*1\r\n$3\r\nabcd", ORDO__RESP_EPROTO, "not followed by CRLF"),
+    BAD(NULL, "*2\r\n$1\r\na\r\n*1\r\n", ORDO__RESP_EPROTO, "got '*'"),
+    BAD(NULL, "*1\r\n\r\n", ORDO__RESP_EPROTO, "got '\\x0d'"),
+    BAD(NULL, "ECHO 'abc\n", ORDO__RESP_EPROTO, "unbalanced quotes"),
+    BAD(NULL, "ECHO 'a'\"b\"\n", ORDO__RESP_EPROTO, "unbalanced quotes"),
+    BAD(NULL, "ECHO \"abc\\\"\n", ORDO__RESP_EPROTO, "unbalanced quotes"),
+};
+
+static void test_malformed(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof BAD_CASES / sizeof BAD_CASES[0]; i++) {
+    const bad_case *c = &BAD_CASES[i];
+    long rc = parse(c->req, c->len);
+    if (rc != c->code || strstr(ERR ? ERR : "", c->err) == NULL)
+      fail_msg("case %zu (%s): %ld \"%s\", want %ld \"%s\"", i,
+               c->name ? c->name : "-", rc, ERR ? ERR : "(null)", c->code,
+               c->err);
+    assert_int_equal(AC, 0);
+    assert_memory_equal(B, c->req, c->len);
+    /* Each prefix is short or already fails the same way: the outcome is
+     * decided by the first byte that can decide it. */
+    char want[128];
+    strncpy(want, ERR, sizeof want - 1);
+    want[sizeof want - 1] = '\0';
+    for (size_t k = 0; k < c->len; k++) {
+      rc = parse(c->req, k);
+      if (rc == 0) {
+        assert_true(NEED > k);
+        continue;
+      }
+      assert_int_equal(rc, c->code);
+      assert_string_equal(ERR, want);
+    }
+  }
+}
+
+/* ---- Limits ------------------------------------------------------------ */
+
+static void test_limit_args(void **state) {
+  (void)state;
+  static const ordo__resp_limits l = {4, 16, 32, 128};
+  static const char four[] =
+      "*4\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n";
+  assert_int_equal(parse_lim(S(four), &l), (long)sizeof four - 1);
+  assert_int_equal(AC, 4);
+  /* Refused from the header alone, CRLF or not. */
+  expect_error(parse_lim(S("*5\r\n"), &l), ORDO__RESP_ELIMIT,
+               "request has more arguments than max_args (4)");
+  expect_error(parse_lim(S("*5"), &l), ORDO__RESP_ELIMIT, "max_args");
+  expect_error(parse_lim(S("*40"), &l), ORDO__RESP_ELIMIT, "max_args");
+
+  assert_int_equal(parse_lim(S("a b c d\n"), &l), 8);
+  assert_int_equal(AC, 4);
+  expect_error(parse_lim(S("a b c d e\n"), &l), ORDO__RESP_ELIMIT, "max_args");
+
+  /* ordod's limits: the corpus's huge count. */
+  assert_int_equal(parse_lim(S("*4106\r\n"), &REAL), 0);
+  assert_int_equal(NEED, 7 + 4106 * 6);
+  expect_error(parse_lim(S("*4107\r\n"), &REAL), ORDO__RESP_ELIMIT,
+               "max_args (4106)");
+  expect_error(parse_lim(S("*2147483648\r\n"), &REAL), ORDO__RESP_ELIMIT,
+               "max_args");
+}
+
+static void test_limit_bulk(void **state) {
+  (void)state;
+  static const ordo__resp_limits l = {4, 16, 32, 128};
+  static const char ok[] = "*1\r\n$16\r\n0123456789abcdef\r\n";
+  assert_int_equal(parse_lim(S(ok), &l), (long)sizeof ok - 1);
+  expect_arg(0, S("0123456789abcdef"));
+  expect_error(parse_lim(S("*1\r\n$17\r\n"), &l), ORDO__RESP_ELIMIT,
+               "bulk string longer than max_bulk (16 bytes)");
+  expect_error(parse_lim(S("*1\r\n$17"), &l), ORDO__RESP_ELIMIT, "max_bulk");
+  expect_error(parse_lim(S("*2\r\n$1\r\na\r\n$170"), &l), ORDO__RESP_ELIMIT,
+               "max_bulk");
+
+  /* The corpus's huge length, with ordod's limits, refused at its header. */
+  expect_error(parse_lim(S("*1\r\n$4294967296\r\n"), &REAL), ORDO__RESP_ELIMIT,
+               "max_bulk (1048576 bytes)");
+  expect_error(parse_lim(S("*1\r\n$1048577\r\n"), &REAL), ORDO__RESP_ELIMIT,
+               "max_bulk");
+  assert_int_equal(parse_lim(S("*1\r\n$1048576\r\n"), &REAL), 0);
+  assert_int_equal(NEED, 14 + 1048576 + 2);
+}
+
+static void test_limit_inline(void **state) {
+  (void)state;
+  static const ordo__resp_limits l = {4, 16, 32, 128};
+  char line[40];
+  memset(line, 'x', sizeof line);
+  /* 32 bytes before the '\n' (a '\r' counts) are fine, 33 are not. */
+  line[32] = '\n';
+  assert_int_equal(parse_lim(line, 33, &l), 33);
+  expect_arg(0, line, 32);
+  line[31] = '\r';
+  assert_int_equal(parse_lim(line, 33, &l), 33);
+  expect_arg(0, line, 31);
+  assert_int_equal(parse_lim(line, 32, &l), 0);
+  assert_int_equal(NEED, 33);
+  memset(line, 'x', sizeof line);
+  line[33] = '\n';
+  expect_error(parse_lim(line, 34, &l), ORDO__RESP_ELIMIT,
+               "inline request longer than max_inline (32 bytes)");
+  /* Without its end yet, as soon as it has passed the limit. */
+  expect_error(parse_lim(line, 33, &l), ORDO__RESP_ELIMIT, "max_inline");
+
+  /* When max_request is the tighter bound, it is the one named, before
+   * and after the '\n' arrives. */
+  static const ordo__resp_limits tight = {4, 16, 32, 16};
+  memset(line, 'y', sizeof line);
+  line[15] = '\n';
+  assert_int_equal(parse_lim(line, 16, &tight), 16);
+  line[15] = 'y';
+  line[16] = '\n';
+  expect_error(parse_lim(line, 17, &tight), ORDO__RESP_ELIMIT, "max_request");
+  expect_error(parse_lim(line, 16, &tight), ORDO__RESP_ELIMIT,
+               "request longer than max_request (16 bytes)");
+}
+
+static void test_limit_request(void **state) {
+  (void)state;
+  static const ordo__resp_limits l = {4, 200, 32, 128};
+  /* 4 + 6 + 116 + 2 = 128 bytes: fits exactly. */
+  char req[160];
+  memcpy(req, "*1\r\n$116\r\n", 10);
+  memset(req + 10, 'k', 116);
+  memcpy(req + 126, "\r\n", 2);
+  assert_int_equal(parse_lim(req, 128, &l), 128);
+  expect_arg(0, req + 10, 116);
+  /* One more byte of data: refused from the header, data unsent. */
+  expect_error(parse_lim(S("*1\r\n$117\r\n"), &l), ORDO__RESP_ELIMIT,
+               "request longer than max_request (128 bytes)");
+  expect_error(parse_lim(S("*1\r\n$117"), &l), ORDO__RESP_ELIMIT,
+               "max_request");
+
+  /* The elements still to come count for six bytes each ("$0\r\n\r\n"):
+   * 4 + 6 + 110 + 2 + 6 = 128 fits, 111 does not. */
+  assert_int_equal(parse_lim(S("*2\r\n$110\r\n"), &l), 0);
+  assert_int_equal(NEED, 128);
+  expect_error(parse_lim(S("*2\r\n$111\r\n"), &l), ORDO__RESP_ELIMIT,
+               "max_request");
+  /* Likewise a count: 4 + 4 * 6 = 28 bytes at least. */
+  static const ordo__resp_limits small = {8, 16, 32, 28};
+  assert_int_equal(parse_lim(S("*4\r\n"), &small), 0);
+  assert_int_equal(NEED, 28);
+  expect_error(parse_lim(S("*5\r\n"), &small), ORDO__RESP_ELIMIT,
+               "max_request (28 bytes)");
+}
+
+/* ---- The writer ------------------------------------------------------- */
+
+/* o holds exactly s[0..n); then it is emptied. */
+static void expect_out(ordo__out *o, const char *s, size_t n) {
+  assert_int_equal(o->oom, 0);
+  if (o->len != n || memcmp(o->buf, s, n) != 0)
+    fail_msg("wrote \"%.*s\", want \"%.*s\"", (int)o->len, o->buf, (int)n, s);
+  ordo__out_consume(o, o->len);
+  assert_int_equal(o->len, 0);
+}
+
+static void test_out_kinds(void **state) {
+  (void)state;
+  ordo__out o = {0};
+  for (int resp3 = 0; resp3 <= 1; resp3++) {
+    ordo__out_simple(&o, "OK");
+    expect_out(&o, S("+OK\r\n"));
+    ordo__out_int(&o, 0);
+    expect_out(&o, S(":0\r\n"));
+    ordo__out_int(&o, -30000);
+    expect_out(&o, S(":-30000\r\n"));
+    ordo__out_int(&o, LLONG_MAX);
+    expect_out(&o, S(":9223372036854775807\r\n"));
+    ordo__out_int(&o, LLONG_MIN);
+    expect_out(&o, S(":-9223372036854775808\r\n"));
+    ordo__out_bulk(&o, "acct:1", 6);
+    expect_out(&o, S("$6\r\nacct:1\r\n"));
+    ordo__out_bulk(&o, NULL, 0);
+    expect_out(&o, S("$0\r\n\r\n"));
+    ordo__out_bulk(&o, "\0\r\n\xff", 4);
+    expect_out(&o, S("$4\r\n\0\r\n\xff\r\n"));
+    ordo__out_array(&o, 0);
+    expect_out(&o, S("*0\r\n"));
+    ordo__out_array(&o, 12);
+    expect_out(&o, S("*12\r\n"));
+  }
+
+  ordo__out_null(&o, 0);
+  expect_out(&o, S("$-1\r\n"));
+  ordo__out_null(&o, 1);
+  expect_out(&o, S("_\r\n"));
+  ordo__out_map(&o, 3, 0);
+  expect_out(&o, S("*6\r\n"));
+  ordo__out_map(&o, 3, 1);
+  expect_out(&o, S("%3\r\n"));
+  ordo__out_push(&o, 3, 0);
+  expect_out(&o, S("*3\r\n"));
+  ordo__out_push(&o, 3, 1);
+  expect_out(&o, S(">3\r\n"));
+  ordo__out_verbatim(&o, "hello", 5, 0);
+  expect_out(&o, S("$5\r\nhello\r\n"));
+  ordo__out_verbatim(&o, "hello", 5, 1);
+  expect_out(&o, S("=9\r\ntxt:hello\r\n"));
+  ordo__out_verbatim(&o, "a\r\nb", 4, 1);
+  expect_out(&o, S("=8\r\ntxt:a\r\nb\r\n"));
+  ordo__out_free(&o);
+}
+
+static void test_out_errors(void **state) {
+  (void)state;
+  ordo__out o = {0};
+  ordo__out_error(&o, "ERR", "unknown command '%s'", "FOO");
+  expect_out(&o, S("-ERR unknown command 'FOO'\r\n"));
+  ordo__out_error(&o, "LIMIT", "max number of clients reached (%d)", 10);
+  expect_out(&o, S("-LIMIT max number of clients reached (10)\r\n"));
+  /* CR and LF from anywhere become spaces: one line, whatever the text. */
+  ordo__out_error(&o, "ERR", "bad key '%s'", "a\r\n-ERR x\r\n");
+  expect_out(&o, S("-ERR bad key 'a  -ERR x  '\r\n"));
+  ordo__out_error(&o, "DEAD\nLOCK", "%s", "\n");
+  expect_out(&o, S("-DEAD LOCK  \r\n"));
+  ordo__out_error(&o, "TIMEOUT", "%s", "");
+  expect_out(&o, S("-TIMEOUT\r\n"));
+  ordo__out_simple(&o, "line\r\nbreak");
+  expect_out(&o, S("+line  break\r\n"));
+  /* A long message, formatted in place. */
+  char big[3000];
+  memset(big, 'm', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  ordo__out_error(&o, "ERR", "%s%s", big, "!");
+  assert_int_equal(o.len, 5 + 2999 + 1 + 2);
+  assert_memory_equal(o.buf + o.len - 4, "m!\r\n", 4);
+  ordo__out_free(&o);
+}
+
+/* The LOCK reply of docs/protocol.md, byte for byte. */
+static void test_out_lock_reply(void **state) {
+  (void)state;
+  ordo__out o = {0};
+  ordo__out_array(&o, 2);
+  ordo__out_int(&o, 30000);
+  ordo__out_array(&o, 4);
+  ordo__out_bulk(&o, "acct:1", 6);
+  ordo__out_int(&o, 4294967297LL);
+  ordo__out_bulk(&o, "acct:2", 6);
+  ordo__out_int(&o, 4294967298LL);
+  expect_out(&o, S("*2\r\n:30000\r\n*4\r\n$6\r\nacct:1\r\n:4294967297\r\n"
+                   "$6\r\nacct:2\r\n:4294967298\r\n"));
+  ordo__out_free(&o);
+}
+
+/* Whatever the writer frames, the parser reads back. */
+static void test_out_roundtrip(void **state) {
+  (void)state;
+  ordo__out o = {0};
+  ordo__out_array(&o, 3);
+  ordo__out_bulk(&o, "LOCK", 4);
+  ordo__out_bulk(&o, "\0\r\n", 3);
+  ordo__out_bulk(&o, "", 0);
+  assert_int_equal(parse(o.buf, o.len), (long)o.len);
+  assert_int_equal(AC, 3);
+  expect_arg(0, S("LOCK"));
+  expect_arg(1, S("\0\r\n"));
+  expect_arg(2, "", 0);
+  ordo__out_free(&o);
+}
+
+static void test_out_buffer(void **state) {
+  (void)state;
+  ordo__out o = {0};
+  /* Growth past the first allocation, and consume from the front. */
+  char *big = malloc(200000);
+  assert_non_null(big);
+  memset(big, 'b', 200000);
+  ordo__out_bulk(&o, big, 200000);
+  assert_int_equal(o.len, 9 + 200000 + 2);
+  ordo__out_consume(&o, 9);
+  assert_memory_equal(o.buf, big, 200000);
+  ordo__out_consume(&o, 200000);
+  assert_int_equal(o.len, 2);
+  assert_memory_equal(o.buf, "\r\n", 2);
+  /* Drained after growing large, the buffer is given back. */
+  ordo__out_consume(&o, 2);
+  assert_int_equal(o.len, 0);
+  assert_null(o.buf);
+  assert_int_equal(o.cap, 0);
+  ordo__out_consume(&o, 0);
+  free(big);
+
+  /* Once an append has failed, the later ones are dropped too. */
+  ordo__out_simple(&o, "OK");
+  o.oom = 1;
+  ordo__out_int(&o, 1);
+  ordo__out_error(&o, "ERR", "%s", "x");
+  assert_int_equal(o.len, 5);
+  ordo__out_free(&o);
+  assert_null(o.buf);
+  assert_int_equal(o.len + o.cap + (size_t)o.oom, 0);
+  ordo__out_simple(&o, "OK");
+  expect_out(&o, S("+OK\r\n"));
+  ordo__out_free(&o);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_complete, teardown),
+      cmocka_unit_test_teardown(test_split_every_byte, teardown),
+      cmocka_unit_test_teardown(test_pipelined, teardown),
+      cmocka_unit_test_teardown(test_inline, teardown),
+      cmocka_unit_test_teardown(test_inline_quotes, teardown),
+      cmocka_unit_test_teardown(test_empty_bulk, teardown),
+      cmocka_unit_test_teardown(test_binary_bulk, teardown),
+      cmocka_unit_test_teardown(test_malformed, teardown),
+      cmocka_unit_test_teardown(test_limit_args, teardown),
+      cmocka_unit_test_teardown(test_limit_bulk, teardown),
+      cmocka_unit_test_teardown(test_limit_inline, teardown),
+      cmocka_unit_test_teardown(test_limit_request, teardown),
+      cmocka_unit_test(test_out_kinds),
+      cmocka_unit_test(test_out_errors),
+      cmocka_unit_test(test_out_lock_reply),
+      cmocka_unit_test_teardown(test_out_roundtrip, teardown),
+      cmocka_unit_test(test_out_buffer),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
