@@ -346,14 +346,26 @@ def bad_round(srv):
     s.close()
 
 
+def tsan_build():
+    with open(ORDOD, "rb") as f:
+        return b"__tsan_init" in f.read()
+
+
 def case_memory_steady(srv):
     """A second identical round of bad input does not grow the server."""
     bad_round(srv)
     rss1 = srv.rss_kb()
     bad_round(srv)
     rss2 = srv.rss_kb()
-    assert rss2 <= rss1 * 1.10 + 1024, "RSS grew %d -> %d kB" % (rss1, rss2)
     assert srv.alive()
+    if tsan_build():
+        # ThreadSanitizer's own shadow and history memory grows with every
+        # access the server makes, so RSS says nothing there; the plain and
+        # ASan builds check it. The rounds above still ran, under TSan.
+        print("     (RSS %d -> %d kB not judged: a ThreadSanitizer build)" %
+              (rss1, rss2))
+        return
+    assert rss2 <= rss1 * 1.10 + 1024, "RSS grew %d -> %d kB" % (rss1, rss2)
 
 
 def case_restart_tokens(srv_unused):
