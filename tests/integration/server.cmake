@@ -9,8 +9,12 @@ add_test(NAME integration_ordod
   COMMAND /usr/bin/python3 ${ORDO_IT}/test_ordod.py $<TARGET_FILE:ordod>)
 add_test(NAME integration_redis_cli
   COMMAND bash ${ORDO_IT}/redis_cli.sh $<TARGET_FILE:ordod> redis-cli)
+add_test(NAME integration_docs_examples
+  COMMAND /usr/bin/python3 ${ORDO_IT}/docs_examples.py $<TARGET_FILE:ordod>
+          ${PROJECT_SOURCE_DIR}/docs/protocol.md)
 add_test(NAME integration_resp3_push
   COMMAND bash ${ORDO_IT}/resp3_push.sh $<TARGET_FILE:ordod>)
 set_tests_properties(integration_ordod PROPERTIES TIMEOUT 300 LABELS server)
 set_tests_properties(integration_redis_cli integration_resp3_push
+  integration_docs_examples
   PROPERTIES TIMEOUT 60 LABELS server)
