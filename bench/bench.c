@@ -68,6 +68,24 @@
     .extras = {"p50_us", "engine_p99_us", "samples"},                          \
   }
 
+/* ordod against redis-server over the network: acquire+release pairs of
+ * random keys of 100,000; see pairs.c. */
+#define PAIRS_ROW(id_, title_, peer_, clients, pipeline, kpl, target_)         \
+  {                                                                            \
+    .id = id_, .title = title_, .metric = "pairs/s", .higher_is_better = 1,    \
+    .peer_name = peer_, .target = target_,                                     \
+    .params = {{"clients", clients, NULL},                                     \
+               {"pipeline", pipeline, NULL},                                   \
+               {"keys", 100000, NULL},                                         \
+               {"keys_per_lock", kpl, NULL}},                                  \
+    .setup = pairs_setup, .teardown = pairs_teardown,                          \
+    .run_ordo = pairs_run_ordod, .run_peer = pairs_run_redis,                  \
+    .extras = {"busy_pct", "server_cpu_pct", "client_cpu_pct"},                \
+  }
+#define PAIRS1_ROW(id_, title_, clients, pipeline, target_)                    \
+  PAIRS_ROW(id_, "ordod lock+unlock of 1 key, " title_,                        \
+            "redis SET NX + Lua DEL", clients, pipeline, 1, target_)
+
 /*
  * Every row the harness knows, in the order it runs them. To add a row, write
  * its two side functions (and setup/teardown if it needs a server or a
@@ -124,6 +142,12 @@ static const bench_row_t bench_rows[] = {
     VICTIM_ROW("detect_victim_w10", 10, NAN),
     VICTIM_ROW("detect_victim_w1000", 1000, NAN),
     VICTIM_ROW("detect_victim_w10000", 10000, 0.33),
+    PAIRS1_ROW("ordod_pairs_c1_p1", "1 client, pipeline 1", 1, 1, NAN),
+    PAIRS1_ROW("ordod_pairs_c50_p1", "50 clients, pipeline 1", 50, 1, 1.0),
+    PAIRS1_ROW("ordod_pairs_c1_p16", "1 client, pipeline 16", 1, 16, NAN),
+    PAIRS1_ROW("ordod_pairs_c50_p16", "50 clients, pipeline 16", 50, 16, 1.0),
+    PAIRS_ROW("ordod_lock16", "ordod lock+unlock of 16 keys at once, 8 clients",
+              "redis Lua all-or-nothing", 8, 1, 16, 2.0),
 };
 
 #define BENCH_NROWS (sizeof bench_rows / sizeof bench_rows[0])

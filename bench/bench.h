@@ -1,6 +1,7 @@
 /*
  * bench.h -- the types shared by the ordo benchmark harness (bench.c) and
- * its workloads (bank.c, uncontended.c, detect.c, victim.c). See README.md.
+ * its workloads (bank.c, uncontended.c, detect.c, victim.c, pairs.c). See
+ * README.md.
  *
  * A row compares ordo with one peer on one workload. The harness owns the
  * schedule (warm-up, alternating ordo and peer runs, medians, the ratio); a
@@ -15,7 +16,7 @@
  *   bench_error()                  reports a failed run on stderr
  *   bench_extra()                  reports a further value of one run
  *   bank_*, uncontended_*,
- *   detect_*, victim_*             the workloads' entry points
+ *   detect_*, victim_*, pairs_*    the workloads' entry points
  */
 #ifndef ORDO_BENCH_H
 #define ORDO_BENCH_H
@@ -128,5 +129,15 @@ int victim_run_deadlock(const bench_row_t *row, void *state, double seconds,
                         double *out);
 int victim_run_handoff(const bench_row_t *row, void *state, double seconds,
                        double *out);
+
+/* pairs.c: ordod against redis-server, acquire+release pairs of random keys
+ * over the network; params clients, pipeline, keys, keys_per_lock. The
+ * setup starts both servers (servers.c). */
+int pairs_setup(const bench_row_t *row, void **state);
+void pairs_teardown(const bench_row_t *row, void *state);
+int pairs_run_ordod(const bench_row_t *row, void *state, double seconds,
+                    double *out);
+int pairs_run_redis(const bench_row_t *row, void *state, double seconds,
+                    double *out);
 
 #endif /* ORDO_BENCH_H */

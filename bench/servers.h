@@ -1,0 +1,42 @@
+/*
+ * servers.h -- the servers that server rows start and stop (servers.c):
+ * ordod, ordo's lock server, and redis-server, each on a free port of
+ * 127.0.0.1 in a temporary folder of its own. See README.md.
+ */
+#ifndef ORDO_BENCH_SERVERS_H
+#define ORDO_BENCH_SERVERS_H
+
+#include "bench.h"
+
+#include <hiredis/hiredis.h>
+#include <sys/types.h>
+
+typedef enum bench_server_kind_e {
+  BENCH_SERVER_ORDOD,
+  BENCH_SERVER_REDIS,
+} bench_server_kind;
+
+/* One running server. */
+typedef struct bench_server_s {
+  bench_server_kind kind;
+  pid_t pid;     /* 0 when not running */
+  int port;      /* on 127.0.0.1 */
+  char dir[512]; /* its temporary folder, removed by bench_server_stop() */
+} bench_server_t;
+
+/* Starts a server and waits (at most 10 s) until it answers PING. 0, or -1
+ * after reporting with bench_error() (and showing the server's log); on
+ * failure nothing is left running. */
+int bench_server_start(const bench_row_t *row, bench_server_kind kind,
+                       bench_server_t *s);
+/* SIGTERM, a bounded wait (then SIGKILL), and the folder removed. Safe on a
+ * server that is not running. */
+void bench_server_stop(const bench_row_t *row, bench_server_t *s);
+/* A blocking connection with `timeout` seconds for connect and replies, or
+ * NULL. */
+redisContext *bench_server_connect(const bench_server_t *s, double timeout);
+/* The server's CPU time so far in seconds (user + system, all threads), or
+ * -1. */
+double bench_server_cpu(const bench_server_t *s);
+
+#endif /* ORDO_BENCH_SERVERS_H */
