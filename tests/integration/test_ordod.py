@@ -453,10 +453,35 @@ def case_limits_and_auth(srv_unused):
     assert r.returncode == 2 and "--port" in r.stderr
 
 
+def case_per_request_limits(srv_unused):
+    """Keys per LOCK, key length and locks per session each give -LIMIT,
+    and the session keeps what it had."""
+    a = Server(extra=("--max-keys", "4", "--max-session-locks", "3"))
+    c = a.client()
+
+    def limit(*args):
+        try:
+            c.execute_command(*args)
+        except redis.ResponseError as e:
+            assert str(e).startswith("LIMIT"), e
+            return
+        raise AssertionError("no -LIMIT for %r" % (args[:3],))
+
+    limit("LOCK", 5, *sum((["k%d" % i, "X"] for i in range(5)), []))
+    limit("LOCK", 1, "x" * 513, "X")
+    lock(c, "a", "b", "c", wait=0)
+    limit("LOCK", 1, "d", "X")
+    assert len(c.execute_command("LOCKS")) == 3
+    assert c.execute_command("UNLOCK") == 3
+    lock(c, "d", wait=0)
+    c.close()
+    a.stop()
+
+
 CASES = [case_lock_release_tokens, case_disconnect_releases,
          case_lease_expiry, case_resumable, case_deadlock_two_and_three,
          case_one_release_wakes_one, case_memory_steady, case_restart_tokens,
-         case_limits_and_auth]
+         case_limits_and_auth, case_per_request_limits]
 
 
 def main():
