@@ -478,10 +478,31 @@ def case_per_request_limits(srv_unused):
     a.stop()
 
 
+def case_unix_socket(srv_unused):
+    """The same server on a Unix socket: one lock manager for both."""
+    folder = tempfile.mkdtemp(prefix="ordod-unix-")
+    path = os.path.join(folder, "ordod.sock")
+    a = Server(extra=("--unixsocket", path), folder=folder)
+    u = redis.Redis(unix_socket_path=path, socket_timeout=10)
+    t = a.client()
+    lock(u, "shared", wait=0)
+    try:
+        lock(t, "shared", wait=0)
+        raise AssertionError("TCP got a key held over the Unix socket")
+    except redis.ResponseError as e:
+        assert str(e).startswith("TIMEOUT"), e
+    assert u.execute_command("UNLOCK") == 1
+    lock(t, "shared", wait=0)
+    u.close()
+    t.close()
+    a.stop()
+    assert not os.path.exists(path), "the socket file was left behind"
+
+
 CASES = [case_lock_release_tokens, case_disconnect_releases,
          case_lease_expiry, case_resumable, case_deadlock_two_and_three,
          case_one_release_wakes_one, case_memory_steady, case_restart_tokens,
-         case_limits_and_auth, case_per_request_limits]
+         case_limits_and_auth, case_per_request_limits, case_unix_socket]
 
 
 def main():
