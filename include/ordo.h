@@ -209,9 +209,12 @@ ORDO_EXTERN void ordo_options_init(ordo_options_t *opts);
 
 /*
  * ordo_open -- opens the lock place that url names: "mem://" (the in-process
- * engine; also the meaning of NULL and ""). opts may be NULL for defaults.
- * Options in the URL's query (mem://?stripes=16&starvation_us=500) override
- * opts. Returns ORDO_EURL for an unknown scheme or malformed URL.
+ * engine; also the meaning of NULL and ""), or "ordod://host:port" and
+ * "ordod:///path/to/socket" (an ordod lock server; an optional
+ * ":password@" before the host, and "?lease_ms=N&timeout_ms=N"). opts may
+ * be NULL for defaults. Options in a mem:// URL's query
+ * (mem://?stripes=16&starvation_us=500) override opts. Returns ORDO_EURL
+ * for an unknown scheme or malformed URL.
  */
 ORDO_EXTERN int ordo_open(ordo_t **out, const char *url,
                           const ordo_options_t *opts);
@@ -285,6 +288,18 @@ ORDO_EXTERN int ordo_held(ordo_txn_t *t, const void *key, size_t len,
 /* The fencing token of the grant under which the txn holds key. */
 ORDO_EXTERN int ordo_fence(ordo_txn_t *t, const void *key, size_t len,
                            uint64_t *token);
+
+/*
+ * ordo_on_lease_lost -- cb(t, arg) is called when a remote place finds that
+ * t's lease was lost (its renewal failed, or the server said the lease ran
+ * out): the server has released every lock t held, and t's next call
+ * returns ORDO_ELEASE. It runs on the place's renewal thread with no lock
+ * of the library held; it must not block, end t or close the place (the
+ * usual use is to tell t's own thread). NULL unregisters. Places without
+ * leases (mem://) never call it.
+ */
+ORDO_EXTERN void
+ordo_on_lease_lost(ordo_t *o, void (*cb)(ordo_txn_t *t, void *arg), void *arg);
 
 /* Adds to the txn's work, for ORDO_VICTIM_LEAST_WORK. */
 ORDO_EXTERN void ordo_txn_add_cost(ordo_txn_t *t, uint64_t cost);

@@ -106,9 +106,14 @@ struct ordo__backend {
   void (*on_alarm)(ordo_t *o, ordo_alarm_cb cb, void *arg);
   void (*txn_add_cost)(ordo_txn_t *t, uint64_t cost);
   unsigned (*txn_aborts)(const ordo_txn_t *t);
+  /* Leases (remote places); NULL where there are none: the call does
+   * nothing. */
+  void (*on_lease_lost)(ordo_t *o, void (*cb)(ordo_txn_t *t, void *arg),
+                        void *arg);
 };
 
 extern const ordo__backend ordo__backend_mem;
+extern const ordo__backend ordo__backend_ordod;
 
 /* Sorts reqs into the canonical order and merges duplicates (the strongest
  * mode wins) in place; returns the new count. */

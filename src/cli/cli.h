@@ -14,11 +14,13 @@
 #include <time.h>
 
 /*
- * Exit statuses, the same for every subcommand (README.md, invariant 1):
- * 0 when the command did what it checks, 1 when the check failed or the
- * backend could not be used, 2 when the command line was wrong, 3 when a
- * watchdog (`ordo bank --watchdog SEC`) found the run still going after SEC
- * seconds and printed the lock table.
+ * Exit statuses, the same for every subcommand but `ordo lock` (README.md,
+ * invariant 1): 0 when the command did what it checks, 1 when the check
+ * failed or the backend could not be used, 2 when the command line was
+ * wrong, 3 when a watchdog (`ordo bank --watchdog SEC`) found the run still
+ * going after SEC seconds and printed the lock table. `ordo lock` exits
+ * with its command's status, so its own are those of sysexits.h: 64
+ * (EX_USAGE), 69 (EX_UNAVAILABLE), 75 (EX_TEMPFAIL).
  */
 enum {
   CLI_EXIT_OK = 0,
@@ -31,7 +33,9 @@ enum {
  * The backend URL forms this build accepts, quoted in usage errors and help.
  * Grow it as backends land in src/backend.
  */
-#define CLI_URL_FORMS "mem://[?options]"
+#define CLI_URL_FORMS                                                          \
+  "mem://[?options], ordod://[:password@]host[:port][?options], "              \
+  "ordod://[:password@]/path/to/socket[?options]"
 
 /*
  * A subcommand: main.c keeps a table of these. run() gets argv with argv[0]
@@ -50,6 +54,10 @@ int cli_bank_main(int argc, char **argv);
 void cli_bank_usage(FILE *f);
 int cli_graph_main(int argc, char **argv);
 void cli_graph_usage(FILE *f);
+
+/* lock.c: `ordo lock`, a command run while keys are held */
+int cli_lock_main(int argc, char **argv);
+void cli_lock_usage(FILE *f);
 
 /* ---- progress.c ---------------------------------------------------------- */
 

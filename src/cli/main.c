@@ -19,6 +19,8 @@ static const cli_cmd_t cmds[] = {
      cli_bank_main, cli_bank_usage},
     {"graph", "prints a wait-for graph (DOT or JSON) of a live deadlock",
      cli_graph_main, cli_graph_usage},
+    {"lock", "runs a command while holding keys; releases them after",
+     cli_lock_main, cli_lock_usage},
 };
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
@@ -57,7 +59,8 @@ static void usage(FILE *f) {
     fprintf(f, "  %-13s  %s\n", cmds[i].name, cmds[i].summary);
   fputs("\nRun 'ordo <command> --help' for one command's help.\n"
         "Exit status: 0 ok, 1 the check failed, 2 bad usage, 3 the\n"
-        "watchdog fired (the run hung; the lock table is on stderr).\n",
+        "watchdog fired (the run hung; the lock table is on stderr);\n"
+        "ordo lock: its command's, or 64, 69, 75 (see its help).\n",
         f);
   for (size_t i = 0; i < NCMDS; i++) {
     fputs("\n", f);

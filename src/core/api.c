@@ -6,9 +6,9 @@
  * Interface: ordo_options_init, ordo_open, ordo_close, ordo_caps, ordo_url,
  * ordo_txn_begin, ordo_txn_end, ordo_txn_id, ordo_lock_all, ordo_lock,
  * ordo_lock_all_async, ordo_unlock, ordo_unlock_all, ordo_cancel, ordo_held,
- * ordo_fence, ordo_stats, ordo_dump; ordo_lock_all_at, ordo_lock_at,
- * ordo_order_rank, ordo_on_order (the hooks of the lock-order checker,
- * src/detect/README.md).
+ * ordo_fence, ordo_on_lease_lost, ordo_stats, ordo_dump; ordo_lock_all_at,
+ * ordo_lock_at, ordo_order_rank, ordo_on_order (the hooks of the lock-order
+ * checker, src/detect/README.md).
  */
 #include "ordo_int.h"
 #include "detect/order.h"
@@ -193,6 +193,8 @@ int ordo_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
     } else if (*rest) {
       return ORDO_EURL;
     }
+  } else if (strncmp(url, "ordod://", 8) == 0) {
+    be = &ordo__backend_ordod; /* its open parses and checks the rest */
   } else {
     return ORDO_EURL;
   }
@@ -470,6 +472,12 @@ int ordo_fence(ordo_txn_t *t, const void *key, size_t len, uint64_t *token) {
     return ORDO_ENOTSUP;
   rc = t->o->be->held(t, key, len, NULL, token);
   return rc > 0 ? 0 : (rc < 0 ? rc : ORDO_ENOTHELD);
+}
+
+void ordo_on_lease_lost(ordo_t *o, void (*cb)(ordo_txn_t *t, void *arg),
+                        void *arg) {
+  if (o && o->be->on_lease_lost)
+    o->be->on_lease_lost(o, cb, arg);
 }
 
 int ordo_order_rank(ordo_t *o, const void *prefix, size_t len, int rank) {

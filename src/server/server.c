@@ -227,6 +227,9 @@ static void wake_cb(uv_async_t *a) {
       if (!ss || !ss->waiting || ss->gen != q[i].gen)
         continue; /* a stale event: the session or its LOCK is gone */
       ss->waiting = false;
+      /* The wait kept the lease alive; the lease runs anew from its end,
+       * so a grant is never lost to a lease that ran out meanwhile. */
+      srv_sess_renew(ss);
       conn *c = ss->c;
       if (q[i].status == 0) {
         s->lock_grants++;
@@ -620,6 +623,7 @@ static void conf_defaults(srv_config *c) {
   c->max_request = 4u << 20;
   c->max_output = 4u << 20;
   c->max_session_locks = 100000;
+  c->starvation_us = 1000;
   c->verbose = 1;
 }
 
@@ -671,6 +675,9 @@ static int conf_set(srv_config *c, const char *name, const char *val, char *err,
   } else if (IS("max-session-locks")) {
     NUM(1, 100000000);
     c->max_session_locks = (size_t)v;
+  } else if (IS("starvation-us")) {
+    NUM(0, 60000000);
+    c->starvation_us = (long)v;
   } else if (IS("verbose")) {
     NUM(0, 2);
     c->verbose = (int)v;
@@ -745,6 +752,8 @@ static void usage(FILE *f) {
       "  --max-request N     bytes in one request (default 4194304)\n"
       "  --max-output N      pending reply bytes per client (default 4194304)\n"
       "  --max-session-locks N  keys held by one session (default 100000)\n"
+      "  --starvation-us N   a waiter older than this reserves its keys\n"
+      "                      (default 1000; see src/core/README.md)\n"
       "  --config FILE       read options from FILE (one 'name value' a line;\n"
       "                      flags win)\n"
       "  --verbose N         0 warnings, 1 info (default), 2 debug\n"
@@ -791,6 +800,7 @@ int main(int argc, char **argv) {
       {"max-request", required_argument, 0, 0},
       {"max-output", required_argument, 0, 0},
       {"max-session-locks", required_argument, 0, 0},
+      {"starvation-us", required_argument, 0, 0},
       {"verbose", required_argument, 0, 0},
       {"no-restart-delay", no_argument, 0, 0},
       {"config", required_argument, 0, 0},
@@ -879,6 +889,7 @@ int main(int argc, char **argv) {
   ordo_options_t opts;
   ordo_options_init(&opts);
   opts.max_key_len = s->cfg.max_key_len;
+  opts.starvation_us = s->cfg.starvation_us;
   if (ordo_open(&s->o, "mem://", &opts) != 0) {
     fprintf(stderr, "ordod: cannot open the lock engine\n");
     return 1;

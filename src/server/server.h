@@ -34,6 +34,7 @@ typedef struct srv_config {
   size_t max_request;       /* bytes in one request */
   size_t max_output;        /* pending reply bytes of one client */
   size_t max_session_locks; /* keys held by one session */
+  long starvation_us;       /* the engine's starvation bound */
   char config[512];         /* the config file read, if any */
   int verbose;              /* 0 warnings, 1 info, 2 debug */
 } srv_config;

@@ -26,9 +26,11 @@ int main(void) {
   return rc != 0;
 }
 C
-# Link the static library explicitly, as an embedding program would.
+# Link the static library explicitly, as an embedding program would, with
+# what pkg-config --static says it needs (hiredis, threads, libm).
 "$cc" -o "$prefix/hello" "$prefix/hello.c" $(pkg-config --cflags ordo) \
-  $(pkg-config --variable=libdir ordo)/libordo.a -lpthread -lm \
+  $(pkg-config --variable=libdir ordo)/libordo.a \
+  $(pkg-config --static --libs ordo | sed 's/-lordo\b//') \
   $( [ -n "${ORDO_SAN_FLAGS:-}" ] && echo "$ORDO_SAN_FLAGS")
 "$prefix/hello"
 # And the shared library through pkg-config's own flags.

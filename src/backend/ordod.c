@@ -1,0 +1,1334 @@
+/*
+ * ordod.c -- the "ordod://" backend: a client of ordod, ordo's lock server
+ * (docs/protocol.md), over hiredis. Each txn is one server session on a
+ * connection of its own; the txn keeps a local record of what it holds (hold
+ * counts, modes, fencing tokens) in step with its LOCK and UNLOCK replies,
+ * and one renewal thread per place keeps the leases of holding txns alive
+ * with EXTEND and reports a lost lease. See src/backend/README.md ("ordod.c")
+ * for the design, the invariants and the lock order.
+ *
+ * URLs:
+ *   ordod://[[user]:password@]host[:port][?lease_ms=N&timeout_ms=N]
+ *   ordod://[[user]:password@]/path/to/socket[?lease_ms=N&timeout_ms=N]
+ * (IPv6 hosts in brackets; the port defaults to 7411; the password and the
+ * socket path are percent-decoded.)
+ *
+ * Interface: ordo__backend_ordod.
+ */
+#include "ordo_int.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OD_DEFAULT_PORT 7411
+#define OD_DEFAULT_TIMEOUT_MS 5000L
+/* The lease assumed until a server tells us its own (its default). */
+#define OD_DEFAULT_LEASE_MS 30000L
+#define OD_MS 1000000u /* nanoseconds in a millisecond */
+
+/* ---- The URL ------------------------------------------------------------- */
+
+typedef struct od_url {
+  bool unix_sock;
+  char host[256]; /* TCP: a name or an address, brackets stripped */
+  int port;
+  char path[108]; /* Unix socket: sizeof(sun_path) */
+  char user[128];
+  char pass[256];
+  bool have_pass;
+  long lease_ms;   /* 0: the server's own lease */
+  long timeout_ms; /* connect and command bound (a LOCK adds its WAIT) */
+} od_url;
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+/* Percent-decodes s[0..n) into out (cap bytes with the NUL). */
+static int pct_decode(const char *s, size_t n, char *out, size_t cap) {
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (c == '%') {
+      if (i + 2 >= n)
+        return ORDO_EURL;
+      int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
+      if (hi < 0 || lo < 0 || (hi | lo) == 0)
+        return ORDO_EURL; /* a bad escape, or a NUL */
+      c = (char)(hi * 16 + lo);
+      i += 2;
+    }
+    if (o + 1 >= cap)
+      return ORDO_EURL;
+    out[o++] = c;
+  }
+  out[o] = 0;
+  return 0;
+}
+
+/* A whole decimal number s[0..n) within [lo, hi]. */
+static int parse_long(const char *s, size_t n, long lo, long hi, long *out) {
+  if (n == 0 || n > 18)
+    return ORDO_EURL;
+  long v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9')
+      return ORDO_EURL;
+    v = v * 10 + (s[i] - '0');
+  }
+  if (v < lo || v > hi)
+    return ORDO_EURL;
+  *out = v;
+  return 0;
+}
+
+static int parse_query(const char *q, od_url *u) {
+  while (*q) {
+    size_t len = strcspn(q, "&");
+    const char *eq = memchr(q, '=', len);
+    if (!eq)
+      return ORDO_EURL;
+    size_t nlen = (size_t)(eq - q), vlen = len - nlen - 1;
+    int rc;
+    if (nlen == 8 && memcmp(q, "lease_ms", 8) == 0)
+      rc = parse_long(eq + 1, vlen, 10, 86400000L, &u->lease_ms);
+    else if (nlen == 10 && memcmp(q, "timeout_ms", 10) == 0)
+      rc = parse_long(eq + 1, vlen, 1, 3600000L, &u->timeout_ms);
+    else
+      rc = ORDO_EURL;
+    if (rc)
+      return rc;
+    q += len;
+    if (*q == '&' && *++q == 0)
+      return ORDO_EURL; /* a trailing '&' */
+  }
+  return 0;
+}
+
+/* A host name or IPv4 address: letters, digits, '.', '-', '_'. */
+static bool host_ok(const char *s, size_t n, bool v6) {
+  if (n == 0)
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_' ||
+              (v6 && (c == ':' || c == '%'));
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
+/*
+ * od_parse_url -- fills u from an ordod:// URL (the forms in the header).
+ * Returns 0 or ORDO_EURL.
+ */
+static int od_parse_url(const char *url, od_url *u) {
+  memset(u, 0, sizeof *u);
+  u->port = OD_DEFAULT_PORT;
+  u->timeout_ms = OD_DEFAULT_TIMEOUT_MS;
+  if (strncmp(url, "ordod://", 8) != 0)
+    return ORDO_EURL;
+  const char *rest = url + 8;
+  size_t alen = strcspn(rest, "?");
+  if (rest[alen] == '?') {
+    if (rest[alen + 1] == 0)
+      return ORDO_EURL;
+    int rc = parse_query(rest + alen + 1, u);
+    if (rc)
+      return rc;
+  }
+  /* The user info ends at the last '@' (a password may not hold one but
+   * percent-encoded). */
+  const char *at = NULL;
+  for (const char *p = rest; p < rest + alen; p++)
+    if (*p == '@')
+      at = p;
+  const char *hp = rest;
+  if (at) {
+    const char *colon = memchr(rest, ':', (size_t)(at - rest));
+    if (!colon)
+      return ORDO_EURL; /* a user without a password means nothing here */
+    if (pct_decode(rest, (size_t)(colon - rest), u->user, sizeof u->user) ||
+        pct_decode(colon + 1, (size_t)(at - colon - 1), u->pass,
+                   sizeof u->pass))
+      return ORDO_EURL;
+    u->have_pass = true;
+    hp = at + 1;
+  }
+  size_t hlen = (size_t)(rest + alen - hp);
+  if (hlen > 0 && hp[0] == '/') {
+    u->unix_sock = true;
+    if (hlen < 2 || pct_decode(hp, hlen, u->path, sizeof u->path))
+      return ORDO_EURL;
+    return 0;
+  }
+  const char *host = hp, *port = NULL;
+  size_t nh;
+  bool v6 = false;
+  if (hlen > 0 && hp[0] == '[') {
+    const char *rb = memchr(hp, ']', hlen);
+    if (!rb)
+      return ORDO_EURL;
+    host = hp + 1;
+    nh = (size_t)(rb - host);
+    v6 = true;
+    if (rb + 1 < hp + hlen) {
+      if (rb[1] != ':')
+        return ORDO_EURL;
+      port = rb + 2;
+    }
+  } else {
+    const char *colon = memchr(hp, ':', hlen);
+    nh = colon ? (size_t)(colon - hp) : hlen;
+    port = colon ? colon + 1 : NULL;
+  }
+  if (!host_ok(host, nh, v6) || nh >= sizeof u->host)
+    return ORDO_EURL;
+  memcpy(u->host, host, nh);
+  u->host[nh] = 0;
+  if (port) {
+    long v;
+    if (parse_long(port, (size_t)(hp + hlen - port), 1, 65535, &v))
+      return ORDO_EURL;
+    u->port = (int)v;
+  }
+  return 0;
+}
+
+/* ---- Places and txns ----------------------------------------------------- */
+
+/* One key the txn holds: its own copy, hold count, strongest mode and the
+ * fencing token of its latest grant. */
+typedef struct od_hold {
+  uint8_t *key;
+  size_t len;
+  unsigned count;
+  ordo_mode_t mode;
+  uint64_t token;
+} od_hold;
+
+typedef struct od_txn od_txn;
+typedef void (*od_lost_cb)(ordo_txn_t *t, void *arg);
+
+typedef struct od_place {
+  struct ordo_s base;
+  od_url u; /* read-only after open */
+  _Atomic uint64_t next_id;
+  /*
+   * mu guards: txns and every txn's next, prev, linked and cb_running; the
+   * lease-lost callback (lost_cb, lost_arg); the renewer's state (stop,
+   * in_pass, kicked, sleep_until); and err. wake wakes the renewer (its
+   * clock is CLOCK_MONOTONIC); cb_done wakes a txn_end waiting for a
+   * callback on its txn to return. Lock order: a txn's mu, then this mu
+   * (README, "Lock order"); with this mu held a txn's mu is only ever
+   * tried (pthread_mutex_trylock), never waited for.
+   */
+  pthread_mutex_t mu;
+  pthread_cond_t wake, cb_done;
+  od_txn *txns;
+  od_lost_cb lost_cb;
+  void *lost_arg;
+  bool stop, in_pass, kicked;
+  uint64_t sleep_until; /* the renewer's wake-up, UINT64_MAX: none */
+  char err[256];        /* the last failure's text, for ordo_dump */
+  pthread_t renewer;    /* read-only after open */
+  /*
+   * ctl_mu guards ctl, the place's own session for INFO and GRAPH (stats,
+   * graph, dump), connected when first needed, and ctl_tmo. It comes
+   * before mu (note_err takes mu while it is held) and after no other.
+   */
+  pthread_mutex_t ctl_mu;
+  redisContext *ctl;
+  long ctl_tmo;
+} od_place;
+
+struct od_txn {
+  struct ordo_txn_s base;
+  /* Guarded by the place's mu. */
+  od_txn *next, *prev;
+  bool linked;     /* in the place's list: the renewer may visit it */
+  bool cb_running; /* the lease-lost callback runs for it now */
+  /*
+   * mu guards c, tmo and the hold record (h, nh, caph). The txn's own
+   * thread holds it for the whole of each call, a blocking LOCK included;
+   * the renewer only tries it, so it never waits behind a LOCK (the
+   * server keeps a waiting session's lease alive by itself).
+   */
+  pthread_mutex_t mu;
+  redisContext *c; /* NULL when the connection was lost: next LOCK
+                      reconnects */
+  long tmo;        /* the socket timeout set on c, ms; 0 none, -1 unknown */
+  od_hold *h;      /* sorted in the canonical key order */
+  size_t nh, caph;
+  /* Written under mu, read by the renewer without it. */
+  _Atomic bool holding;        /* nh > 0 */
+  _Atomic bool lease_lost;     /* the next call returns ORDO_ELEASE */
+  _Atomic uint64_t renewed_ns; /* when the server last renewed the lease */
+  _Atomic uint64_t lease_ns;   /* the session's lease length */
+  _Atomic unsigned aborts;     /* -DEADLOCK replies */
+  _Atomic uint64_t sess_id;    /* the server's id of the session, for dumps */
+};
+
+static od_txn *ot(ordo_txn_t *t) {
+  return (od_txn *)t;
+}
+static od_place *op(ordo_t *o) {
+  return (od_place *)o;
+}
+
+/* Keeps the text of the latest failure, for ordo_dump. Takes mu. */
+static void note_err(od_place *p, const char *what, const char *detail) {
+  pthread_mutex_lock(&p->mu);
+  snprintf(p->err, sizeof p->err, "%s: %s", what, detail);
+  pthread_mutex_unlock(&p->mu);
+}
+
+/* ---- Talking to the server ------------------------------------------------
+ * hiredis writes with write(2): to a peer that has gone, that raises
+ * SIGPIPE, whose default action ends the process. Unless the program
+ * ignores SIGPIPE, each exchange blocks it in the calling thread and takes
+ * back a SIGPIPE that the exchange itself raised.
+ */
+
+typedef struct pipe_guard {
+  bool on, pending_before;
+  sigset_t old;
+} pipe_guard;
+
+static void guard_begin(pipe_guard *g) {
+  struct sigaction sa;
+  g->on = sigaction(SIGPIPE, NULL, &sa) != 0 || sa.sa_handler != SIG_IGN;
+  if (!g->on)
+    return;
+  sigset_t set, pend;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  sigpending(&pend);
+  g->pending_before = sigismember(&pend, SIGPIPE) == 1;
+  pthread_sigmask(SIG_BLOCK, &set, &g->old);
+}
+
+static void guard_end(pipe_guard *g) {
+  if (!g->on)
+    return;
+  sigset_t set, pend;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  sigpending(&pend);
+  if (!g->pending_before && sigismember(&pend, SIGPIPE) == 1) {
+    struct timespec zero = {0, 0};
+    while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR)
+      ;
+  }
+  pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
+/* Sends one command and reads its reply; NULL when the connection failed
+ * (c->err says why, and c can only be freed). */
+static redisReply *od_call(redisContext *c, int argc, const char **argv,
+                           const size_t *lens) {
+  pipe_guard g;
+  guard_begin(&g);
+  redisReply *r = redisCommandArgv(c, argc, argv, lens);
+  guard_end(&g);
+  return r;
+}
+
+/* Sets c's socket timeout (0: none) unless it is set already. */
+static int set_tmo(redisContext *c, long *cur, long ms) {
+  if (*cur == ms)
+    return 0;
+  struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+  if (redisSetTimeout(c, tv) != REDIS_OK)
+    return -1;
+  *cur = ms;
+  return 0;
+}
+
+/* The error codes of docs/protocol.md, and what each means here. */
+static const struct {
+  const char *code;
+  int err;
+} err_map[] = {
+    {"TIMEOUT", ORDO_ETIMEDOUT}, {"DEADLOCK", ORDO_EDEADLK},
+    {"LEASE", ORDO_ELEASE},      {"LIMIT", ORDO_ELIMIT},
+    {"NOAUTH", ORDO_EAUTH},      {"WRONGPASS", ORDO_EAUTH},
+    {"ORDER", ORDO_EORDER},      {"BUSY", ORDO_EBUSY},
+};
+
+/* The ordo code of an error reply ("-CODE message"); EBACKEND for -ERR and
+ * anything unknown. */
+static int map_err(const redisReply *r) {
+  size_t n = strcspn(r->str, " ");
+  for (size_t i = 0; i < sizeof err_map / sizeof err_map[0]; i++)
+    if (strlen(err_map[i].code) == n && memcmp(r->str, err_map[i].code, n) == 0)
+      return err_map[i].err;
+  return ORDO_EBACKEND;
+}
+
+/*
+ * od_connect -- opens a session: connects within timeout_ms, AUTHs when the
+ * URL has a password, sets the lease when the URL asks, learns the lease's
+ * length from EXTEND and the session's id from SESSION ID (all pipelined,
+ * one round trip). Returns 0 with *out, *lease_ms and *sess_id, or
+ * ORDO_EBACKEND (unreachable; the text is kept for ordo_dump), ORDO_EAUTH
+ * or ORDO_ENOMEM.
+ */
+static int od_connect(od_place *p, redisContext **out, long *lease_ms,
+                      uint64_t *sess_id) {
+  const od_url *u = &p->u;
+  struct timeval tv = {(time_t)(u->timeout_ms / 1000),
+                       (suseconds_t)(u->timeout_ms % 1000) * 1000};
+  redisContext *c = u->unix_sock
+                        ? redisConnectUnixWithTimeout(u->path, tv)
+                        : redisConnectWithTimeout(u->host, u->port, tv);
+  if (!c)
+    return ORDO_ENOMEM;
+  if (c->err) {
+    note_err(p, "connect", c->errstr);
+    redisFree(c);
+    return ORDO_EBACKEND;
+  }
+  if (redisSetTimeout(c, tv) != REDIS_OK) {
+    note_err(p, "connect", "cannot set the socket timeout");
+    redisFree(c);
+    return ORDO_EBACKEND;
+  }
+  /* A LOCK without WAIT reads with no timeout: TCP keepalive ends it if
+   * the server's host vanishes without a word. */
+  if (!u->unix_sock)
+    redisEnableKeepAlive(c);
+  const char *av[3];
+  size_t al[3];
+  int n = 0, expect = 2;
+  if (u->have_pass) {
+    av[n++] = "AUTH";
+    if (u->user[0])
+      av[n++] = u->user;
+    av[n++] = u->pass;
+    for (int i = 0; i < n; i++)
+      al[i] = strlen(av[i]);
+    redisAppendCommandArgv(c, n, av, al);
+    expect = 3;
+  }
+  char lease[24];
+  av[0] = "EXTEND";
+  al[0] = 6;
+  n = 1;
+  if (u->lease_ms) {
+    al[1] = (size_t)snprintf(lease, sizeof lease, "%ld", u->lease_ms);
+    av[n++] = lease;
+  }
+  redisAppendCommandArgv(c, n, av, al);
+  av[0] = "SESSION";
+  av[1] = "ID";
+  al[0] = 7;
+  al[1] = 2;
+  redisAppendCommandArgv(c, 2, av, al);
+  int rc = 0;
+  pipe_guard g;
+  guard_begin(&g);
+  for (int i = 0; i < expect; i++) {
+    void *vr = NULL;
+    if (redisGetReply(c, &vr) != REDIS_OK) {
+      note_err(p, "connect", c->errstr);
+      rc = ORDO_EBACKEND;
+      break;
+    }
+    redisReply *r = vr;
+    int which = i - (expect - 2); /* -1 AUTH, 0 EXTEND, 1 SESSION ID */
+    if (r->type == REDIS_REPLY_ERROR) {
+      if (rc == 0) {
+        note_err(p,
+                 which < 0    ? "AUTH"
+                 : which == 0 ? "EXTEND"
+                              : "SESSION",
+                 r->str);
+        /* A refused AUTH (or none where one is needed) is EAUTH. */
+        rc = (which < 0 || map_err(r) == ORDO_EAUTH) ? ORDO_EAUTH
+                                                     : ORDO_EBACKEND;
+      }
+    } else if (which >= 0 && r->type != REDIS_REPLY_INTEGER) {
+      if (rc == 0) {
+        note_err(p, which == 0 ? "EXTEND" : "SESSION",
+                 "the reply is not an integer: is this ordod?");
+        rc = ORDO_EBACKEND;
+      }
+    } else if (which == 0 && r->integer > 0) {
+      *lease_ms = (long)r->integer;
+    } else if (which == 1) {
+      *sess_id = (uint64_t)r->integer;
+    }
+    freeReplyObject(r);
+  }
+  guard_end(&g);
+  if (rc) {
+    redisFree(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+/* ---- The hold record (caller holds t->mu) -------------------------------- */
+
+/* The index of key in t->h, or -(insertion point) - 1. */
+static long hold_find(const od_txn *t, const void *key, size_t len) {
+  size_t lo = 0, hi = t->nh;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = ordo_key_cmp(t->h[mid].key, t->h[mid].len, key, len);
+    if (c == 0)
+      return (long)mid;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return -(long)lo - 1;
+}
+
+static void hold_remove(od_txn *t, size_t i) {
+  free(t->h[i].key);
+  memmove(&t->h[i], &t->h[i + 1], (t->nh - i - 1) * sizeof *t->h);
+  t->nh--;
+}
+
+/* Forgets every hold: the server released them, or will at disconnect. */
+static void holds_clear(od_txn *t) {
+  for (size_t i = 0; i < t->nh; i++)
+    free(t->h[i].key);
+  t->nh = 0;
+  atomic_store(&t->holding, false);
+}
+
+/*
+ * conn_lost -- the connection failed: frees it (the server ends the
+ * session, and with it every lock, when it sees the close) and forgets the
+ * holds. Returns how many keys were held.
+ */
+static size_t conn_lost(od_place *p, od_txn *t, const char *what) {
+  note_err(p, what, t->c->errstr[0] ? t->c->errstr : "connection lost");
+  redisFree(t->c);
+  t->c = NULL;
+  t->tmo = -1;
+  size_t had = t->nh;
+  holds_clear(t);
+  return had;
+}
+
+/* ---- The renewal thread -----------------------------------------------------
+ * One per place. It sleeps until the earliest renewal is due (a third of a
+ * lease after the server last heard from a holding txn), sends EXTEND on
+ * each due txn's connection, and reports a lost lease. README, "ordod.c".
+ */
+
+/* Caller holds nothing. Tells the renewer a txn began to hold; its
+ * renewal is due at due. */
+static void renewer_kick(od_place *p, uint64_t due) {
+  pthread_mutex_lock(&p->mu);
+  if (p->in_pass)
+    p->kicked = true; /* the pass may have gone past the txn already */
+  else if (due < p->sleep_until)
+    pthread_cond_signal(&p->wake);
+  pthread_mutex_unlock(&p->mu);
+}
+
+/*
+ * od_renew -- EXTENDs t's lease. Caller holds t->mu (not p->mu). The read
+ * is bounded by two thirds of the lease: past that the lease has run out
+ * on the server anyway. Returns true when the lease is lost: the server
+ * said -LEASE, or the connection failed; t's holds are then forgotten and
+ * its next call returns ORDO_ELEASE.
+ */
+static bool od_renew(od_place *p, od_txn *t) {
+  if (!t->c || t->nh == 0)
+    return false;
+  long lease_ms = (long)(atomic_load(&t->lease_ns) / OD_MS);
+  long tmo = lease_ms * 2 / 3;
+  if (tmo > p->u.timeout_ms)
+    tmo = p->u.timeout_ms;
+  if (tmo < 10)
+    tmo = 10;
+  const char *av[1] = {"EXTEND"};
+  size_t al[1] = {6};
+  uint64_t sent = ordo__now_ns();
+  redisReply *r =
+      set_tmo(t->c, &t->tmo, tmo) == 0 ? od_call(t->c, 1, av, al) : NULL;
+  if (!r) {
+    conn_lost(p, t, "EXTEND");
+    atomic_store(&t->lease_lost, true);
+    return true;
+  }
+  bool lost = false;
+  if (r->type == REDIS_REPLY_INTEGER) {
+    atomic_store(&t->renewed_ns, sent);
+    if (r->integer >= 10)
+      atomic_store(&t->lease_ns, (uint64_t)r->integer * OD_MS);
+  } else {
+    /* -LEASE: the locks are gone. Anything else is not an answer we can
+     * trust either: drop the session, which releases whatever it held. */
+    note_err(p, "EXTEND",
+             r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    if (r->type == REDIS_REPLY_ERROR && map_err(r) == ORDO_ELEASE) {
+      holds_clear(t);
+    } else {
+      redisFree(t->c);
+      t->c = NULL;
+      t->tmo = -1;
+      holds_clear(t);
+    }
+    atomic_store(&t->lease_lost, true);
+    lost = true;
+  }
+  freeReplyObject(r);
+  return lost;
+}
+
+/* The thread starts with every signal blocked (od_open): signals are for
+ * the program's own threads. */
+static void *renewer_main(void *arg) {
+  od_place *p = arg;
+  pthread_mutex_lock(&p->mu);
+  while (!p->stop) {
+    p->in_pass = true;
+    p->kicked = false;
+    uint64_t next = UINT64_MAX;
+    od_txn *t = p->txns;
+    while (t && !p->stop) {
+      uint64_t now = ordo__now_ns();
+      uint64_t third = atomic_load(&t->lease_ns) / 3;
+      if (!atomic_load(&t->holding) || t->cb_running) {
+        t = t->next;
+        continue;
+      }
+      uint64_t due = atomic_load(&t->renewed_ns) + third;
+      if (due > now) {
+        next = due < next ? due : next;
+        t = t->next;
+        continue;
+      }
+      if (pthread_mutex_trylock(&t->mu) != 0) {
+        /* Inside a call, which renews the lease itself: look again soon. */
+        uint64_t again = now + third / 2 + OD_MS;
+        next = again < next ? again : next;
+        t = t->next;
+        continue;
+      }
+      /* t->mu keeps t alive: txn_end takes it before it frees t. */
+      pthread_mutex_unlock(&p->mu);
+      bool lost = od_renew(p, t);
+      pthread_mutex_lock(&p->mu);
+      if (!t->linked) {
+        /* Ending: its txn_end waits for t->mu, and t->next is stale. */
+        pthread_mutex_unlock(&t->mu);
+        t = p->txns;
+        continue;
+      }
+      if (!lost) {
+        due = atomic_load(&t->renewed_ns) + third;
+        next = due < next ? due : next;
+        pthread_mutex_unlock(&t->mu);
+        t = t->next;
+        continue;
+      }
+      od_lost_cb cb = p->lost_cb;
+      void *cb_arg = p->lost_arg;
+      pthread_mutex_unlock(&t->mu);
+      if (!cb) {
+        t = t->next;
+        continue;
+      }
+      /* The callback runs with no lock held; cb_running keeps t alive. */
+      t->cb_running = true;
+      pthread_mutex_unlock(&p->mu);
+      cb(&t->base, cb_arg);
+      pthread_mutex_lock(&p->mu);
+      t->cb_running = false;
+      od_txn *nx = t->linked ? t->next : p->txns;
+      pthread_cond_broadcast(&p->cb_done);
+      t = nx;
+    }
+    p->in_pass = false;
+    if (p->stop)
+      break;
+    if (p->kicked)
+      continue;
+    p->sleep_until = next;
+    if (next == UINT64_MAX) {
+      pthread_cond_wait(&p->wake, &p->mu);
+    } else {
+      struct timespec ts = {(time_t)(next / 1000000000u),
+                            (long)(next % 1000000000u)};
+      pthread_cond_timedwait(&p->wake, &p->mu, &ts);
+    }
+    p->sleep_until = 0;
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+/* ---- The vtable -------------------------------------------------------------
+ */
+
+static int od_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
+  ORDO_UNUSED(opts);
+  od_place *p = calloc(1, sizeof *p);
+  if (!p)
+    return ORDO_ENOMEM;
+  int rc = od_parse_url(url, &p->u);
+  if (rc) {
+    free(p);
+    return rc;
+  }
+  atomic_init(&p->next_id, 1);
+  p->sleep_until = UINT64_MAX;
+  p->ctl_tmo = -1;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_mutex_init(&p->ctl_mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->wake, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_cond_init(&p->cb_done, NULL);
+  /* Created with every signal blocked, so that not even in its first
+   * instants can it take a process-directed signal (a SIGCHLD, say) that a
+   * thread of the program waits for with sigwait. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  rc = pthread_create(&p->renewer, NULL, renewer_main, p);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->cb_done);
+    pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->ctl_mu);
+    free(p);
+    return ORDO_ENOMEM;
+  }
+  *out = &p->base;
+  return 0;
+}
+
+static void od_close(ordo_t *o) {
+  od_place *p = op(o);
+  pthread_mutex_lock(&p->mu);
+  ORDO_ASSERT(p->txns == NULL); /* every txn must have ended */
+  p->stop = true;
+  pthread_cond_signal(&p->wake);
+  pthread_mutex_unlock(&p->mu);
+  pthread_join(p->renewer, NULL);
+  if (p->ctl)
+    redisFree(p->ctl);
+  pthread_cond_destroy(&p->wake);
+  pthread_cond_destroy(&p->cb_done);
+  pthread_mutex_destroy(&p->mu);
+  pthread_mutex_destroy(&p->ctl_mu);
+  free(p);
+}
+
+static int od_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
+  ORDO_UNUSED(priority); /* sent with each LOCK: api.c keeps it in base */
+  od_place *p = op(o);
+  od_txn *t = calloc(1, sizeof *t);
+  if (!t)
+    return ORDO_ENOMEM;
+  long lease_ms = OD_DEFAULT_LEASE_MS;
+  uint64_t sid = 0;
+  int rc = od_connect(p, &t->c, &lease_ms, &sid);
+  if (rc) {
+    free(t);
+    return rc;
+  }
+  atomic_init(&t->sess_id, sid);
+  t->tmo = p->u.timeout_ms;
+  t->base.id = atomic_fetch_add(&p->next_id, 1);
+  pthread_mutex_init(&t->mu, NULL);
+  atomic_init(&t->holding, false);
+  atomic_init(&t->lease_lost, false);
+  atomic_init(&t->renewed_ns, ordo__now_ns());
+  atomic_init(&t->lease_ns, (uint64_t)lease_ms * OD_MS);
+  atomic_init(&t->aborts, 0);
+  pthread_mutex_lock(&p->mu);
+  t->next = p->txns;
+  if (p->txns)
+    p->txns->prev = t;
+  p->txns = t;
+  t->linked = true;
+  pthread_mutex_unlock(&p->mu);
+  *out = &t->base;
+  return 0;
+}
+
+static void od_txn_end(ordo_txn_t *tx) {
+  od_txn *t = ot(tx);
+  od_place *p = op(tx->o);
+  pthread_mutex_lock(&p->mu);
+  if (t->prev)
+    t->prev->next = t->next;
+  else
+    p->txns = t->next;
+  if (t->next)
+    t->next->prev = t->prev;
+  t->linked = false;
+  while (t->cb_running)
+    pthread_cond_wait(&p->cb_done, &p->mu);
+  pthread_mutex_unlock(&p->mu);
+  /* Waits out a renewal in progress; after it no other thread knows t. */
+  pthread_mutex_lock(&t->mu);
+  if (t->c && t->nh > 0) {
+    /* Released before we return, so that the next LOCK of another
+     * session cannot reach the server before our close does. */
+    const char *av[1] = {"UNLOCK"};
+    size_t al[1] = {6};
+    if (set_tmo(t->c, &t->tmo, p->u.timeout_ms) == 0) {
+      redisReply *r = od_call(t->c, 1, av, al);
+      if (r)
+        freeReplyObject(r);
+    }
+  }
+  if (t->c)
+    redisFree(t->c);
+  holds_clear(t);
+  free(t->h);
+  pthread_mutex_unlock(&t->mu);
+  pthread_mutex_destroy(&t->mu);
+  free(t);
+}
+
+/* Reconnects a txn whose connection was lost. Caller holds t->mu. */
+static int ensure_conn(od_place *p, od_txn *t) {
+  if (t->c)
+    return 0;
+  long lease_ms = (long)(atomic_load(&t->lease_ns) / OD_MS);
+  uint64_t sid = 0;
+  int rc = od_connect(p, &t->c, &lease_ms, &sid);
+  if (rc)
+    return rc;
+  atomic_store(&t->sess_id, sid);
+  t->tmo = p->u.timeout_ms;
+  atomic_store(&t->lease_ns, (uint64_t)lease_ms * OD_MS);
+  return 0;
+}
+
+/*
+ * record_grant -- enters a LOCK's reply into t's holds. copies[i] is a copy
+ * of r[i]'s key made before the LOCK when t did not hold it, else NULL;
+ * used copies are set to NULL. Returns 0, or ORDO_EBACKEND when the reply
+ * is not the one docs/protocol.md describes (nothing is recorded then).
+ * Caller holds t->mu; t->h has room for n more entries.
+ */
+static int record_grant(od_txn *t, const ordo_req_t *r, size_t n,
+                        const redisReply *rep, uint8_t **copies) {
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+      rep->element[0]->type != REDIS_REPLY_INTEGER ||
+      rep->element[1]->type != REDIS_REPLY_ARRAY ||
+      rep->element[1]->elements != 2 * n)
+    return ORDO_EBACKEND;
+  const redisReply *kv = rep->element[1];
+  /* The reply is in the canonical order, as r is. */
+  for (size_t i = 0; i < n; i++) {
+    const redisReply *k = kv->element[2 * i], *f = kv->element[2 * i + 1];
+    if (k->type != REDIS_REPLY_STRING || f->type != REDIS_REPLY_INTEGER ||
+        k->len != r[i].len || memcmp(k->str, r[i].key, k->len) != 0)
+      return ORDO_EBACKEND;
+  }
+  for (size_t i = 0; i < n; i++) {
+    uint64_t token = (uint64_t)kv->element[2 * i + 1]->integer;
+    long at = hold_find(t, r[i].key, r[i].len);
+    if (at >= 0) {
+      od_hold *h = &t->h[at];
+      h->count++;
+      if (r[i].mode > h->mode)
+        h->mode = r[i].mode;
+      h->token = token;
+      continue;
+    }
+    size_t ins = (size_t)(-at - 1);
+    memmove(&t->h[ins + 1], &t->h[ins], (t->nh - ins) * sizeof *t->h);
+    t->h[ins] = (od_hold){copies[i], r[i].len, 1, r[i].mode, token};
+    copies[i] = NULL;
+    t->nh++;
+  }
+  /* The lease's remaining validity: a LOCK that waited long may have been
+   * renewed last well before its grant. Renewal is due as if the lease had
+   * been renewed at now + remaining - length, or at sent if that is later. */
+  uint64_t now = ordo__now_ns(), len = atomic_load(&t->lease_ns);
+  uint64_t left = rep->element[0]->integer > 0
+                      ? (uint64_t)rep->element[0]->integer * OD_MS
+                      : 0;
+  uint64_t eff = now + left > len ? now + left - len : 0;
+  if (eff < atomic_load(&t->renewed_ns))
+    atomic_store(&t->renewed_ns, eff);
+  return 0;
+}
+
+/*
+ * od_lock_all -- LOCK n k1 X|S ... [WAIT ms] [PRIORITY p]. The keys come
+ * sorted and distinct (api.c). The deadline becomes the remaining whole
+ * milliseconds (rounded up), ORDO_NO_DEADLINE no WAIT at all; the socket's
+ * read timeout is WAIT plus timeout_ms, or none, never below WAIT, since
+ * hiredis drops a connection whose read timed out. Everything that can
+ * fail for want of memory is allocated before the LOCK is sent, so a grant
+ * is always recorded.
+ */
+static int od_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
+                       uint64_t deadline_ns) {
+  od_txn *t = ot(tx);
+  od_place *p = op(tx->o);
+  size_t argc = 2 + 2 * n + 4;
+  const char **av = malloc(argc * sizeof *av);
+  size_t *al = malloc(argc * sizeof *al);
+  uint8_t **copies = calloc(n, sizeof *copies);
+  if (!av || !al || !copies) {
+    free(av);
+    free(al);
+    free(copies);
+    return ORDO_ENOMEM;
+  }
+  int rc = 0;
+  pthread_mutex_lock(&t->mu);
+  if (atomic_exchange(&t->lease_lost, false)) {
+    rc = ORDO_ELEASE;
+    goto out;
+  }
+  if (t->nh + n > t->caph) {
+    size_t cap = t->caph ? t->caph : 8;
+    while (cap < t->nh + n)
+      cap *= 2;
+    od_hold *h = realloc(t->h, cap * sizeof *h);
+    if (!h) {
+      rc = ORDO_ENOMEM;
+      goto out;
+    }
+    t->h = h;
+    t->caph = cap;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (hold_find(t, r[i].key, r[i].len) >= 0)
+      continue;
+    if (!(copies[i] = malloc(r[i].len))) {
+      rc = ORDO_ENOMEM;
+      goto out;
+    }
+    memcpy(copies[i], r[i].key, r[i].len);
+  }
+  if ((rc = ensure_conn(p, t)) != 0)
+    goto out;
+  char nbuf[24], wbuf[24], pbuf[24];
+  size_t a = 0;
+  av[a] = "LOCK";
+  al[a++] = 4;
+  av[a] = nbuf;
+  al[a++] = (size_t)snprintf(nbuf, sizeof nbuf, "%zu", n);
+  for (size_t i = 0; i < n; i++) {
+    av[a] = r[i].key;
+    al[a++] = r[i].len;
+    av[a] = r[i].mode == ORDO_MODE_S ? "S" : "X";
+    al[a++] = 1;
+  }
+  long tmo = 0; /* no deadline: wait as long as the server makes us */
+  if (deadline_ns != ORDO_NO_DEADLINE) {
+    uint64_t now = ordo__now_ns();
+    uint64_t wait =
+        deadline_ns > now ? (deadline_ns - now + OD_MS - 1) / OD_MS : 0;
+    av[a] = "WAIT";
+    al[a++] = 4;
+    av[a] = wbuf;
+    al[a++] =
+        (size_t)snprintf(wbuf, sizeof wbuf, "%llu", (unsigned long long)wait);
+    tmo = (long)wait + p->u.timeout_ms;
+  }
+  if (tx->priority != 0) {
+    av[a] = "PRIORITY";
+    al[a++] = 8;
+    av[a] = pbuf;
+    al[a++] = (size_t)snprintf(pbuf, sizeof pbuf, "%d", tx->priority);
+  }
+  bool was_holding = t->nh > 0;
+  uint64_t sent = ordo__now_ns();
+  redisReply *rep =
+      set_tmo(t->c, &t->tmo, tmo) == 0 ? od_call(t->c, (int)a, av, al) : NULL;
+  if (!rep) {
+    /* Whatever the txn held went with the session. */
+    if (conn_lost(p, t, "LOCK") > 0)
+      atomic_store(&t->lease_lost, true);
+    rc = ORDO_EBACKEND;
+    goto out;
+  }
+  atomic_store(&t->renewed_ns, sent); /* record_grant may move it back */
+  if (rep->type == REDIS_REPLY_ERROR) {
+    rc = map_err(rep);
+    if (rc == ORDO_EBACKEND || rc == ORDO_EBUSY)
+      note_err(p, "LOCK", rep->str);
+    if (rc == ORDO_EDEADLK) {
+      atomic_fetch_add(&t->aborts, 1);
+      holds_clear(t); /* a victim's locks are all released */
+    } else if (rc == ORDO_ELEASE) {
+      holds_clear(t);
+    }
+  } else if ((rc = record_grant(t, r, n, rep, copies)) != 0) {
+    /* We cannot tell what we hold: end the session, which releases it. */
+    note_err(p, "LOCK", "the reply is not the one docs/protocol.md gives");
+    redisFree(t->c);
+    t->c = NULL;
+    t->tmo = -1;
+    holds_clear(t);
+    if (was_holding)
+      atomic_store(&t->lease_lost, true);
+  }
+  freeReplyObject(rep);
+  if (rc == 0 && !was_holding) {
+    atomic_store(&t->holding, true);
+    renewer_kick(p,
+                 atomic_load(&t->renewed_ns) + atomic_load(&t->lease_ns) / 3);
+  }
+out:
+  pthread_mutex_unlock(&t->mu);
+  for (size_t i = 0; i < n; i++)
+    free(copies[i]);
+  free(copies);
+  free(av);
+  free(al);
+  return rc;
+}
+
+static int od_unlock(ordo_txn_t *tx, const void *key, size_t len) {
+  od_txn *t = ot(tx);
+  od_place *p = op(tx->o);
+  int rc = 0;
+  pthread_mutex_lock(&t->mu);
+  if (atomic_exchange(&t->lease_lost, false)) {
+    rc = ORDO_ELEASE;
+    goto out;
+  }
+  long at = hold_find(t, key, len);
+  if (at < 0 || !t->c) {
+    rc = ORDO_ENOTHELD; /* the record is in step: no need to ask */
+    goto out;
+  }
+  const char *av[2] = {"UNLOCK", key};
+  size_t al[2] = {6, len};
+  uint64_t sent = ordo__now_ns();
+  redisReply *rep = set_tmo(t->c, &t->tmo, p->u.timeout_ms) == 0
+                        ? od_call(t->c, 2, av, al)
+                        : NULL;
+  if (!rep) {
+    if (conn_lost(p, t, "UNLOCK") > 1)
+      atomic_store(&t->lease_lost, true); /* the others went too */
+    rc = ORDO_EBACKEND;
+    goto out;
+  }
+  atomic_store(&t->renewed_ns, sent);
+  if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1) {
+    if (--t->h[at].count == 0)
+      hold_remove(t, (size_t)at);
+  } else if (rep->type == REDIS_REPLY_INTEGER) {
+    hold_remove(t, (size_t)at); /* the server says it is not held */
+    rc = ORDO_ENOTHELD;
+  } else if (rep->type == REDIS_REPLY_ERROR &&
+             (rc = map_err(rep)) == ORDO_ELEASE) {
+    holds_clear(t);
+  } else {
+    note_err(p, "UNLOCK",
+             rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+    rc = ORDO_EBACKEND;
+  }
+  freeReplyObject(rep);
+  atomic_store(&t->holding, t->nh > 0);
+out:
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+static int od_unlock_all(ordo_txn_t *tx) {
+  od_txn *t = ot(tx);
+  od_place *p = op(tx->o);
+  int rc = 0;
+  pthread_mutex_lock(&t->mu);
+  if (atomic_exchange(&t->lease_lost, false)) {
+    rc = ORDO_ELEASE;
+    goto out;
+  }
+  if (t->nh == 0 || !t->c)
+    goto out; /* nothing held: no need to ask */
+  const char *av[1] = {"UNLOCK"};
+  size_t al[1] = {6};
+  uint64_t sent = ordo__now_ns();
+  redisReply *rep = set_tmo(t->c, &t->tmo, p->u.timeout_ms) == 0
+                        ? od_call(t->c, 1, av, al)
+                        : NULL;
+  if (!rep) {
+    conn_lost(p, t, "UNLOCK");
+    rc = ORDO_EBACKEND;
+    goto out;
+  }
+  atomic_store(&t->renewed_ns, sent);
+  if (rep->type == REDIS_REPLY_INTEGER) {
+    rc = (int)rep->integer;
+    holds_clear(t);
+  } else if (rep->type == REDIS_REPLY_ERROR &&
+             (rc = map_err(rep)) == ORDO_ELEASE) {
+    holds_clear(t);
+  } else {
+    note_err(p, "UNLOCK",
+             rep->type == REDIS_REPLY_ERROR ? rep->str : "unexpected reply");
+    rc = ORDO_EBACKEND;
+  }
+  freeReplyObject(rep);
+out:
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+static int od_held(ordo_txn_t *tx, const void *key, size_t len,
+                   ordo_mode_t *mode, uint64_t *fence) {
+  od_txn *t = ot(tx);
+  pthread_mutex_lock(&t->mu);
+  long at = hold_find(t, key, len);
+  int count = 0;
+  if (at >= 0) {
+    count = (int)t->h[at].count;
+    if (mode)
+      *mode = t->h[at].mode;
+    if (fence)
+      *fence = t->h[at].token;
+  }
+  pthread_mutex_unlock(&t->mu);
+  return count;
+}
+
+/*
+ * ctl_call -- one command on the place's own session, connected (again)
+ * when needed. Caller holds ctl_mu. NULL when the server cannot be reached
+ * (the text is kept for ordo_dump).
+ */
+static redisReply *ctl_call(od_place *p, int argc, const char **av,
+                            const size_t *al) {
+  if (!p->ctl) {
+    long lease_ms;
+    uint64_t sid;
+    if (od_connect(p, &p->ctl, &lease_ms, &sid) != 0)
+      return NULL;
+    p->ctl_tmo = p->u.timeout_ms;
+  }
+  redisReply *r = set_tmo(p->ctl, &p->ctl_tmo, p->u.timeout_ms) == 0
+                      ? od_call(p->ctl, argc, av, al)
+                      : NULL;
+  if (!r) {
+    note_err(p, av[0], p->ctl->errstr[0] ? p->ctl->errstr : "failed");
+    redisFree(p->ctl);
+    p->ctl = NULL;
+  }
+  return r;
+}
+
+/* The counters of INFO that have a field of ordo_stats_t. */
+static const struct {
+  const char *name;
+  size_t off;
+} info_fields[] = {
+    {"lock_acquired", offsetof(ordo_stats_t, acquired)},
+    {"lock_waited", offsetof(ordo_stats_t, waited)},
+    {"lock_timeouts", offsetof(ordo_stats_t, timeouts)},
+    {"lock_released", offsetof(ordo_stats_t, released)},
+    {"lock_wakeups", offsetof(ordo_stats_t, wakeups)},
+    {"lock_pokes", offsetof(ordo_stats_t, pokes)},
+    {"lock_objects", offsetof(ordo_stats_t, locks)},
+    {"lock_waiting", offsetof(ordo_stats_t, waiting)},
+    {"deadlocks", offsetof(ordo_stats_t, deadlocks)},
+    {"reorders", offsetof(ordo_stats_t, reorders)},
+    {"sweep_finds", offsetof(ordo_stats_t, sweep_finds)},
+    {"long_waits", offsetof(ordo_stats_t, long_waits)},
+    {"max_wait_us", offsetof(ordo_stats_t, max_wait_us)},
+};
+
+/* Fills out from INFO's "name:value" lines: the server's counters, which
+ * count every session of the server, not this place's alone. */
+static void parse_info(const char *s, size_t len, ordo_stats_t *out) {
+  const char *end = s + len;
+  while (s < end) {
+    const char *nl = memchr(s, '\n', (size_t)(end - s));
+    const char *le = nl ? nl : end;
+    const char *colon = memchr(s, ':', (size_t)(le - s));
+    if (colon && s[0] != '#') {
+      size_t nlen = (size_t)(colon - s);
+      for (size_t i = 0; i < sizeof info_fields / sizeof info_fields[0]; i++)
+        if (strlen(info_fields[i].name) == nlen &&
+            memcmp(info_fields[i].name, s, nlen) == 0) {
+          uint64_t v = 0;
+          for (const char *q = colon + 1; q < le && *q >= '0' && *q <= '9'; q++)
+            v = v * 10 + (uint64_t)(*q - '0');
+          memcpy((char *)out + info_fields[i].off, &v, sizeof v);
+        }
+    }
+    s = le + 1;
+  }
+}
+
+static int od_stats(ordo_t *o, ordo_stats_t *out) {
+  od_place *p = op(o);
+  memset(out, 0, sizeof *out);
+  const char *av[1] = {"INFO"};
+  size_t al[1] = {4};
+  pthread_mutex_lock(&p->ctl_mu);
+  redisReply *r = ctl_call(p, 1, av, al);
+  int rc = ORDO_EBACKEND;
+  if (r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)) {
+    parse_info(r->str, r->len, out);
+    rc = 0;
+  } else if (r) {
+    note_err(p, "INFO", r->type == REDIS_REPLY_ERROR ? r->str : "no text");
+  }
+  if (r)
+    freeReplyObject(r);
+  pthread_mutex_unlock(&p->ctl_mu);
+  return rc;
+}
+
+static int write_all(int fd, const char *s, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return ORDO_EINVAL;
+    s += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static int od_graph(ordo_t *o, int fd, ordo_graph_fmt_t fmt) {
+  od_place *p = op(o);
+  const char *av[2] = {"GRAPH", fmt == ORDO_GRAPH_JSON ? "JSON" : "DOT"};
+  size_t al[2] = {5, strlen(av[1])};
+  pthread_mutex_lock(&p->ctl_mu);
+  redisReply *r = ctl_call(p, 2, av, al);
+  int rc = ORDO_EBACKEND;
+  if (r && r->type == REDIS_REPLY_STRING)
+    rc = write_all(fd, r->str, r->len);
+  else if (r)
+    note_err(p, "GRAPH", r->type == REDIS_REPLY_ERROR ? r->str : "no text");
+  if (r)
+    freeReplyObject(r);
+  pthread_mutex_unlock(&p->ctl_mu);
+  return rc;
+}
+
+/* Writes key to f, bytes outside printable ASCII as \xNN. */
+static void put_key(FILE *f, const uint8_t *k, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (k[i] >= 0x21 && k[i] < 0x7f && k[i] != '\\')
+      fputc(k[i], f);
+    else
+      fprintf(f, "\\x%02x", k[i]);
+  }
+}
+
+/*
+ * od_dump -- what this place knows (each txn's holds, from its own record;
+ * a txn inside a call is named as busy rather than waited for) and the
+ * server's wait-for graph of the moment (GRAPH DOT). Every wait is bounded:
+ * txns are only tried, and the server's reply by timeout_ms.
+ */
+static void od_dump(ordo_t *o, int fd) {
+  od_place *p = op(o);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f)
+    return;
+  fprintf(f,
+          "%s: lease renewed at a third of each session's lease; "
+          "timeout %ld ms\n",
+          o->url, p->u.timeout_ms);
+  pthread_mutex_lock(&p->mu);
+  if (p->err[0])
+    fprintf(f, "last error: %s\n", p->err);
+  for (od_txn *t = p->txns; t; t = t->next) {
+    fprintf(
+        f, "txn %llu%s%s%s (server: txn %llu):", (unsigned long long)t->base.id,
+        t->base.name[0] ? " \"" : "", t->base.name, t->base.name[0] ? "\"" : "",
+        (unsigned long long)atomic_load(&t->sess_id));
+    if (pthread_mutex_trylock(&t->mu) != 0) {
+      fputs(" busy (inside a call, perhaps a waiting LOCK)\n", f);
+      continue;
+    }
+    fprintf(f, " %s, lease %llu ms, holds %zu key(s)%s\n",
+            t->c ? "connected" : "not connected",
+            (unsigned long long)(atomic_load(&t->lease_ns) / OD_MS), t->nh,
+            atomic_load(&t->lease_lost) ? ", LEASE LOST" : "");
+    for (size_t i = 0; i < t->nh; i++) {
+      fputs("  ", f);
+      put_key(f, t->h[i].key, t->h[i].len);
+      fprintf(f, " %s holds=%u token=%llu\n",
+              t->h[i].mode == ORDO_MODE_S ? "S" : "X", t->h[i].count,
+              (unsigned long long)t->h[i].token);
+    }
+    pthread_mutex_unlock(&t->mu);
+  }
+  pthread_mutex_unlock(&p->mu);
+  fputs("server wait-for graph (GRAPH DOT):\n", f);
+  fclose(f);
+  write_all(fd, buf, len);
+  free(buf);
+  if (od_graph(o, fd, ORDO_GRAPH_DOT) != 0) {
+    char line[320];
+    pthread_mutex_lock(&p->mu);
+    int n = snprintf(line, sizeof line, "(unavailable: %s)\n", p->err);
+    pthread_mutex_unlock(&p->mu);
+    write_all(fd, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : 0);
+  }
+}
+
+static void od_on_lease_lost(ordo_t *o, od_lost_cb cb, void *arg) {
+  od_place *p = op(o);
+  pthread_mutex_lock(&p->mu);
+  p->lost_cb = cb;
+  p->lost_arg = arg;
+  pthread_mutex_unlock(&p->mu);
+}
+
+static unsigned od_txn_aborts(const ordo_txn_t *tx) {
+  return atomic_load(&((od_txn *)tx)->aborts);
+}
+
+const ordo__backend ordo__backend_ordod = {
+    .scheme = "ordod",
+    .caps = ORDO_CAP_SHARED | ORDO_CAP_SERVER_WAIT | ORDO_CAP_FENCE |
+            ORDO_CAP_FENCE_DURABLE | ORDO_CAP_INCREMENTAL | ORDO_CAP_REENTRANT |
+            ORDO_CAP_UPGRADE,
+    .open = od_open,
+    .close = od_close,
+    .txn_begin = od_txn_begin,
+    .txn_end = od_txn_end,
+    .lock_all = od_lock_all,
+    .lock_all_async = NULL, /* not yet: ORDO_ENOTSUP */
+    .unlock = od_unlock,
+    .unlock_all = od_unlock_all,
+    .cancel = NULL, /* not yet: ORDO_ENOTSUP */
+    .held = od_held,
+    .stats = od_stats,
+    .dump = od_dump,
+    .graph = od_graph,
+    .txn_aborts = od_txn_aborts,
+    .on_lease_lost = od_on_lease_lost,
+};
