@@ -4,7 +4,7 @@
  * docs/protocol.md, which documents each command.
  *
  * Interface: srv_dispatch, srv_cmd_find, srv_cmd_count, srv_cmd_at,
- * srv_lock_reply, srv_held_clear.
+ * srv_lock_granted, srv_lock_reply, srv_held_clear.
  */
 #include "server/server.h"
 
@@ -109,12 +109,17 @@ static uint64_t token_of(srv *s, ordo_txn_t *t, const void *k, size_t n) {
   return (s->epoch << FENCE_SHIFT) | f;
 }
 
-/* The reply to a granted LOCK: the lease's validity and each key's token, in
- * canonical order. Also records the keys as held. */
-void srv_lock_reply(conn *c, sess *ss) {
-  srv *s = c->s;
+/* A LOCK was granted: its keys are held (also while the session is
+ * detached, so that LOCKS shows them once it is resumed). */
+void srv_lock_granted(sess *ss) {
   for (size_t i = 0; i < ss->nreq; i++)
     held_add(ss, ss->req[i].key, ss->req[i].len);
+}
+
+/* The reply to a granted LOCK: the lease's validity and each key's token, in
+ * canonical order. */
+void srv_lock_reply(conn *c, sess *ss) {
+  srv *s = c->s;
   /* Canonical order: ordo's own sort. */
   size_t n = ss->nreq;
   ordo_req_t *r = ss->req;
@@ -272,6 +277,7 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
   ss->waiting = false;
   if (rc == 0) {
     s->lock_grants++;
+    srv_lock_granted(ss);
     srv_lock_reply(c, ss);
   } else if (rc == ORDO_ETIMEDOUT) {
     s->lock_timeouts++;

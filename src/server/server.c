@@ -233,6 +233,7 @@ static void wake_cb(uv_async_t *a) {
       conn *c = ss->c;
       if (q[i].status == 0) {
         s->lock_grants++;
+        srv_lock_granted(ss);
         if (c)
           srv_lock_reply(c, ss);
       } else if (c) {

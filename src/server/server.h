@@ -160,6 +160,7 @@ sess *srv_sess_by_token(srv *s, const char *token);
 void srv_sess_renew(sess *ss);
 void srv_sess_attach(conn *c, sess *ss);
 void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status);
+void srv_lock_granted(sess *ss);
 void srv_lock_reply(conn *c, sess *ss);
 void srv_held_clear(sess *ss);
 void srv_sess_drop(srv *s, sess *ss);

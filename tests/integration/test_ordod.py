@@ -206,7 +206,22 @@ def case_resumable(srv):
         raise AssertionError("an expired session was resumed")
     except redis.ResponseError:
         pass
-    for x in (b, c, e):
+    # A session that detaches while its LOCK waits keeps waiting; the grant
+    # that comes meanwhile is its own, and LOCKS shows it once resumed.
+    f, g = srv.client(), srv.client()
+    lock(g, "r3", wait=0)
+    tok3 = f.execute_command("SESSION", "RESUMABLE")
+    f.connection_pool.get_connection("x").send_command(
+        "LOCK", 1, "r3", "X", "WAIT", 5000)
+    wait_until(lambda: info(b, "lock_waiting") == 1, what="f waiting")
+    f.connection_pool.disconnect()
+    g.execute_command("UNLOCK")  # granted to the detached f
+    h = srv.client()
+    wait_until(lambda: not _try(b, "r3"), what="r3 granted to f")
+    h.execute_command("SESSION", "RESUME", tok3)
+    assert [x[0] for x in h.execute_command("LOCKS")] == [b"r3"]
+    h.execute_command("UNLOCK")
+    for x in (b, c, e, g, h):
         x.close()
 
 
