@@ -367,7 +367,13 @@ def tsan_build():
 
 
 def case_memory_steady(srv):
-    """A second identical round of bad input does not grow the server."""
+    """Another identical round of bad input does not grow the server. The
+    first round warms the allocator up; the next two are compared, with
+    room for one client's worth of pending output (4 MiB, the cut-off of
+    the client that does not read), which the allocator may keep or not.
+    A leak of a kilobyte per dropped connection (10,000 a round) shows
+    past that."""
+    bad_round(srv)
     bad_round(srv)
     rss1 = srv.rss_kb()
     bad_round(srv)
@@ -380,7 +386,7 @@ def case_memory_steady(srv):
         print("     (RSS %d -> %d kB not judged: a ThreadSanitizer build)" %
               (rss1, rss2))
         return
-    assert rss2 <= rss1 * 1.10 + 1024, "RSS grew %d -> %d kB" % (rss1, rss2)
+    assert rss2 <= rss1 + 4096, "RSS grew %d -> %d kB" % (rss1, rss2)
 
 
 def case_restart_tokens(srv_unused):
