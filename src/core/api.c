@@ -195,6 +195,8 @@ int ordo_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
     }
   } else if (strncmp(url, "ordod://", 8) == 0) {
     be = &ordo__backend_ordod; /* its open parses and checks the rest */
+  } else if (strncmp(url, "redis://", 8) == 0) {
+    be = &ordo__backend_redis; /* likewise */
   } else {
     return ORDO_EURL;
   }

@@ -1,0 +1,1542 @@
+/*
+ * redis.c -- the "redis://" backend: locks on one Redis node, taken all at
+ * once by a Lua script (redis_script.c), held under a lease that a renewal
+ * thread keeps alive, with a fencing token per grant. Each txn owns a
+ * random 128-bit value (its name on the server), a connection for its
+ * scripts and, once it has had to wait, a Pub/Sub connection on which it
+ * hears of releases. It keeps a local record of what it holds (hold counts,
+ * modes, tokens), in step with the scripts' replies. See
+ * docs/backend-redis.md for the user's view, and its "Design" for the
+ * invariants and the lock order.
+ *
+ * URLs:
+ *   redis://[[user]:password@]host[:port][/db][?lease_ms=N&timeout_ms=N]
+ *   redis://[[user]:password@]/path/to/socket[?db=N&lease_ms=N&timeout_ms=N]
+ * (IPv6 hosts in brackets; the port defaults to 6379; the user, the password
+ * and the socket path are percent-decoded.)
+ *
+ * Interface: ordo__backend_redis.
+ */
+#include "backend/redis_script.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RD_DEFAULT_LEASE_MS 30000L
+#define RD_DEFAULT_TIMEOUT_MS 5000L
+#define RD_MS 1000000u /* nanoseconds in a millisecond */
+
+/* The fallback poll of a waiter (docs/backend-redis.md, "Waiting"): each
+ * sleep is drawn uniformly from [b/2, b] ms, b doubling from FIRST to CAP
+ * after each wake-up by the timer. Subscribed, a waiter is woken by the
+ * release itself and the poll is only a safety net; without a subscription
+ * (its connection failed) the poll is all there is, and is kept short. */
+#define RD_POLL_FIRST_MS 100
+#define RD_POLL_CAP_MS 1000
+#define RD_POLL_BARE_FIRST_MS 10
+#define RD_POLL_BARE_CAP_MS 200
+
+/* ---- The URL ------------------------------------------------------------- */
+
+typedef struct rd_url {
+  ordo__rs_node node;
+  long lease_ms;   /* every owner's lease, renewed at a third */
+  long timeout_ms; /* the bound of a connect and of every exchange */
+} rd_url;
+
+static int parse_query(const char *q, rd_url *u, bool *db_given) {
+  while (*q) {
+    size_t len = strcspn(q, "&");
+    const char *eq = memchr(q, '=', len);
+    if (!eq)
+      return ORDO_EURL;
+    size_t nlen = (size_t)(eq - q), vlen = len - nlen - 1;
+    int rc;
+    long v = 0;
+    if (nlen == 8 && memcmp(q, "lease_ms", 8) == 0) {
+      rc = ordo__rs_parse_long(eq + 1, vlen, 10, 86400000L, &u->lease_ms);
+    } else if (nlen == 10 && memcmp(q, "timeout_ms", 10) == 0) {
+      rc = ordo__rs_parse_long(eq + 1, vlen, 1, 3600000L, &u->timeout_ms);
+    } else if (nlen == 2 && memcmp(q, "db", 2) == 0) {
+      rc = ordo__rs_parse_long(eq + 1, vlen, 0, 1L << 20, &v);
+      u->node.db = (int)v;
+      *db_given = true;
+    } else {
+      rc = ORDO_EURL;
+    }
+    if (rc)
+      return rc;
+    q += len;
+    if (*q == '&' && *++q == 0)
+      return ORDO_EURL; /* a trailing '&' */
+  }
+  return 0;
+}
+
+/*
+ * rd_parse_url -- fills u from a redis:// URL (the forms in the header).
+ * A database given both in the path and in the query is refused. Returns 0
+ * or ORDO_EURL.
+ */
+static int rd_parse_url(const char *url, rd_url *u) {
+  memset(u, 0, sizeof *u);
+  u->lease_ms = RD_DEFAULT_LEASE_MS;
+  u->timeout_ms = RD_DEFAULT_TIMEOUT_MS;
+  if (strncmp(url, "redis://", 8) != 0)
+    return ORDO_EURL;
+  const char *rest = url + 8;
+  size_t alen = strcspn(rest, "?");
+  int rc = ordo__rs_parse_node(rest, alen, &u->node);
+  if (rc)
+    return rc;
+  if (rest[alen] == '?') {
+    bool db_given = false;
+    if (rest[alen + 1] == 0)
+      return ORDO_EURL;
+    if ((rc = parse_query(rest + alen + 1, u, &db_given)) != 0)
+      return rc;
+    if (db_given && u->node.db_set)
+      return ORDO_EURL; /* /db and ?db= both */
+  }
+  return 0;
+}
+
+/* ---- Places and txns ----------------------------------------------------- */
+
+/* One key the txn holds: its own copy, hold count, strongest mode and the
+ * fencing token of its latest grant. */
+typedef struct rd_hold {
+  uint8_t *key;
+  size_t len;
+  unsigned count;
+  ordo_mode_t mode;
+  uint64_t token;
+} rd_hold;
+
+typedef struct rd_txn rd_txn;
+typedef void (*rd_lost_cb)(ordo_txn_t *t, void *arg);
+
+typedef struct rd_place {
+  struct ordo_s base;
+  rd_url u;       /* read-only after open */
+  char chan[32];  /* the release channels' prefix, read-only after open */
+  size_t chanlen; /* read-only after open */
+  uint64_t lease_ns;
+  _Atomic uint64_t next_id;
+  _Atomic bool cluster; /* a CROSSSLOT came: scripts go one slot at a time */
+  /* Counters of this place's own calls (ordo_stats). */
+  _Atomic uint64_t acquired, waited, timeouts, released, wakeups, pokes;
+  _Atomic uint64_t waiting, keys, max_wait_us;
+  _Atomic uint64_t wait_hist[ORDO_HIST_BUCKETS];
+  /*
+   * mu guards: txns and every txn's next, prev, linked and cb_running; the
+   * lease-lost callback (lost_cb, lost_arg); the renewer's state (stop,
+   * in_pass, kicked, sleep_until); and err. wake wakes the renewer (its
+   * clock is CLOCK_MONOTONIC); cb_done wakes a txn_end waiting for a
+   * callback on its txn to return. Lock order: a txn's mu, then this mu
+   * (docs/backend-redis.md, "Lock order"); with this mu held a txn's mu is only
+   * ever tried, never waited for.
+   */
+  pthread_mutex_t mu;
+  pthread_cond_t wake, cb_done;
+  rd_txn *txns;
+  rd_lost_cb lost_cb;
+  void *lost_arg;
+  bool stop, in_pass, kicked;
+  uint64_t sleep_until; /* the renewer's wake-up, UINT64_MAX: none */
+  char err[320];        /* the last failure's text, for ordo_dump */
+  pthread_t renewer;    /* read-only after open */
+} rd_place;
+
+struct rd_txn {
+  struct ordo_txn_s base;
+  /* Guarded by the place's mu. */
+  rd_txn *next, *prev;
+  bool linked;     /* in the place's list: the renewer may visit it */
+  bool cb_running; /* the lease-lost callback runs for it now */
+  /*
+   * mu guards c, the hold record (h, nh, caph) and the orphans (orph,
+   * norph, caporph). The txn's own thread
+   * holds it through each call except while a waiting lock_all sleeps;
+   * the renewer and ordo_dump only try it.
+   */
+  pthread_mutex_t mu;
+  ordo__rs_conn c; /* scripts; closed when lost: the next call reconnects */
+  rd_hold *h;      /* sorted in the canonical key order */
+  size_t nh, caph;
+  /* Keys an unanswered ACQUIRE may have granted (not in the record):
+   * released before the txn's next exchange (flush_orphans). */
+  rd_hold *orph;
+  size_t norph, caporph;
+  /* Used only by the txn's own thread inside lock_all (and by txn_end):
+   * the Pub/Sub connection, opened at the first wait. */
+  ordo__rs_conn sub;
+  char owner[33]; /* 128 random bits in hex: read-only after begin */
+  /* Written under mu, read by the renewer and ordo_dump without it. */
+  _Atomic bool holding;        /* nh > 0 */
+  _Atomic bool lease_lost;     /* the next call returns ORDO_ELEASE */
+  _Atomic bool in_wait;        /* a lock_all sleeps, mu let go */
+  _Atomic uint64_t renewed_ns; /* the oldest renewal among the holds */
+  _Atomic uint64_t due_ns;     /* when the renewer acts on it next */
+};
+
+static rd_txn *rt(ordo_txn_t *t) {
+  return (rd_txn *)t;
+}
+static rd_place *rp(ordo_t *o) {
+  return (rd_place *)o;
+}
+
+/* Keeps the text of the latest failure, for ordo_dump. Takes mu. */
+static void note_err(rd_place *p, const char *what, const char *detail) {
+  pthread_mutex_lock(&p->mu);
+  snprintf(p->err, sizeof p->err, "%s: %s", what, detail);
+  pthread_mutex_unlock(&p->mu);
+}
+
+static void atomic_max(_Atomic uint64_t *a, uint64_t v) {
+  uint64_t cur = atomic_load(a);
+  while (cur < v && !atomic_compare_exchange_weak(a, &cur, v))
+    ;
+}
+
+/* ---- The hold record (caller holds t->mu) -------------------------------- */
+
+/* The index of key in t->h, or -(insertion point) - 1. */
+static long hold_find(const rd_txn *t, const void *key, size_t len) {
+  size_t lo = 0, hi = t->nh;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = ordo_key_cmp(t->h[mid].key, t->h[mid].len, key, len);
+    if (c == 0)
+      return (long)mid;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return -(long)lo - 1;
+}
+
+static void hold_remove(rd_place *p, rd_txn *t, size_t i) {
+  free(t->h[i].key);
+  memmove(&t->h[i], &t->h[i + 1], (t->nh - i - 1) * sizeof *t->h);
+  t->nh--;
+  atomic_fetch_sub(&p->keys, 1);
+  atomic_store(&t->holding, t->nh > 0);
+}
+
+/* Forgets every hold. */
+static void holds_clear(rd_place *p, rd_txn *t) {
+  for (size_t i = 0; i < t->nh; i++)
+    free(t->h[i].key);
+  atomic_fetch_sub(&p->keys, t->nh);
+  t->nh = 0;
+  atomic_store(&t->holding, false);
+}
+
+/* Writes key to f, bytes outside printable ASCII as \xNN. */
+static void put_key(FILE *f, const uint8_t *k, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (k[i] >= 0x21 && k[i] < 0x7f && k[i] != '\\')
+      fputc(k[i], f);
+    else
+      fprintf(f, "\\x%02x", k[i]);
+  }
+}
+
+/* ---- Exchanges (caller holds t->mu) -------------------------------------- */
+
+/* Connects t's script connection when it is closed. The handshake is
+ * checked by the exchange that follows. */
+static int ensure_conn(rd_place *p, rd_txn *t) {
+  if (ordo__rs_open(&t->c))
+    return 0;
+  int rc = ordo__rs_connect(&t->c, &p->u.node, true);
+  if (rc)
+    note_err(p, "connect", t->c.errstr);
+  return rc;
+}
+
+/*
+ * run_script -- one script on t's connection within timeout_ms (or by
+ * bound_ns when that is sooner). When a connection that was open already
+ * fails under it (closed by the server's idle timeout, say), the script is
+ * run once more on a new one: each script may run twice for the same owner
+ * with the effect of once (ACQUIRE finds the owner's own entry and grants
+ * it again, the record counting the reply once; RELEASE and EXTEND find
+ * theirs gone or renewed). A script that got no answer in time is not
+ * retried. Returns the reply, or NULL with *rc set (the connection is
+ * closed then; its text is kept for ordo_dump).
+ */
+static redisReply *run_script(rd_place *p, rd_txn *t, int which, int nkeys,
+                              int argc, const char **av, const size_t *al,
+                              uint64_t bound_ns, int *rc) {
+  uint64_t deadline = ordo__now_ns() + (uint64_t)p->u.timeout_ms * RD_MS;
+  if (bound_ns < deadline)
+    deadline = bound_ns;
+  bool fresh = !ordo__rs_open(&t->c);
+  for (;;) {
+    if ((*rc = ensure_conn(p, t)) != 0)
+      return NULL;
+    ordo__rs_conn *k = &t->c;
+    redisReply *r = NULL;
+    *rc = ordo__rs_eval(&k, 1, which, nkeys, argc, av, al, deadline, &r);
+    if (r || *rc != 0)
+      return r;
+    *rc = t->c.err ? t->c.err : ORDO_EBACKEND;
+    note_err(p,
+             which == ORDO__RS_ACQUIRE   ? "ACQUIRE"
+             : which == ORDO__RS_RELEASE ? "RELEASE"
+                                         : "EXTEND",
+             t->c.errstr[0] ? t->c.errstr : "failed");
+    ordo__rs_close(&t->c);
+    if (*rc == ORDO_ETIMEDOUT)
+      *rc = ORDO_EBACKEND; /* the server did not answer: no second try */
+    else if (!fresh && *rc == ORDO_EBACKEND && ordo__now_ns() < deadline) {
+      fresh = true;
+      continue;
+    }
+    return NULL;
+  }
+}
+
+/* A script's reply for the keys idx[0..m) (indexes into the caller's
+ * array): 0, or a negative code when the reply is not the documented one. */
+typedef int (*rd_fold)(void *arg, const size_t *idx, size_t m,
+                       const redisReply *r);
+
+typedef struct rd_slotted {
+  unsigned slot;
+  size_t i;
+} rd_slotted;
+
+static int slotted_cmp(const void *a, const void *b) {
+  const rd_slotted *x = a, *y = b;
+  if (x->slot != y->slot)
+    return x->slot < y->slot ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/*
+ * keyed_script -- runs script which (RELEASE or EXTEND) for t over
+ * keys[0..n) followed by the arguments a1 and a2: one script, or on a
+ * Redis Cluster one per hash slot, since the keys of a txn's holds (taken
+ * by several lock_all calls) may lie in several. A place learns that it
+ * talks to a Cluster from the first CROSSSLOT reply. fold takes each
+ * reply. Returns 0, or the first failure's code (the text is kept).
+ */
+static int keyed_script(rd_place *p, rd_txn *t, int which,
+                        const void *const *keys, const size_t *lens, size_t n,
+                        const char *a1, size_t l1, const char *a2, size_t l2,
+                        uint64_t bound_ns, rd_fold fold, void *arg) {
+  const char **av = malloc((n + 2) * sizeof *av);
+  size_t *al = malloc((n + 2) * sizeof *al);
+  size_t *idx = malloc(n * sizeof *idx);
+  rd_slotted *sl = malloc(n * sizeof *sl);
+  int first = 0;
+  if (!av || !al || !idx || !sl) {
+    first = ORDO_ENOMEM;
+    goto out;
+  }
+  for (bool cluster = atomic_load(&p->cluster);;) {
+    for (size_t i = 0; i < n; i++) {
+      sl[i].slot = cluster ? ordo__rs_slot(keys[i], lens[i]) : 0;
+      sl[i].i = i;
+    }
+    if (cluster)
+      qsort(sl, n, sizeof *sl, slotted_cmp);
+    for (size_t i = 0; i < n; i++)
+      idx[i] = sl[i].i;
+    bool cross = false;
+    for (size_t g = 0, e; g < n && first == 0; g = e) {
+      size_t m = 0;
+      for (e = g; e < n && sl[e].slot == sl[g].slot; e++, m++) {
+        av[m] = keys[idx[e]];
+        al[m] = lens[idx[e]];
+      }
+      av[m] = a1;
+      al[m] = l1;
+      av[m + 1] = a2;
+      al[m + 1] = l2;
+      int rc;
+      redisReply *r =
+          run_script(p, t, which, (int)m, (int)m + 2, av, al, bound_ns, &rc);
+      if (!r) {
+        first = rc;
+        break;
+      }
+      if (r->type == REDIS_REPLY_ERROR && !cluster &&
+          strncmp(r->str, "CROSSSLOT", 9) == 0) {
+        cross = true;
+      } else if (r->type == REDIS_REPLY_ERROR) {
+        note_err(p, which == ORDO__RS_RELEASE ? "RELEASE" : "EXTEND", r->str);
+        first = ordo__rs_err_code(r);
+      } else if ((first = fold(arg, idx + g, m, r)) != 0) {
+        note_err(p, which == ORDO__RS_RELEASE ? "RELEASE" : "EXTEND",
+                 "the reply is not the documented one");
+        ordo__rs_close(&t->c); /* out of step: start afresh */
+      }
+      freeReplyObject(r);
+      if (cross)
+        break;
+    }
+    if (!cross)
+      break;
+    atomic_store(&p->cluster, true);
+    cluster = true;
+  }
+out:
+  free(av);
+  free(al);
+  free(idx);
+  free(sl);
+  return first;
+}
+
+static int fold_release(void *arg, const size_t *idx, size_t m,
+                        const redisReply *r) {
+  ORDO_UNUSED(idx);
+  if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 ||
+      (size_t)r->integer > m)
+    return ORDO_EBACKEND;
+  *(size_t *)arg += (size_t)r->integer;
+  return 0;
+}
+
+/*
+ * release_keys -- RELEASE of keys[0..n) (lengths lens) for t. Returns how
+ * many were still t's, or a negative code (nothing known: the connection
+ * failed, or the server refused).
+ */
+static int release_keys(rd_place *p, rd_txn *t, const void *const *keys,
+                        const size_t *lens, size_t n) {
+  size_t count = 0;
+  int rc =
+      keyed_script(p, t, ORDO__RS_RELEASE, keys, lens, n, t->owner, 32, p->chan,
+                   p->chanlen, ORDO_NO_DEADLINE, fold_release, &count);
+  if (count > 0)
+    atomic_fetch_add(&p->released, (uint64_t)count);
+  return rc ? rc : (int)count;
+}
+
+/* RELEASE of everything t holds (reverse canonical order). */
+static int release_all(rd_place *p, rd_txn *t) {
+  const void **keys = malloc((t->nh ? t->nh : 1) * sizeof *keys);
+  size_t *lens = malloc((t->nh ? t->nh : 1) * sizeof *lens);
+  int rc = ORDO_ENOMEM;
+  if (keys && lens) {
+    for (size_t i = 0; i < t->nh; i++) {
+      keys[i] = t->h[t->nh - 1 - i].key;
+      lens[i] = t->h[t->nh - 1 - i].len;
+    }
+    rc = release_keys(p, t, keys, lens, t->nh);
+  }
+  free(keys);
+  free(lens);
+  return rc;
+}
+
+/* Removes the orphan that is key (a grant recorded it after all). */
+static void orphan_forget(rd_txn *t, const void *key, size_t len) {
+  for (size_t i = 0; i < t->norph; i++)
+    if (ordo_key_cmp(t->orph[i].key, t->orph[i].len, key, len) == 0) {
+      free(t->orph[i].key);
+      t->orph[i] = t->orph[--t->norph];
+      return;
+    }
+}
+
+/*
+ * flush_orphans -- RELEASE of the keys an unanswered ACQUIRE may have
+ * granted: only entries of t's own owner value go, so a key someone else
+ * holds is not touched. Kept for the next call when the server cannot be
+ * reached; they lapse with the lease in any case. Caller holds t->mu.
+ */
+static void flush_orphans(rd_place *p, rd_txn *t) {
+  if (t->norph == 0)
+    return;
+  const void **keys = malloc(t->norph * sizeof *keys);
+  size_t *lens = malloc(t->norph * sizeof *lens);
+  if (keys && lens) {
+    for (size_t i = 0; i < t->norph; i++) {
+      keys[i] = t->orph[i].key;
+      lens[i] = t->orph[i].len;
+    }
+    if (release_keys(p, t, keys, lens, t->norph) >= 0) {
+      for (size_t i = 0; i < t->norph; i++)
+        free(t->orph[i].key);
+      t->norph = 0;
+    }
+  }
+  free(keys);
+  free(lens);
+}
+
+/* ---- The renewal thread -----------------------------------------------------
+ * One per place. It sleeps until the earliest renewal is due (a third of the
+ * lease after the oldest renewal of a holding txn), runs EXTEND over every
+ * key of each due txn, and reports a lost lease. docs/backend-redis.md,
+ * "Design".
+ */
+
+/* Caller holds nothing but perhaps a txn's mu. Tells the renewer a txn
+ * began to hold; its renewal is due at due. */
+static void renewer_kick(rd_place *p, uint64_t due) {
+  pthread_mutex_lock(&p->mu);
+  if (p->in_pass)
+    p->kicked = true; /* the pass may have gone past the txn already */
+  else if (due < p->sleep_until)
+    pthread_cond_signal(&p->wake);
+  pthread_mutex_unlock(&p->mu);
+}
+
+/*
+ * lose -- t's lease is lost: keeps the text, releases what may still be
+ * t's (best effort, so that nothing of it lingers until it lapses),
+ * forgets every hold and marks t so its next call returns ORDO_ELEASE.
+ * Caller holds t->mu.
+ */
+static void lose(rd_place *p, rd_txn *t, const char *why) {
+  char msg[256];
+  snprintf(msg, sizeof msg, "txn %llu: %s", (unsigned long long)t->base.id,
+           why);
+  note_err(p, "lease lost", msg);
+  if (ordo__rs_open(&t->c) && t->nh > 0)
+    release_all(p, t);
+  holds_clear(p, t);
+  atomic_store(&t->lease_lost, true);
+}
+
+typedef struct rd_lost {
+  bool *lost; /* per hold: no longer t's */
+  size_t n;   /* how many */
+} rd_lost;
+
+static int fold_extend(void *arg, const size_t *idx, size_t m,
+                       const redisReply *r) {
+  rd_lost *l = arg;
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 1)
+    return ORDO_EBACKEND;
+  for (size_t i = 1; i < r->elements; i++) {
+    const redisReply *e = r->element[i];
+    if (e->type != REDIS_REPLY_INTEGER || e->integer < 1 ||
+        (size_t)e->integer > m)
+      return ORDO_EBACKEND;
+    l->lost[idx[e->integer - 1]] = true;
+    l->n++;
+  }
+  return 0;
+}
+
+/*
+ * rd_renew -- EXTENDs every hold of t. Caller holds t->mu (not p->mu).
+ * Each exchange is bounded by timeout_ms and by two thirds of the lease.
+ * When the server cannot be reached the renewal is tried again a tenth of
+ * a lease later, for as long as the lease lasts; when it says some key is
+ * no longer t's, or the lease ran out meanwhile, the lease is lost (lose).
+ * Returns true when it was lost.
+ */
+static bool rd_renew(rd_place *p, rd_txn *t) {
+  if (t->nh == 0)
+    return false;
+  const void **keys = malloc(t->nh * sizeof *keys);
+  size_t *lens = malloc(t->nh * sizeof *lens);
+  bool *lost = calloc(t->nh, sizeof *lost);
+  uint64_t sent = ordo__now_ns();
+  uint64_t lease_end = atomic_load(&t->renewed_ns) + p->lease_ns;
+  char lease[24];
+  rd_lost l = {lost, 0};
+  int rc = ORDO_ENOMEM;
+  if (keys && lens && lost) {
+    for (size_t i = 0; i < t->nh; i++) {
+      keys[i] = t->h[i].key;
+      lens[i] = t->h[i].len;
+    }
+    size_t ll = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
+    rc = keyed_script(p, t, ORDO__RS_EXTEND, keys, lens, t->nh, t->owner, 32,
+                      lease, ll, sent + p->lease_ns * 2 / 3, fold_extend, &l);
+  }
+  bool gone = false;
+  if (rc == 0 && l.n == 0) {
+    atomic_store(&t->renewed_ns, sent);
+    atomic_store(&t->due_ns, sent + p->lease_ns / 3);
+  } else if (rc == 0) {
+    /* Some keys are no longer ours: name them, then give up the rest. */
+    char why[200];
+    size_t o = (size_t)snprintf(why, sizeof why, "no longer held:");
+    FILE *f = fmemopen(why + o, sizeof why - o, "w");
+    for (size_t i = 0; f && i < t->nh; i++)
+      if (lost[i]) {
+        fputc(' ', f);
+        put_key(f, t->h[i].key, t->h[i].len);
+      }
+    if (f)
+      fclose(f);
+    lose(p, t, why);
+    gone = true;
+  } else {
+    /* Not renewed, not refused either: try again while the lease lasts. */
+    uint64_t now = ordo__now_ns(), again = now + p->lease_ns / 10;
+    if (again + p->lease_ns / 10 >= lease_end) {
+      lose(p, t, "the server could not be reached before the lease ran out");
+      gone = true;
+    } else {
+      atomic_store(&t->due_ns, again);
+    }
+  }
+  free(keys);
+  free(lens);
+  free(lost);
+  return gone;
+}
+
+/* The thread starts with every signal blocked (rd_open): signals are for
+ * the program's own threads. */
+static void *renewer_main(void *arg) {
+  rd_place *p = arg;
+  pthread_mutex_lock(&p->mu);
+  while (!p->stop) {
+    p->in_pass = true;
+    p->kicked = false;
+    uint64_t next = UINT64_MAX;
+    rd_txn *t = p->txns;
+    while (t && !p->stop) {
+      uint64_t now = ordo__now_ns();
+      if (!atomic_load(&t->holding) || t->cb_running) {
+        t = t->next;
+        continue;
+      }
+      uint64_t due = atomic_load(&t->due_ns);
+      if (due > now) {
+        next = due < next ? due : next;
+        t = t->next;
+        continue;
+      }
+      if (pthread_mutex_trylock(&t->mu) != 0) {
+        /* Inside an exchange (bounded by timeout_ms): look again soon. */
+        uint64_t again = now + p->lease_ns / 30 + RD_MS;
+        next = again < next ? again : next;
+        t = t->next;
+        continue;
+      }
+      /* t->mu keeps t alive: txn_end takes it before it frees t. */
+      pthread_mutex_unlock(&p->mu);
+      bool lost = rd_renew(p, t);
+      pthread_mutex_lock(&p->mu);
+      if (!t->linked) {
+        /* Ending: its txn_end waits for t->mu, and t->next is stale. */
+        pthread_mutex_unlock(&t->mu);
+        t = p->txns;
+        continue;
+      }
+      if (!lost) {
+        due = atomic_load(&t->due_ns);
+        if (atomic_load(&t->holding))
+          next = due < next ? due : next;
+        pthread_mutex_unlock(&t->mu);
+        t = t->next;
+        continue;
+      }
+      rd_lost_cb cb = p->lost_cb;
+      void *cb_arg = p->lost_arg;
+      pthread_mutex_unlock(&t->mu);
+      if (!cb) {
+        t = t->next;
+        continue;
+      }
+      /* The callback runs with no lock held; cb_running keeps t alive. */
+      t->cb_running = true;
+      pthread_mutex_unlock(&p->mu);
+      cb(&t->base, cb_arg);
+      pthread_mutex_lock(&p->mu);
+      t->cb_running = false;
+      rd_txn *nx = t->linked ? t->next : p->txns;
+      pthread_cond_broadcast(&p->cb_done);
+      t = nx;
+    }
+    p->in_pass = false;
+    if (p->stop)
+      break;
+    if (p->kicked)
+      continue;
+    p->sleep_until = next;
+    if (next == UINT64_MAX) {
+      pthread_cond_wait(&p->wake, &p->mu);
+    } else {
+      struct timespec ts = {(time_t)(next / 1000000000u),
+                            (long)(next % 1000000000u)};
+      pthread_cond_timedwait(&p->wake, &p->mu, &ts);
+    }
+    p->sleep_until = 0;
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+/* ---- Open, close, begin, end --------------------------------------------- */
+
+static int rd_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
+  ORDO_UNUSED(opts);
+  rd_place *p = calloc(1, sizeof *p);
+  if (!p)
+    return ORDO_ENOMEM;
+  int rc = rd_parse_url(url, &p->u);
+  if (rc) {
+    free(p);
+    return rc;
+  }
+  p->chanlen = ordo__rs_channel_prefix(p->u.node.db, p->chan);
+  p->lease_ns = (uint64_t)p->u.lease_ms * RD_MS;
+  atomic_init(&p->next_id, 1);
+  atomic_init(&p->cluster, false);
+  p->sleep_until = UINT64_MAX;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->wake, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_cond_init(&p->cb_done, NULL);
+  ordo__rs_script_sha(0); /* computes the names once, before any thread */
+  /* Created with every signal blocked, so that not even in its first
+   * instants can it take a process-directed signal that a thread of the
+   * program waits for with sigwait. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  rc = pthread_create(&p->renewer, NULL, renewer_main, p);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->cb_done);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+    return ORDO_ENOMEM;
+  }
+  *out = &p->base;
+  return 0;
+}
+
+static void rd_close(ordo_t *o) {
+  rd_place *p = rp(o);
+  pthread_mutex_lock(&p->mu);
+  ORDO_ASSERT(p->txns == NULL); /* every txn must have ended */
+  p->stop = true;
+  pthread_cond_signal(&p->wake);
+  pthread_mutex_unlock(&p->mu);
+  pthread_join(p->renewer, NULL);
+  pthread_cond_destroy(&p->wake);
+  pthread_cond_destroy(&p->cb_done);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}
+
+/* 128 random bits in hex: the kernel's, else the clock-seeded generator's
+ * (unique enough, if not unguessable). */
+static void new_owner(char out[33]) {
+  uint8_t b[16];
+  size_t got = 0;
+  while (got < sizeof b) {
+    ssize_t n = getrandom(b + got, sizeof b - got, 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+  }
+  if (got < sizeof b) {
+    uint64_t x = ordo__rand64(), y = ordo__rand64();
+    memcpy(b, &x, 8);
+    memcpy(b + 8, &y, 8);
+  }
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 0; i < 16; i++) {
+    out[2 * i] = hex[b[i] >> 4];
+    out[2 * i + 1] = hex[b[i] & 15];
+  }
+  out[32] = 0;
+}
+
+/*
+ * rd_txn_begin -- a txn and its script connection: connect, AUTH and
+ * SELECT when the URL asks, and a PING, pipelined, in one round trip bounded
+ * by timeout_ms. A refused AUTH or a -NOAUTH is ORDO_EAUTH; anything else
+ * that fails is ORDO_EBACKEND, its text kept for ordo_dump.
+ */
+static int rd_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
+  ORDO_UNUSED(priority); /* nothing on Redis to give it to */
+  rd_place *p = rp(o);
+  rd_txn *t = calloc(1, sizeof *t);
+  if (!t)
+    return ORDO_ENOMEM;
+  ordo__rs_conn_init(&t->c);
+  ordo__rs_conn_init(&t->sub);
+  new_owner(t->owner);
+  int rc = ordo__rs_connect(&t->c, &p->u.node, true);
+  if (rc == 0) {
+    const char *av[1] = {"PING"};
+    size_t al[1] = {4};
+    rc = ordo__rs_append(&t->c, 1, av, al);
+  }
+  if (rc == 0) {
+    ordo__rs_conn *k = &t->c;
+    uint64_t deadline = ordo__now_ns() + (uint64_t)p->u.timeout_ms * RD_MS;
+    if (ordo__rs_run(&k, 1, deadline, NULL, NULL) == ORDO_ETIMEDOUT) {
+      char msg[96];
+      snprintf(msg, sizeof msg, "no reply within %ld ms (timeout_ms)",
+               p->u.timeout_ms);
+      note_err(p, "connect", msg);
+      rc = ORDO_EBACKEND;
+    } else if (!ordo__rs_open(&t->c)) {
+      rc = t->c.err ? t->c.err : ORDO_EBACKEND;
+      note_err(p, "connect", t->c.errstr);
+    } else {
+      redisReply *r = ordo__rs_take(&t->c, 0);
+      ordo__rs_done(&t->c);
+      if (!r || r->type == REDIS_REPLY_ERROR) {
+        rc = r ? ordo__rs_err_code(r) : ORDO_EBACKEND;
+        if (rc != ORDO_EAUTH)
+          rc = ORDO_EBACKEND;
+        note_err(p, "PING", r ? r->str : "no reply");
+      }
+      if (r)
+        freeReplyObject(r);
+    }
+  } else {
+    note_err(p, "connect", t->c.errstr);
+  }
+  if (rc) {
+    ordo__rs_close(&t->c);
+    free(t);
+    return rc;
+  }
+  t->base.id = atomic_fetch_add(&p->next_id, 1);
+  pthread_mutex_init(&t->mu, NULL);
+  atomic_init(&t->holding, false);
+  atomic_init(&t->lease_lost, false);
+  atomic_init(&t->in_wait, false);
+  atomic_init(&t->renewed_ns, ordo__now_ns());
+  atomic_init(&t->due_ns, UINT64_MAX);
+  pthread_mutex_lock(&p->mu);
+  t->next = p->txns;
+  if (p->txns)
+    p->txns->prev = t;
+  p->txns = t;
+  t->linked = true;
+  pthread_mutex_unlock(&p->mu);
+  *out = &t->base;
+  return 0;
+}
+
+static void rd_txn_end(ordo_txn_t *tx) {
+  rd_txn *t = rt(tx);
+  rd_place *p = rp(tx->o);
+  pthread_mutex_lock(&p->mu);
+  if (t->prev)
+    t->prev->next = t->next;
+  else
+    p->txns = t->next;
+  if (t->next)
+    t->next->prev = t->prev;
+  t->linked = false;
+  while (t->cb_running)
+    pthread_cond_wait(&p->cb_done, &p->mu);
+  pthread_mutex_unlock(&p->mu);
+  /* Waits out a renewal in progress; after it no other thread knows t. */
+  pthread_mutex_lock(&t->mu);
+  flush_orphans(p, t);
+  if (t->nh > 0)
+    release_all(p, t); /* bounded by timeout_ms; else the lease lapses */
+  holds_clear(p, t);
+  ordo__rs_close(&t->c);
+  ordo__rs_close(&t->sub);
+  for (size_t i = 0; i < t->norph; i++)
+    free(t->orph[i].key);
+  free(t->orph);
+  free(t->h);
+  pthread_mutex_unlock(&t->mu);
+  pthread_mutex_destroy(&t->mu);
+  free(t);
+}
+
+/* ---- Waiting ----------------------------------------------------------------
+ * A request that finds a key held against it subscribes to the release
+ * channel of each such key (on the txn's Pub/Sub connection, waiting for
+ * the server's confirmation), then tries again at once (a release between
+ * its first try and the subscription would otherwise go unheard), then
+ * sleeps until a release message, its deadline, or the jittered fallback
+ * poll, whichever comes first, and tries again. docs/backend-redis.md,
+ * "Waiting".
+ */
+
+typedef struct rd_wait {
+  bool *subbed;    /* per request key: its channel is subscribed */
+  size_t nsubbed;  /* how many are */
+  bool bare;       /* no Pub/Sub in this call: polling only */
+  long poll_ms;    /* the fallback poll's current ceiling */
+  bool started;    /* counted in waiting */
+  uint64_t t0;     /* when it began to wait */
+  char *chanbuf;   /* room for one channel name */
+  const long *all; /* 1, 2, ..., n: every key of the request */
+} rd_wait;
+
+/* True when r is the Pub/Sub reply ["kind", ...]. */
+static bool push_is(const redisReply *r, const char *kind) {
+  return r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+         r->element[0]->type == REDIS_REPLY_STRING &&
+         strcmp(r->element[0]->str, kind) == 0;
+}
+
+/* The Pub/Sub connection failed: keeps the text, closes it, polls. */
+static void sub_broken(rd_place *p, rd_txn *t, rd_wait *w) {
+  note_err(p, "Pub/Sub", t->sub.errstr[0] ? t->sub.errstr : "failed");
+  ordo__rs_close(&t->sub);
+  w->bare = true;
+  w->nsubbed = 0;
+  w->poll_ms = RD_POLL_BARE_FIRST_MS;
+}
+
+/*
+ * subscribe_once -- SUBSCRIBE to the channels of busy[0..nb) not yet
+ * subscribed, and the server's confirmation of each, awaited timeout_ms
+ * and no later than the call's deadline. Returns how many it subscribed,
+ * -1 when the connection failed (t->sub.errstr says how), -2 when the
+ * call's deadline came first.
+ */
+static int subscribe_once(rd_place *p, rd_txn *t, rd_wait *w,
+                          const ordo_req_t *r, size_t n, const long *busy,
+                          size_t nb, uint64_t deadline_ns) {
+  size_t want = 0;
+  for (size_t i = 0; i < nb; i++) {
+    size_t at = (size_t)(busy[i] - 1);
+    if (at >= n || w->subbed[at])
+      continue;
+    memcpy(w->chanbuf, p->chan, p->chanlen);
+    memcpy(w->chanbuf + p->chanlen, r[at].key, r[at].len);
+    const char *av[2] = {"SUBSCRIBE", w->chanbuf};
+    size_t al[2] = {9, p->chanlen + r[at].len};
+    if (ordo__rs_append_loose(&t->sub, 2, av, al) != 0)
+      return -1;
+    w->subbed[at] = true;
+    want++;
+  }
+  w->nsubbed += want;
+  uint64_t deadline = ordo__now_ns() + (uint64_t)p->u.timeout_ms * RD_MS;
+  bool cut = deadline_ns < deadline; /* the call's deadline comes first */
+  deadline = cut ? deadline_ns : deadline;
+  for (size_t left = want; left > 0;) {
+    redisReply *m = NULL;
+    int rc = ordo__rs_next(&t->sub, deadline, &m);
+    if (rc == ORDO_ETIMEDOUT && cut)
+      return -2;
+    if (rc == ORDO_ETIMEDOUT) {
+      snprintf(t->sub.errstr, sizeof t->sub.errstr,
+               "SUBSCRIBE: no reply within %ld ms", p->u.timeout_ms);
+      return -1;
+    }
+    if (rc != 0)
+      return -1;
+    if (push_is(m, "subscribe"))
+      left--;
+    freeReplyObject(m); /* a message now changes nothing: we try anyway */
+  }
+  return (int)want;
+}
+
+/*
+ * subscribe -- subscribes to the release channels of the request's keys
+ * listed in busy[0..nb) (1-based indexes) that are not subscribed yet, and
+ * waits (timeout_ms, and no later than deadline_ns) for the server to
+ * confirm each. A connection that was
+ * open already and fails (the server's idle timeout closed it between two
+ * waits, say) is opened again once, and everything subscribed anew.
+ * Returns true when it subscribed anything (the caller then tries again at
+ * once). Caller holds t->mu; the Pub/Sub connection is t's own thread's.
+ */
+static bool subscribe(rd_place *p, rd_txn *t, rd_wait *w, const ordo_req_t *r,
+                      size_t n, const long *busy, size_t nb,
+                      uint64_t deadline_ns) {
+  if (w->bare)
+    return false;
+  for (int attempt = 0;; attempt++) {
+    bool fresh = !ordo__rs_open(&t->sub);
+    if (fresh && ordo__rs_connect(&t->sub, &p->u.node, false) != 0) {
+      sub_broken(p, t, w);
+      return false;
+    }
+    int rc = subscribe_once(p, t, w, r, n, busy, nb, deadline_ns);
+    if (rc >= 0)
+      return rc > 0;
+    if (rc == -2) {
+      /* Out of time, not broken: the call ends with one last try, and the
+       * next wait starts on a new connection. */
+      ordo__rs_close(&t->sub);
+      w->nsubbed = 0;
+      return false;
+    }
+    if (fresh || attempt > 0) {
+      sub_broken(p, t, w);
+      return false;
+    }
+    /* Everything that was subscribed went with the connection. */
+    ordo__rs_close(&t->sub);
+    memset(w->subbed, 0, n * sizeof *w->subbed);
+    w->nsubbed = 0;
+    busy = w->all;
+    nb = n;
+  }
+}
+
+/* Sleeps until deadline_ns on the CLOCK_MONOTONIC clock. */
+static void sleep_until(uint64_t deadline_ns) {
+  struct timespec ts = {(time_t)(deadline_ns / 1000000000u),
+                        (long)(deadline_ns % 1000000000u)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+    ;
+}
+
+/*
+ * wait_release -- sleeps until a release message on a subscribed channel or
+ * until_ns. Returns true when woken by a message (and reads whatever else
+ * has arrived, so that a release of several keys costs one try). Caller
+ * does NOT hold t->mu.
+ */
+static bool wait_release(rd_place *p, rd_txn *t, rd_wait *w,
+                         uint64_t until_ns) {
+  if (w->bare || !ordo__rs_open(&t->sub)) {
+    sleep_until(until_ns);
+    return false;
+  }
+  bool woke = false;
+  for (;;) {
+    redisReply *m = NULL;
+    int rc = ordo__rs_next(&t->sub, woke ? 0 : until_ns, &m);
+    if (rc == ORDO_ETIMEDOUT)
+      return woke;
+    if (rc != 0) {
+      sub_broken(p, t, w);
+      return woke;
+    }
+    woke |= push_is(m, "message");
+    freeReplyObject(m);
+  }
+}
+
+/* Ends a wait: unsubscribes without waiting for the confirmations (the
+ * next wait reads and ignores them), counts the time waited. */
+static void wait_end(rd_place *p, rd_txn *t, rd_wait *w) {
+  if (w->nsubbed > 0 && ordo__rs_open(&t->sub)) {
+    const char *av[1] = {"UNSUBSCRIBE"};
+    size_t al[1] = {11};
+    if (ordo__rs_append_loose(&t->sub, 1, av, al) == 0) {
+      redisReply *m = NULL;
+      /* Flushes (the write does not wait); a reply already there is read
+       * and dropped. */
+      if (ordo__rs_next(&t->sub, 0, &m) == 0)
+        freeReplyObject(m);
+    } else {
+      ordo__rs_close(&t->sub);
+    }
+  }
+  if (w->started) {
+    uint64_t us = (ordo__now_ns() - w->t0) / 1000u;
+    atomic_fetch_sub(&p->waiting, 1);
+    atomic_fetch_add(&p->wait_hist[ordo__hist_bucket(us)], 1);
+    atomic_max(&p->max_wait_us, us);
+  }
+}
+
+/* A draw from [ms/2, ms], in nanoseconds. */
+static uint64_t jitter_ns(long ms) {
+  uint64_t lo = (uint64_t)ms * RD_MS / 2;
+  return lo + ordo__rand64() % (lo + 1);
+}
+
+/* ---- lock_all ------------------------------------------------------------ */
+
+/*
+ * record_grant -- enters an ACQUIRE grant ({1, lease, token...}) into t's
+ * holds. copies[i] is a copy of r[i]'s key made before the script when t
+ * did not hold it; used copies are set to NULL. Returns 0, or ORDO_EBACKEND
+ * when the reply is not the documented one (nothing recorded). Caller
+ * holds t->mu; t->h has room for n more.
+ */
+static int record_grant(rd_place *p, rd_txn *t, const ordo_req_t *r, size_t n,
+                        const redisReply *rep, uint8_t **copies) {
+  if (rep->elements != 2 + n)
+    return ORDO_EBACKEND;
+  for (size_t i = 0; i < n + 1; i++)
+    if (rep->element[1 + i]->type != REDIS_REPLY_INTEGER)
+      return ORDO_EBACKEND;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t token = (uint64_t)rep->element[2 + i]->integer;
+    if (t->norph > 0)
+      orphan_forget(t, r[i].key, r[i].len);
+    long at = hold_find(t, r[i].key, r[i].len);
+    if (at >= 0) {
+      rd_hold *h = &t->h[at];
+      h->count++;
+      if (r[i].mode > h->mode)
+        h->mode = r[i].mode;
+      h->token = token;
+      continue;
+    }
+    size_t ins = (size_t)(-at - 1);
+    memmove(&t->h[ins + 1], &t->h[ins], (t->nh - ins) * sizeof *t->h);
+    t->h[ins] = (rd_hold){copies[i], r[i].len, 1, r[i].mode, token};
+    copies[i] = NULL;
+    t->nh++;
+    atomic_fetch_add(&p->keys, 1);
+  }
+  return 0;
+}
+
+/* An ACQUIRE's outcome is unknown: the keys it asked for that t did not
+ * hold become orphans (copies[i] moves there). Room was made before. */
+static void adopt_orphans(rd_txn *t, const ordo_req_t *r, size_t n,
+                          uint8_t **copies) {
+  for (size_t i = 0; i < n; i++)
+    if (copies[i]) {
+      t->orph[t->norph++] = (rd_hold){copies[i], r[i].len, 0, r[i].mode, 0};
+      copies[i] = NULL;
+    }
+}
+
+/* What one ACQUIRE said. */
+enum { TRY_GRANTED, TRY_BUSY, TRY_FAILED };
+
+/*
+ * try_acquire -- one ACQUIRE of the whole request. On TRY_BUSY, busy[0..*nb)
+ * gets the 1-based indexes of the keys held against it and *wait_ms the
+ * time until their holders' leases would run out. On TRY_FAILED, *rc says
+ * why. Caller holds t->mu.
+ */
+static int try_acquire(rd_place *p, rd_txn *t, const ordo_req_t *r, size_t n,
+                       const char **av, const size_t *al, uint8_t **copies,
+                       long *busy, size_t *nb, long *wait_ms, int *rc) {
+  bool was_holding = t->nh > 0;
+  uint64_t sent = ordo__now_ns();
+  redisReply *rep = run_script(p, t, ORDO__RS_ACQUIRE, (int)(2 * n),
+                               (int)(2 * n + 3), av, al, ORDO_NO_DEADLINE, rc);
+  if (!rep) {
+    adopt_orphans(t, r, n, copies);
+    return TRY_FAILED;
+  }
+  int what = TRY_FAILED;
+  if (rep->type == REDIS_REPLY_ERROR) {
+    *rc = ordo__rs_err_code(rep);
+    note_err(p, "ACQUIRE", rep->str);
+  } else if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2 &&
+             rep->element[0]->type == REDIS_REPLY_INTEGER &&
+             rep->element[1]->type == REDIS_REPLY_INTEGER) {
+    if (rep->element[0]->integer == 1) {
+      *rc = record_grant(p, t, r, n, rep, copies);
+      what = *rc == 0 ? TRY_GRANTED : TRY_FAILED;
+    } else if (rep->elements > 2 && rep->elements - 2 <= n) {
+      *wait_ms = (long)rep->element[1]->integer;
+      *nb = 0;
+      for (size_t i = 2; i < rep->elements; i++)
+        if (rep->element[i]->type == REDIS_REPLY_INTEGER)
+          busy[(*nb)++] = (long)rep->element[i]->integer;
+      what = TRY_BUSY;
+    } else {
+      *rc = ORDO_EBACKEND;
+    }
+  } else {
+    *rc = ORDO_EBACKEND;
+  }
+  if (what == TRY_FAILED && *rc == ORDO_EBACKEND &&
+      rep->type != REDIS_REPLY_ERROR) {
+    /* Whether anything was granted cannot be told: start afresh; what
+     * may have been granted is released by the next call. */
+    note_err(p, "ACQUIRE", "the reply is not the documented one");
+    ordo__rs_close(&t->c);
+    adopt_orphans(t, r, n, copies);
+  }
+  freeReplyObject(rep);
+  if (what == TRY_GRANTED) {
+    atomic_fetch_add(&p->acquired, 1);
+    if (!was_holding) {
+      atomic_store(&t->renewed_ns, sent);
+      atomic_store(&t->due_ns, sent + p->lease_ns / 3);
+      atomic_store(&t->holding, true);
+      renewer_kick(p, sent + p->lease_ns / 3);
+    }
+  }
+  return what;
+}
+
+/*
+ * rd_lock_all -- takes the sorted, distinct keys r[0..n) by ACQUIRE, and
+ * while some are held against it, waits (subscribed to their release
+ * channels) and tries again, until deadline_ns (docs/backend-redis.md,
+ * "Waiting"). Every allocation a grant needs is made before the first script,
+ * so a grant is always recorded. Each exchange is bounded by timeout_ms, so a
+ * call whose server has stopped answering returns ORDO_EBACKEND at most
+ * timeout_ms after the exchange began.
+ */
+static int rd_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
+                       uint64_t deadline_ns) {
+  rd_txn *t = rt(tx);
+  rd_place *p = rp(tx->o);
+  size_t argc = 2 * n + 3, fence_bytes = 0, maxlen = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ordo__rs_key_reserved(r[i].key, r[i].len))
+      return ORDO_EINVAL; /* the name of a fencing counter */
+    fence_bytes += r[i].len + ORDO__RS_FENCE_EXTRA;
+    maxlen = r[i].len > maxlen ? r[i].len : maxlen;
+  }
+  const char **av = malloc(argc * sizeof *av);
+  size_t *al = malloc(argc * sizeof *al);
+  uint8_t **copies = calloc(n, sizeof *copies);
+  char *fences = malloc(fence_bytes);
+  char *modes = malloc(n);
+  long *busy = malloc(2 * n * sizeof *busy); /* busy, then 1..n */
+  bool *subbed = calloc(n, sizeof *subbed);
+  char *chanbuf = malloc(sizeof p->chan + maxlen);
+  int rc = 0;
+  bool locked = false;
+  rd_wait w = {.subbed = subbed,
+               .poll_ms = RD_POLL_FIRST_MS,
+               .chanbuf = chanbuf,
+               .all = busy ? busy + n : NULL};
+  if (!av || !al || !copies || !fences || !modes || !busy || !subbed ||
+      !chanbuf) {
+    rc = ORDO_ENOMEM;
+    goto out;
+  }
+  for (size_t i = 0; i < n; i++)
+    busy[n + i] = (long)i + 1;
+  pthread_mutex_lock(&t->mu);
+  locked = true;
+  if (atomic_exchange(&t->lease_lost, false)) {
+    rc = ORDO_ELEASE;
+    goto out;
+  }
+  if (t->nh + n > t->caph) {
+    size_t cap = t->caph ? t->caph : 8;
+    while (cap < t->nh + n)
+      cap *= 2;
+    rd_hold *h = realloc(t->h, cap * sizeof *h);
+    if (!h) {
+      rc = ORDO_ENOMEM;
+      goto out;
+    }
+    t->h = h;
+    t->caph = cap;
+  }
+  if (t->norph + n > t->caporph) {
+    size_t cap = t->caporph ? t->caporph : 8;
+    while (cap < t->norph + n)
+      cap *= 2;
+    rd_hold *h = realloc(t->orph, cap * sizeof *h);
+    if (!h) {
+      rc = ORDO_ENOMEM;
+      goto out;
+    }
+    t->orph = h;
+    t->caporph = cap;
+  }
+  flush_orphans(p, t);
+  for (size_t i = 0; i < n; i++) {
+    if (hold_find(t, r[i].key, r[i].len) >= 0)
+      continue;
+    if (!(copies[i] = malloc(r[i].len))) {
+      rc = ORDO_ENOMEM;
+      goto out;
+    }
+    memcpy(copies[i], r[i].key, r[i].len);
+  }
+  char lease[24];
+  char *f = fences;
+  for (size_t i = 0; i < n; i++) {
+    av[2 * i] = r[i].key;
+    al[2 * i] = r[i].len;
+    size_t fl = ordo__rs_fence_key(r[i].key, r[i].len, f);
+    av[2 * i + 1] = f;
+    al[2 * i + 1] = fl;
+    f += fl;
+    modes[i] = r[i].mode == ORDO_MODE_S ? 'S' : 'X';
+  }
+  av[2 * n] = t->owner;
+  al[2 * n] = 32;
+  av[2 * n + 1] = lease;
+  al[2 * n + 1] = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
+  av[2 * n + 2] = modes;
+  al[2 * n + 2] = n;
+  for (;;) {
+    size_t nb = 0;
+    long wait_ms = 0;
+    int what =
+        try_acquire(p, t, r, n, av, al, copies, busy, &nb, &wait_ms, &rc);
+    if (what != TRY_BUSY)
+      break;
+    uint64_t now = ordo__now_ns();
+    if (now >= deadline_ns) {
+      rc = ORDO_ETIMEDOUT;
+      atomic_fetch_add(&p->timeouts, 1);
+      break;
+    }
+    if (!w.started) {
+      w.started = true;
+      w.t0 = now;
+      atomic_fetch_add(&p->waited, 1);
+      atomic_fetch_add(&p->waiting, 1);
+    }
+    if (subscribe(p, t, &w, r, n, busy, nb, deadline_ns))
+      continue; /* a release may have come before the subscription */
+    /* The fallback: the jittered poll, or just after the holders' leases
+     * would run out, if that is sooner; never past the deadline. */
+    uint64_t until = now + jitter_ns(w.poll_ms);
+    if (wait_ms > 0) {
+      uint64_t lapse =
+          now + (uint64_t)wait_ms * RD_MS + RD_MS +
+          ordo__rand64() % ((uint64_t)wait_ms * RD_MS / 16 + RD_MS);
+      until = lapse < until ? lapse : until;
+    }
+    until = deadline_ns < until ? deadline_ns : until;
+    atomic_store(&t->in_wait, true);
+    pthread_mutex_unlock(&t->mu);
+    bool woke = wait_release(p, t, &w, until);
+    pthread_mutex_lock(&t->mu);
+    atomic_store(&t->in_wait, false);
+    if (atomic_exchange(&t->lease_lost, false)) {
+      rc = ORDO_ELEASE; /* the renewer found the lease lost meanwhile */
+      break;
+    }
+    if (woke) {
+      atomic_fetch_add(&p->wakeups, 1);
+    } else if (ordo__now_ns() < deadline_ns) {
+      atomic_fetch_add(&p->pokes, 1);
+      long cap = w.bare ? RD_POLL_BARE_CAP_MS : RD_POLL_CAP_MS;
+      w.poll_ms = w.poll_ms * 2 > cap ? cap : w.poll_ms * 2;
+    }
+  }
+  wait_end(p, t, &w);
+out:
+  if (locked)
+    pthread_mutex_unlock(&t->mu);
+  for (size_t i = 0; copies && i < n; i++)
+    free(copies[i]);
+  free(copies);
+  free(av);
+  free(al);
+  free(fences);
+  free(modes);
+  free(busy);
+  free(subbed);
+  free(chanbuf);
+  return rc;
+}
+
+/* ---- unlock, held -------------------------------------------------------- */
+
+static int rd_unlock(ordo_txn_t *tx, const void *key, size_t len) {
+  rd_txn *t = rt(tx);
+  rd_place *p = rp(tx->o);
+  int rc = 0;
+  pthread_mutex_lock(&t->mu);
+  if (atomic_exchange(&t->lease_lost, false)) {
+    rc = ORDO_ELEASE;
+    goto out;
+  }
+  flush_orphans(p, t);
+  long at = hold_find(t, key, len);
+  if (at < 0) {
+    rc = ORDO_ENOTHELD; /* the record is in step: no need to ask */
+    goto out;
+  }
+  if (t->h[at].count > 1) {
+    t->h[at].count--; /* the server keeps one entry per owner */
+    goto out;
+  }
+  const void *keys[1] = {key};
+  size_t lens[1] = {len};
+  int n = release_keys(p, t, keys, lens, 1);
+  if (n == 1) {
+    hold_remove(p, t, (size_t)at);
+  } else if (n == 0) {
+    /* Its lease had run out: another may have held it since. */
+    hold_remove(p, t, (size_t)at);
+    rc = ORDO_ELEASE;
+  } else if (!ordo__rs_open(&t->c)) {
+    /* Not known whether it was released: forget it; if it was not, its
+     * lease lapses. */
+    hold_remove(p, t, (size_t)at);
+    rc = n;
+  } else {
+    rc = n; /* refused: still held */
+  }
+out:
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+static int rd_unlock_all(ordo_txn_t *tx) {
+  rd_txn *t = rt(tx);
+  rd_place *p = rp(tx->o);
+  int rc = 0;
+  pthread_mutex_lock(&t->mu);
+  if (atomic_exchange(&t->lease_lost, false)) {
+    rc = ORDO_ELEASE;
+    goto out;
+  }
+  flush_orphans(p, t);
+  if (t->nh == 0)
+    goto out;
+  int n = release_all(p, t);
+  if (n >= 0 && (size_t)n == t->nh)
+    rc = n;
+  else if (n >= 0)
+    rc = ORDO_ELEASE; /* some had run out before the release */
+  else
+    rc = n;
+  if (n >= 0 || !ordo__rs_open(&t->c))
+    holds_clear(p, t);
+out:
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+static int rd_held(ordo_txn_t *tx, const void *key, size_t len,
+                   ordo_mode_t *mode, uint64_t *fence) {
+  rd_txn *t = rt(tx);
+  pthread_mutex_lock(&t->mu);
+  long at = hold_find(t, key, len);
+  int count = 0;
+  if (at >= 0) {
+    count = (int)t->h[at].count;
+    if (mode)
+      *mode = t->h[at].mode;
+    if (fence)
+      *fence = t->h[at].token;
+  }
+  pthread_mutex_unlock(&t->mu);
+  return count;
+}
+
+/* ---- Stats, dump, callback ----------------------------------------------- */
+
+/* This place's own counters: Redis keeps none for ordo. */
+static int rd_stats(ordo_t *o, ordo_stats_t *out) {
+  rd_place *p = rp(o);
+  memset(out, 0, sizeof *out);
+  out->acquired = atomic_load(&p->acquired);
+  out->waited = atomic_load(&p->waited);
+  out->timeouts = atomic_load(&p->timeouts);
+  out->released = atomic_load(&p->released);
+  out->wakeups = atomic_load(&p->wakeups);
+  out->pokes = atomic_load(&p->pokes);
+  out->locks = atomic_load(&p->keys);
+  out->waiting = atomic_load(&p->waiting);
+  out->max_wait_us = atomic_load(&p->max_wait_us);
+  for (int i = 0; i < ORDO_HIST_BUCKETS; i++)
+    out->wait_hist[i] = atomic_load(&p->wait_hist[i]);
+  return 0;
+}
+
+static int write_all(int fd, const char *s, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return ORDO_EINVAL;
+    s += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/*
+ * rd_dump -- what this place knows: the URL (no password), the last error
+ * (a CROSSSLOT or MOVED reply's text, say), and each txn's record. A txn
+ * inside an exchange is named busy rather than waited for; a txn asleep in
+ * a wait is shown with its holds. It asks the server nothing.
+ */
+static void rd_dump(ordo_t *o, int fd) {
+  rd_place *p = rp(o);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f)
+    return;
+  fprintf(f,
+          "%s: lease %ld ms, renewed at a third; timeout %ld ms; release "
+          "channels %s<key>\n",
+          o->url, p->u.lease_ms, p->u.timeout_ms, p->chan);
+  pthread_mutex_lock(&p->mu);
+  if (p->err[0])
+    fprintf(f, "last error: %s\n", p->err);
+  for (rd_txn *t = p->txns; t; t = t->next) {
+    fprintf(f,
+            "txn %llu%s%s%s (owner %.8s...):", (unsigned long long)t->base.id,
+            t->base.name[0] ? " \"" : "", t->base.name,
+            t->base.name[0] ? "\"" : "", t->owner);
+    if (pthread_mutex_trylock(&t->mu) != 0) {
+      fputs(" busy (inside an exchange with the server)\n", f);
+      continue;
+    }
+    fprintf(f, " %s%s, holds %zu key(s)%s\n",
+            ordo__rs_open(&t->c) ? "connected" : "not connected",
+            atomic_load(&t->in_wait) ? ", waiting for a release" : "", t->nh,
+            atomic_load(&t->lease_lost) ? ", LEASE LOST" : "");
+    for (size_t i = 0; i < t->nh; i++) {
+      fputs("  ", f);
+      put_key(f, t->h[i].key, t->h[i].len);
+      fprintf(f, " %s holds=%u token=%llu\n",
+              t->h[i].mode == ORDO_MODE_S ? "S" : "X", t->h[i].count,
+              (unsigned long long)t->h[i].token);
+    }
+    pthread_mutex_unlock(&t->mu);
+  }
+  pthread_mutex_unlock(&p->mu);
+  fprintf(f,
+          "counters: acquired %llu, waited %llu, waiting %llu, timeouts "
+          "%llu, woken by a release %llu, by the poll %llu\n",
+          (unsigned long long)atomic_load(&p->acquired),
+          (unsigned long long)atomic_load(&p->waited),
+          (unsigned long long)atomic_load(&p->waiting),
+          (unsigned long long)atomic_load(&p->timeouts),
+          (unsigned long long)atomic_load(&p->wakeups),
+          (unsigned long long)atomic_load(&p->pokes));
+  fclose(f);
+  write_all(fd, buf, len);
+  free(buf);
+}
+
+static void rd_on_lease_lost(ordo_t *o, rd_lost_cb cb, void *arg) {
+  rd_place *p = rp(o);
+  pthread_mutex_lock(&p->mu);
+  p->lost_cb = cb;
+  p->lost_arg = arg;
+  pthread_mutex_unlock(&p->mu);
+}
+
+const ordo__backend ordo__backend_redis = {
+    .scheme = "redis",
+    .caps = ORDO_CAP_SHARED | ORDO_CAP_FENCE | ORDO_CAP_INCREMENTAL |
+            ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE,
+    .open = rd_open,
+    .close = rd_close,
+    .txn_begin = rd_txn_begin,
+    .txn_end = rd_txn_end,
+    .lock_all = rd_lock_all,
+    .lock_all_async = NULL, /* ORDO_ENOTSUP */
+    .unlock = rd_unlock,
+    .unlock_all = rd_unlock_all,
+    .cancel = NULL, /* ORDO_ENOTSUP */
+    .held = rd_held,
+    .stats = rd_stats,
+    .dump = rd_dump,
+    .graph = NULL, /* no detector: ORDO_ENOTSUP */
+    .on_lease_lost = rd_on_lease_lost,
+};
