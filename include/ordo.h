@@ -211,10 +211,11 @@ ORDO_EXTERN void ordo_options_init(ordo_options_t *opts);
  * ordo_open -- opens the lock place that url names: "mem://" (the in-process
  * engine; also the meaning of NULL and ""), or "ordod://host:port" and
  * "ordod:///path/to/socket" (an ordod lock server; an optional
- * ":password@" before the host, and "?lease_ms=N&timeout_ms=N"). opts may
- * be NULL for defaults. Options in a mem:// URL's query
- * (mem://?stripes=16&starvation_us=500) override opts. Returns ORDO_EURL
- * for an unknown scheme or malformed URL.
+ * ":password@" before the host, and "?lease_ms=N&timeout_ms=N"), or
+ * "redis://host:port[/db]" and "redis:///path/to/socket" (one Redis node;
+ * docs/backend-redis.md). opts may be NULL for defaults. Options in a mem://
+ * URL's query (mem://?stripes=16&starvation_us=500) override opts. Returns
+ * ORDO_EURL for an unknown scheme or malformed URL.
  */
 ORDO_EXTERN int ordo_open(ordo_t **out, const char *url,
                           const ordo_options_t *opts);

@@ -35,7 +35,9 @@ enum {
  */
 #define CLI_URL_FORMS                                                          \
   "mem://[?options], ordod://[:password@]host[:port][?options], "              \
-  "ordod://[:password@]/path/to/socket[?options]"
+  "ordod://[:password@]/path/to/socket[?options], "                            \
+  "redis://[:password@]host[:port][/db][?options], "                           \
+  "redis://[:password@]/path/to/socket[?options]"
 
 /*
  * A subcommand: main.c keeps a table of these. run() gets argv with argv[0]
