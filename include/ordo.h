@@ -213,9 +213,11 @@ ORDO_EXTERN void ordo_options_init(ordo_options_t *opts);
  * "ordod:///path/to/socket" (an ordod lock server; an optional
  * ":password@" before the host, and "?lease_ms=N&timeout_ms=N"), or
  * "redis://host:port[/db]" and "redis:///path/to/socket" (one Redis node;
- * docs/backend-redis.md). opts may be NULL for defaults. Options in a mem://
- * URL's query (mem://?stripes=16&starvation_us=500) override opts. Returns
- * ORDO_EURL for an unknown scheme or malformed URL.
+ * docs/backend-redis.md), or "redlock://h1:p1,h2:p2,h3:p3" (a quorum of
+ * independent Redis nodes; docs/backend-redlock.md). opts may be NULL for
+ * defaults. Options in a mem:// URL's query
+ * (mem://?stripes=16&starvation_us=500) override opts. Returns ORDO_EURL for an
+ * unknown scheme or malformed URL.
  */
 ORDO_EXTERN int ordo_open(ordo_t **out, const char *url,
                           const ordo_options_t *opts);

@@ -37,7 +37,8 @@ enum {
   "mem://[?options], ordod://[:password@]host[:port][?options], "              \
   "ordod://[:password@]/path/to/socket[?options], "                            \
   "redis://[:password@]host[:port][/db][?options], "                           \
-  "redis://[:password@]/path/to/socket[?options]"
+  "redis://[:password@]/path/to/socket[?options], "                            \
+  "redlock://host:port,host:port,...[?options]"
 
 /*
  * A subcommand: main.c keeps a table of these. run() gets argv with argv[0]

@@ -197,6 +197,8 @@ int ordo_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
     be = &ordo__backend_ordod; /* its open parses and checks the rest */
   } else if (strncmp(url, "redis://", 8) == 0) {
     be = &ordo__backend_redis; /* likewise */
+  } else if (strncmp(url, "redlock://", 10) == 0) {
+    be = &ordo__backend_redlock; /* likewise */
   } else {
     return ORDO_EURL;
   }

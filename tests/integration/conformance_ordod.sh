@@ -14,7 +14,7 @@ set -euo pipefail
 . "$(dirname "$0")/ordod_fixture.sh"
 ORDOD=${1:?usage: $0 ORDOD CONFORMANCE}
 extra=()
-if "$ORDOD" --help 2>/dev/null | grep -q -e '--starvation-us'; then
+if grep -q -e '--starvation-us' <<< "$("$ORDOD" --help 2>/dev/null)"; then
   extra=(--starvation-us 2000000)
 fi
 ordod_start "$ORDOD" "${extra[@]}"

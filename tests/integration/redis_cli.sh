@@ -29,7 +29,7 @@ cli() { timeout 10 "$CLI" -p "$port" "$@"; }
 
 # LOCK, as in docs/protocol.md: keys come back in canonical order with tokens.
 r=$(cli LOCK 2 acct:2 X acct:1 X WAIT 1000)
-echo "$r" | grep -qx 'acct:1' || fail "LOCK reply lacks acct:1: $r"
+grep -qx 'acct:1' <<< "$r" || fail "LOCK reply lacks acct:1: $r"
 [ "$(echo "$r" | sed -n 2p)" = "acct:1" ] || fail "keys not in canonical order: $r"
 [ "$(echo "$r" | sed -n 4p)" = "acct:2" ] || fail "keys not in canonical order: $r"
 
@@ -40,20 +40,20 @@ script=$(printf '%s\n' \
   'LOCK 2 a S b X WAIT 0' 'UNLOCK' 'GRAPH DOT' 'GRAPH JSON' 'INFO locks' \
   'COMMAND COUNT' 'HELLO 2' 'QUIT')
 r=$(echo "$script" | cli)
-echo "$r" | grep -q '^k$' || fail "LOCKS does not list k: $r"
-echo "$r" | grep -qx '2000' || fail "EXTEND 2000 did not answer 2000"
-echo "$r" | grep -qx 'me' || fail "CLIENT GETNAME"
-echo "$r" | grep -q 'digraph waitfor' || fail "GRAPH DOT"
-echo "$r" | grep -q '"edges"' || fail "GRAPH JSON"
-echo "$r" | grep -q 'lock_acquired:' || fail "INFO locks"
-echo "$r" | grep -qx 'ordod' || fail "HELLO names the server"
-echo "$r" | grep -qx 'OK' || fail "QUIT"
+grep -q '^k$' <<< "$r" || fail "LOCKS does not list k: $r"
+grep -qx '2000' <<< "$r" || fail "EXTEND 2000 did not answer 2000"
+grep -qx 'me' <<< "$r" || fail "CLIENT GETNAME"
+grep -q 'digraph waitfor' <<< "$r" || fail "GRAPH DOT"
+grep -q '"edges"' <<< "$r" || fail "GRAPH JSON"
+grep -q 'lock_acquired:' <<< "$r" || fail "INFO locks"
+grep -qx 'ordod' <<< "$r" || fail "HELLO names the server"
+grep -qx 'OK' <<< "$r" || fail "QUIT"
 
 # Errors lead with their code.
 r=$(cli NOSUCH 2>&1 || true)
-echo "$r" | grep -q 'ERR unknown command' || fail "unknown command: $r"
+grep -q 'ERR unknown command' <<< "$r" || fail "unknown command: $r"
 r=$(cli LOCK 1 2>&1 || true)
-echo "$r" | grep -q 'ERR wrong number of arguments' || fail "arity: $r"
+grep -q 'ERR wrong number of arguments' <<< "$r" || fail "arity: $r"
 # A key held by another session: a try gets -TIMEOUT. The holder is a
 # redis-cli kept open on a fifo until we are done.
 fifo="$dir/holder.fifo"
@@ -67,13 +67,13 @@ for _ in $(seq 200); do
   sleep 0.02
 done
 r=$(cli LOCK 1 t X WAIT 0 2>&1 || true)
-echo "$r" | grep -q '^TIMEOUT' || fail "a held key was not refused: $r"
+grep -q '^TIMEOUT' <<< "$r" || fail "a held key was not refused: $r"
 exec 3>&-
 wait "$holder" || true
 
 # HELLO 3 switches to RESP3 (redis-cli -3 reads it).
 if timeout 10 "$CLI" -3 -p "$port" HELLO 3 >/dev/null 2>&1; then
   r=$(timeout 10 "$CLI" -3 -p "$port" HELLO 3)
-  echo "$r" | grep -q 'proto' || fail "HELLO 3"
+  grep -q 'proto' <<< "$r" || fail "HELLO 3"
 fi
 echo "redis-cli session: every command answered"

@@ -20,7 +20,7 @@ if redis_start --cluster-enabled yes --cluster-config-file nodes.conf; then
   redis_cli CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null
   end=$((SECONDS + 10))
   while [ "$SECONDS" -lt "$end" ]; do
-    if redis_cli CLUSTER INFO | tr -d '\r' | grep -q '^cluster_state:ok'; then
+    if grep -q '^cluster_state:ok' <<< "$(redis_cli CLUSTER INFO | tr -d '\r')"; then
       export ORDO_REDIS_CLUSTER_PORT=$REDIS_PORT
       break
     fi

@@ -26,7 +26,7 @@ port=$(sed -n 's/^ready port=//p' "$dir/out")
 screen() { tmux -L "$sock" capture-pane -t rc -p; }
 wait_for() { # wait_for PATTERN: bounded poll of the pane
   for _ in $(seq 200); do
-    screen | grep -q "$1" && return 0
+    grep -q "$1" <<< "$(screen)" && return 0
     sleep 0.025
   done
   fail "the pane never showed '$1'"
@@ -38,12 +38,12 @@ wait_for '"lost:key"'   # the LOCK's reply names the key with its token
 # The lease (300 ms) runs out while the session is idle; the next command
 # shows the push that arrived meanwhile.
 for _ in $(seq 100); do
-  redis-cli -p "$port" HOLDERS lost:key | grep -q 'X' || break
+  grep -q 'X' <<< "$(redis-cli -p "$port" HOLDERS lost:key)" || break
   sleep 0.02
 done
 tmux -L "$sock" send-keys -t rc "PING" Enter
 wait_for "PONG"
-screen | grep -q '"lease-lost"' || fail "no lease-lost push"
+grep -q '"lease-lost"' <<< "$(screen)" || fail "no lease-lost push"
 # Once in the LOCK's reply, once in the push.
 [ "$(screen | grep -c '"lost:key"')" -ge 2 ] || fail "the push does not name the key"
 echo "redis-cli -3 saw: lease-lost lost:key"

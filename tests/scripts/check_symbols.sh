@@ -10,7 +10,7 @@ n=$(printf '%s\n' "$syms" | grep -c '^ordo_')
 if [ -n "$bad" ]; then
   echo "symbols exported without the ordo_ prefix:"; echo "$bad"; exit 1
 fi
-if printf '%s\n' "$syms" | grep -q '^ordo__'; then
+if grep -q '^ordo__' <<< "$syms"; then
   echo "internal ordo__ symbols are exported:"
   printf '%s\n' "$syms" | grep '^ordo__'; exit 1
 fi

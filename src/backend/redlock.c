@@ -1,0 +1,1119 @@
+/*
+ * redlock.c -- the "redlock://" backend: locks on N independent Redis nodes,
+ * granted when a majority of them grants. Every lock_all runs the ACQUIRE
+ * script of redis_script.c on every node at once (one non-blocking hiredis
+ * connection per node and txn, all driven by one poll(2) loop), and decides
+ * as soon as a majority has answered either way. A grant is valid for
+ * lease - elapsed - drift (drift = 1% of the lease + 2 ms); a failed try is
+ * released on every node and tried again after a fully jittered sleep until
+ * the acquisition timeout. A renewal thread extends every held key on every
+ * node at a third of the lease; the lease is lost when a majority no longer
+ * confirms. Fencing tokens are best effort: the greatest token among the
+ * granting nodes (docs/backend-redlock.md says what that does not promise).
+ *
+ * URL:
+ *   redlock://h1:p1,h2:p2,h3:p3[?lease_ms=N&timeout_ms=N&mode=sequential]
+ * Each node takes the forms of redis:// ("[[user]:password@]host[:port]
+ * [/db]"). timeout_ms is the acquisition timeout (10,000 ms by default);
+ * mode=sequential (key by key, node by node) exists for the bench only.
+ *
+ * Lock order: a txn's mu, then the place's mu (as in redis.c); the renewer
+ * only tries a txn's mu.
+ *
+ * Interface: ordo__backend_redlock.
+ */
+#include "backend/redis_script.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RL_DEFAULT_LEASE_MS 30000L
+#define RL_DEFAULT_TIMEOUT_MS 10000L
+#define RL_MAX_NODES 15
+#define RL_MS 1000000u
+#define RL_RETRY_BASE_MS 10
+#define RL_RETRY_CAP_MS 200
+
+/* ---- The URL ------------------------------------------------------------- */
+
+typedef struct rl_url {
+  ordo__rs_node node[RL_MAX_NODES];
+  size_t n;
+  long lease_ms;
+  long timeout_ms; /* acquisition timeout */
+  bool sequential;
+} rl_url;
+
+static int parse_query(const char *q, rl_url *u) {
+  while (*q) {
+    size_t len = strcspn(q, "&");
+    const char *eq = memchr(q, '=', len);
+    if (!eq)
+      return ORDO_EURL;
+    size_t nlen = (size_t)(eq - q), vlen = len - nlen - 1;
+    int rc;
+    if (nlen == 8 && memcmp(q, "lease_ms", 8) == 0) {
+      rc = ordo__rs_parse_long(eq + 1, vlen, 10, 86400000L, &u->lease_ms);
+    } else if (nlen == 10 && memcmp(q, "timeout_ms", 10) == 0) {
+      rc = ordo__rs_parse_long(eq + 1, vlen, 1, 3600000L, &u->timeout_ms);
+    } else if (nlen == 4 && memcmp(q, "mode", 4) == 0) {
+      rc = 0;
+      if (vlen == 10 && memcmp(eq + 1, "sequential", 10) == 0)
+        u->sequential = true;
+      else if (vlen == 8 && memcmp(eq + 1, "parallel", 8) == 0)
+        u->sequential = false;
+      else
+        rc = ORDO_EURL;
+    } else {
+      rc = ORDO_EURL;
+    }
+    if (rc)
+      return rc;
+    q += len;
+    if (*q == '&' && *++q == 0)
+      return ORDO_EURL;
+  }
+  return 0;
+}
+
+static int rl_parse_url(const char *url, rl_url *u) {
+  memset(u, 0, sizeof *u);
+  u->lease_ms = RL_DEFAULT_LEASE_MS;
+  u->timeout_ms = RL_DEFAULT_TIMEOUT_MS;
+  if (strncmp(url, "redlock://", 10) != 0)
+    return ORDO_EURL;
+  const char *rest = url + 10;
+  size_t alen = strcspn(rest, "?");
+  const char *s = rest, *end = rest + alen;
+  while (s <= end) {
+    size_t len = strcspn(s, ",?");
+    if (s + len > end)
+      len = (size_t)(end - s);
+    if (len == 0 || u->n == RL_MAX_NODES)
+      return ORDO_EURL;
+    ordo__rs_node *nd = &u->node[u->n++];
+    int rc = ordo__rs_parse_node(s, len, nd);
+    if (rc)
+      return rc;
+    if (nd->unix_sock && !nd->db_set)
+      nd->db = 0;
+    s += len + 1;
+  }
+  if (rest[alen] == '?') {
+    if (rest[alen + 1] == 0)
+      return ORDO_EURL;
+    int rc = parse_query(rest + alen + 1, u);
+    if (rc)
+      return rc;
+  }
+  return 0;
+}
+
+/* ---- Places and txns ----------------------------------------------------- */
+
+typedef struct rl_hold {
+  uint8_t *key;
+  size_t len;
+  unsigned count;
+  ordo_mode_t mode;
+  uint64_t token;
+} rl_hold;
+
+typedef struct rl_txn rl_txn;
+typedef void (*rl_lost_cb)(ordo_txn_t *t, void *arg);
+
+typedef struct rl_place {
+  struct ordo_s base;
+  rl_url u;
+  size_t quorum; /* n / 2 + 1 */
+  char chan[32];
+  size_t chanlen;
+  uint64_t lease_ns, drift_ns, io_ns;
+  _Atomic uint64_t next_id;
+  _Atomic uint64_t acquired, waited, timeouts, released, keys, retries;
+  /* mu guards txns, the links, cb_running, the callback, the renewer's
+   * state and err; as in redis.c. */
+  pthread_mutex_t mu;
+  pthread_cond_t wake, cb_done;
+  rl_txn *txns;
+  rl_lost_cb lost_cb;
+  void *lost_arg;
+  bool stop, in_pass, kicked;
+  uint64_t sleep_until;
+  char err[320];
+  pthread_t renewer;
+} rl_place;
+
+struct rl_txn {
+  struct ordo_txn_s base;
+  rl_txn *next, *prev; /* place's mu */
+  bool linked, cb_running;
+  /* mu guards the connections and the hold record. */
+  pthread_mutex_t mu;
+  ordo__rs_conn c[RL_MAX_NODES];
+  bool loaded[RL_MAX_NODES]; /* the scripts were loaded on c[i] */
+  rl_hold *h;
+  size_t nh, caph;
+  char owner[33];
+  _Atomic bool holding, lease_lost;
+  _Atomic uint64_t renewed_ns, due_ns;
+};
+
+static rl_txn *rt(ordo_txn_t *t) {
+  return (rl_txn *)t;
+}
+static rl_place *rp(ordo_t *o) {
+  return (rl_place *)o;
+}
+
+static void note_err(rl_place *p, const char *what, const char *detail) {
+  pthread_mutex_lock(&p->mu);
+  snprintf(p->err, sizeof p->err, "%s: %s", what, detail);
+  pthread_mutex_unlock(&p->mu);
+}
+
+static long hold_find(const rl_txn *t, const void *key, size_t len) {
+  size_t lo = 0, hi = t->nh;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = ordo_key_cmp(t->h[mid].key, t->h[mid].len, key, len);
+    if (c == 0)
+      return (long)mid;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return -(long)lo - 1;
+}
+
+static void hold_remove(rl_place *p, rl_txn *t, size_t i) {
+  free(t->h[i].key);
+  memmove(&t->h[i], &t->h[i + 1], (t->nh - i - 1) * sizeof *t->h);
+  t->nh--;
+  atomic_fetch_sub(&p->keys, 1);
+  atomic_store(&t->holding, t->nh > 0);
+}
+
+static void holds_clear(rl_place *p, rl_txn *t) {
+  for (size_t i = 0; i < t->nh; i++)
+    free(t->h[i].key);
+  atomic_fetch_sub(&p->keys, t->nh);
+  t->nh = 0;
+  atomic_store(&t->holding, false);
+}
+
+/* ---- Exchanges on every node at once (caller holds t->mu) ----------------
+ * A fresh connection loads the three scripts first (SCRIPT LOAD, in the
+ * same round trip), so EVALSHA finds them; a NOSCRIPT later (SCRIPT FLUSH,
+ * a restart) fails that node for this exchange and closes its connection,
+ * so the next exchange loads them again.
+ */
+
+enum { EX_ALL, EX_ACQUIRE, EX_FLUSHED };
+
+typedef struct rl_ex {
+  rl_place *p;
+  rl_txn *t;
+  int kind;
+  int which;
+  long m; /* RELEASE: the count that confirms every key */
+  size_t n, q;
+} rl_ex;
+
+/* Does the last reply of k grant (ACQUIRE) or confirm (EXTEND: no key
+ * lost; RELEASE: any integer)? */
+static bool reply_ok(const redisReply *r, int which) {
+  if (!r)
+    return false;
+  if (which == ORDO__RS_ACQUIRE)
+    return r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+           r->element[0]->type == REDIS_REPLY_INTEGER &&
+           r->element[0]->integer == 1;
+  if (which == ORDO__RS_EXTEND)
+    return r->type == REDIS_REPLY_ARRAY && r->elements == 1;
+  return r->type == REDIS_REPLY_INTEGER;
+}
+
+/* The enough predicate: ACQUIRE decides once a majority granted or more
+ * than n - q cannot grant; RELEASE and EXTEND once a majority confirmed
+ * and every command is written (the late nodes still run it). */
+static bool ex_enough(void *arg) {
+  rl_ex *e = arg;
+  size_t ok = 0, no = 0;
+  bool flushed = true;
+  for (size_t i = 0; i < e->n; i++) {
+    const ordo__rs_conn *k = &e->t->c[i];
+    if (!ordo__rs_open(k)) {
+      no++;
+    } else if (k->got == k->want && k->want > 0) {
+      const redisReply *x = k->rep[k->want - 1];
+      bool g = e->which == ORDO__RS_RELEASE
+                   ? x && x->type == REDIS_REPLY_INTEGER && x->integer == e->m
+                   : reply_ok(x, e->which);
+      if (g)
+        ok++;
+      else
+        no++;
+    } else if (!k->flushed || k->connecting) {
+      flushed = false;
+    }
+  }
+  if (e->kind == EX_ACQUIRE)
+    return ok >= e->q || no > e->n - e->q;
+  return ok >= e->q && flushed;
+}
+
+/*
+ * quorum_eval -- script which on every node, bounded by deadline_ns; out[i]
+ * gets node i's reply (the caller frees it) or NULL (failed, or not yet
+ * answered when the decision came). kind says when to stop early.
+ */
+static int quorum_eval(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
+                       const char **av, const size_t *al, uint64_t deadline_ns,
+                       int kind, redisReply **out) {
+  size_t n = p->u.n;
+  ordo__rs_conn *ks[RL_MAX_NODES] = {0};
+  unsigned base[RL_MAX_NODES];
+  for (size_t i = 0; i < n; i++) {
+    out[i] = NULL;
+    ks[i] = &t->c[i];
+    base[i] = 0;
+    if (!ordo__rs_open(&t->c[i])) {
+      t->loaded[i] = false;
+      if (ordo__rs_connect(&t->c[i], &p->u.node[i], true) != 0)
+        continue;
+    }
+    if (!t->loaded[i]) {
+      for (int s = 0; s < ORDO__RS_NSCRIPTS; s++) {
+        const char *la[3] = {"SCRIPT", "LOAD", ordo__rs_script_text(s)};
+        size_t ll[3] = {6, 4, strlen(la[2])};
+        if (ordo__rs_append(&t->c[i], 3, la, ll) != 0)
+          break;
+      }
+      base[i] = ORDO__RS_NSCRIPTS;
+      t->loaded[i] = true;
+    }
+    if (ordo__rs_open(&t->c[i]))
+      ordo__rs_append_script(&t->c[i], which, nkeys, argc, av, al);
+  }
+  rl_ex e = {p, t,        kind, which, which == ORDO__RS_RELEASE ? nkeys : 0,
+             n, p->quorum};
+  ordo__rs_run(ks, n, deadline_ns, kind == EX_ALL ? NULL : ex_enough, &e);
+  for (size_t i = 0; i < n; i++) {
+    ordo__rs_conn *k = &t->c[i];
+    if (!ordo__rs_open(k)) {
+      t->loaded[i] = false;
+      continue;
+    }
+    if (k->got == k->want && k->want == base[i] + 1) {
+      redisReply *r = ordo__rs_take(k, base[i]);
+      if (r && r->type == REDIS_REPLY_ERROR &&
+          strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        note_err(p, "node", r->str);
+        freeReplyObject(r);
+        r = NULL;
+        ordo__rs_close(k);
+        t->loaded[i] = false;
+        continue;
+      }
+      out[i] = r;
+    }
+    ordo__rs_done(k);
+  }
+  return 0;
+}
+
+static void free_replies(redisReply **r, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (r[i]) {
+      freeReplyObject(r[i]);
+      r[i] = NULL;
+    }
+}
+
+/* RELEASE of keys[0..m) on every node. *confirmed gets how many nodes
+ * answered with every key still ours, *answered how many answered. */
+static void release_keys(rl_place *p, rl_txn *t, const void *const *keys,
+                         const size_t *lens, size_t m, size_t *confirmed,
+                         size_t *answered) {
+  *confirmed = *answered = 0;
+  if (m == 0)
+    return;
+  const char **av = malloc((m + 2) * sizeof *av);
+  size_t *al = malloc((m + 2) * sizeof *al);
+  if (!av || !al) {
+    free(av);
+    free(al);
+    return;
+  }
+  for (size_t i = 0; i < m; i++) {
+    av[i] = keys[i];
+    al[i] = lens[i];
+  }
+  av[m] = t->owner;
+  al[m] = 32;
+  av[m + 1] = p->chan;
+  al[m + 1] = p->chanlen;
+  redisReply *out[RL_MAX_NODES];
+  quorum_eval(p, t, ORDO__RS_RELEASE, (int)m, (int)m + 2, av, al,
+              ordo__now_ns() + p->io_ns, EX_FLUSHED, out);
+  for (size_t i = 0; i < p->u.n; i++) {
+    if (out[i] && out[i]->type == REDIS_REPLY_INTEGER) {
+      (*answered)++;
+      if ((size_t)out[i]->integer == m)
+        (*confirmed)++;
+    }
+  }
+  free_replies(out, p->u.n);
+  free(av);
+  free(al);
+}
+
+static void release_all(rl_place *p, rl_txn *t, size_t *confirmed,
+                        size_t *answered) {
+  size_t m = t->nh ? t->nh : 1;
+  const void **keys = malloc(m * sizeof *keys);
+  size_t *lens = malloc(m * sizeof *lens);
+  *confirmed = *answered = 0;
+  if (keys && lens) {
+    for (size_t i = 0; i < t->nh; i++) {
+      keys[i] = t->h[t->nh - 1 - i].key;
+      lens[i] = t->h[t->nh - 1 - i].len;
+    }
+    release_keys(p, t, keys, lens, t->nh, confirmed, answered);
+  }
+  free(keys);
+  free(lens);
+}
+
+/* ---- The renewal thread (as in redis.c) ---------------------------------- */
+
+static void renewer_kick(rl_place *p, uint64_t due) {
+  pthread_mutex_lock(&p->mu);
+  if (p->in_pass)
+    p->kicked = true;
+  else if (due < p->sleep_until)
+    pthread_cond_signal(&p->wake);
+  pthread_mutex_unlock(&p->mu);
+}
+
+static void lose(rl_place *p, rl_txn *t, const char *why) {
+  char msg[256];
+  snprintf(msg, sizeof msg, "txn %llu: %s", (unsigned long long)t->base.id,
+           why);
+  note_err(p, "lease lost", msg);
+  size_t c, a;
+  if (t->nh > 0)
+    release_all(p, t, &c, &a);
+  holds_clear(p, t);
+  atomic_store(&t->lease_lost, true);
+}
+
+/*
+ * rl_renew -- EXTEND of every hold on every node. Renewed when a majority
+ * confirms every key; lost when more than n - q nodes say some key is no
+ * longer ours, or when the lease (less the drift) ran out before a
+ * majority confirmed; otherwise tried again a tenth of a lease later.
+ */
+static bool rl_renew(rl_place *p, rl_txn *t) {
+  if (t->nh == 0)
+    return false;
+  size_t m = t->nh;
+  const char **av = malloc((m + 2) * sizeof *av);
+  size_t *al = malloc((m + 2) * sizeof *al);
+  uint64_t sent = ordo__now_ns();
+  uint64_t lease_end = atomic_load(&t->renewed_ns) + p->lease_ns - p->drift_ns;
+  size_t ok = 0, denied = 0;
+  if (av && al) {
+    for (size_t i = 0; i < m; i++) {
+      av[i] = (const char *)t->h[i].key;
+      al[i] = t->h[i].len;
+    }
+    char lease[24];
+    av[m] = t->owner;
+    al[m] = 32;
+    av[m + 1] = lease;
+    al[m + 1] = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
+    redisReply *out[RL_MAX_NODES];
+    uint64_t dl = sent + p->io_ns;
+    quorum_eval(p, t, ORDO__RS_EXTEND, (int)m, (int)m + 2, av, al, dl,
+                EX_FLUSHED, out);
+    for (size_t i = 0; i < p->u.n; i++) {
+      if (reply_ok(out[i], ORDO__RS_EXTEND))
+        ok++;
+      else if (out[i] && out[i]->type == REDIS_REPLY_ARRAY)
+        denied++;
+    }
+    free_replies(out, p->u.n);
+  }
+  free(av);
+  free(al);
+  uint64_t now = ordo__now_ns();
+  if (ok >= p->quorum && now < sent + p->lease_ns - p->drift_ns) {
+    atomic_store(&t->renewed_ns, sent);
+    atomic_store(&t->due_ns, sent + p->lease_ns / 3);
+    return false;
+  }
+  if (denied > p->u.n - p->quorum) {
+    lose(p, t, "a majority of the nodes no longer holds the keys for it");
+    return true;
+  }
+  uint64_t again = now + p->lease_ns / 10;
+  if (again + p->lease_ns / 10 >= lease_end) {
+    lose(p, t, "no majority confirmed the renewal before the lease ran out");
+    return true;
+  }
+  atomic_store(&t->due_ns, again);
+  return false;
+}
+
+static void *renewer_main(void *arg) {
+  rl_place *p = arg;
+  pthread_mutex_lock(&p->mu);
+  while (!p->stop) {
+    p->in_pass = true;
+    p->kicked = false;
+    uint64_t next = UINT64_MAX;
+    rl_txn *t = p->txns;
+    while (t && !p->stop) {
+      uint64_t now = ordo__now_ns();
+      if (!atomic_load(&t->holding) || t->cb_running) {
+        t = t->next;
+        continue;
+      }
+      uint64_t due = atomic_load(&t->due_ns);
+      if (due > now) {
+        next = due < next ? due : next;
+        t = t->next;
+        continue;
+      }
+      if (pthread_mutex_trylock(&t->mu) != 0) {
+        uint64_t again = now + p->lease_ns / 30 + RL_MS;
+        next = again < next ? again : next;
+        t = t->next;
+        continue;
+      }
+      pthread_mutex_unlock(&p->mu);
+      bool lost = rl_renew(p, t);
+      pthread_mutex_lock(&p->mu);
+      if (!t->linked) {
+        pthread_mutex_unlock(&t->mu);
+        t = p->txns;
+        continue;
+      }
+      if (!lost) {
+        due = atomic_load(&t->due_ns);
+        if (atomic_load(&t->holding))
+          next = due < next ? due : next;
+        pthread_mutex_unlock(&t->mu);
+        t = t->next;
+        continue;
+      }
+      rl_lost_cb cb = p->lost_cb;
+      void *cb_arg = p->lost_arg;
+      pthread_mutex_unlock(&t->mu);
+      if (!cb) {
+        t = t->next;
+        continue;
+      }
+      t->cb_running = true;
+      pthread_mutex_unlock(&p->mu);
+      cb(&t->base, cb_arg);
+      pthread_mutex_lock(&p->mu);
+      t->cb_running = false;
+      rl_txn *nx = t->linked ? t->next : p->txns;
+      pthread_cond_broadcast(&p->cb_done);
+      t = nx;
+    }
+    p->in_pass = false;
+    if (p->stop)
+      break;
+    if (p->kicked)
+      continue;
+    p->sleep_until = next;
+    if (next == UINT64_MAX) {
+      pthread_cond_wait(&p->wake, &p->mu);
+    } else {
+      struct timespec ts = {(time_t)(next / 1000000000u),
+                            (long)(next % 1000000000u)};
+      pthread_cond_timedwait(&p->wake, &p->mu, &ts);
+    }
+    p->sleep_until = 0;
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+/* ---- Open, close, begin, end --------------------------------------------- */
+
+static int rl_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
+  ORDO_UNUSED(opts);
+  rl_place *p = calloc(1, sizeof *p);
+  if (!p)
+    return ORDO_ENOMEM;
+  int rc = rl_parse_url(url, &p->u);
+  if (rc) {
+    free(p);
+    return rc;
+  }
+  p->quorum = p->u.n / 2 + 1;
+  p->chanlen = ordo__rs_channel_prefix(p->u.node[0].db, p->chan);
+  p->lease_ns = (uint64_t)p->u.lease_ms * RL_MS;
+  p->drift_ns = p->lease_ns / 100 + 2 * RL_MS;
+  /* Each exchange: a third of the lease, within [20 ms, 2 s]. */
+  p->io_ns = p->lease_ns / 3;
+  if (p->io_ns < 20 * (uint64_t)RL_MS)
+    p->io_ns = 20 * (uint64_t)RL_MS;
+  if (p->io_ns > 2000 * (uint64_t)RL_MS)
+    p->io_ns = 2000 * (uint64_t)RL_MS;
+  atomic_init(&p->next_id, 1);
+  p->sleep_until = UINT64_MAX;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->wake, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_cond_init(&p->cb_done, NULL);
+  ordo__rs_script_sha(0);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  rc = pthread_create(&p->renewer, NULL, renewer_main, p);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->cb_done);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+    return ORDO_ENOMEM;
+  }
+  *out = &p->base;
+  return 0;
+}
+
+static void rl_close(ordo_t *o) {
+  rl_place *p = rp(o);
+  pthread_mutex_lock(&p->mu);
+  p->stop = true;
+  pthread_cond_signal(&p->wake);
+  pthread_mutex_unlock(&p->mu);
+  pthread_join(p->renewer, NULL);
+  pthread_cond_destroy(&p->wake);
+  pthread_cond_destroy(&p->cb_done);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}
+
+static void new_owner(char out[33]) {
+  uint8_t b[16];
+  size_t got = 0;
+  while (got < sizeof b) {
+    ssize_t n = getrandom(b + got, sizeof b - got, 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+  }
+  if (got < sizeof b) {
+    uint64_t x = ordo__rand64(), y = ordo__rand64();
+    memcpy(b, &x, 8);
+    memcpy(b + 8, &y, 8);
+  }
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 0; i < 16; i++) {
+    out[2 * i] = hex[b[i] >> 4];
+    out[2 * i + 1] = hex[b[i] & 15];
+  }
+  out[32] = 0;
+}
+
+/* A txn connects lazily: a node down at begin is simply one that fails
+ * its first exchanges (the quorum decides, not the begin). A wrong
+ * password is found by the first exchange too. */
+static int rl_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
+  ORDO_UNUSED(priority);
+  rl_place *p = rp(o);
+  rl_txn *t = calloc(1, sizeof *t);
+  if (!t)
+    return ORDO_ENOMEM;
+  for (size_t i = 0; i < RL_MAX_NODES; i++)
+    ordo__rs_conn_init(&t->c[i]);
+  new_owner(t->owner);
+  t->base.id = atomic_fetch_add(&p->next_id, 1);
+  pthread_mutex_init(&t->mu, NULL);
+  atomic_init(&t->holding, false);
+  atomic_init(&t->lease_lost, false);
+  atomic_init(&t->renewed_ns, ordo__now_ns());
+  atomic_init(&t->due_ns, UINT64_MAX);
+  pthread_mutex_lock(&p->mu);
+  t->next = p->txns;
+  if (p->txns)
+    p->txns->prev = t;
+  p->txns = t;
+  t->linked = true;
+  pthread_mutex_unlock(&p->mu);
+  *out = &t->base;
+  return 0;
+}
+
+static void rl_txn_end(ordo_txn_t *tx) {
+  rl_txn *t = rt(tx);
+  rl_place *p = rp(tx->o);
+  pthread_mutex_lock(&p->mu);
+  if (t->prev)
+    t->prev->next = t->next;
+  else
+    p->txns = t->next;
+  if (t->next)
+    t->next->prev = t->prev;
+  t->linked = false;
+  while (t->cb_running)
+    pthread_cond_wait(&p->cb_done, &p->mu);
+  pthread_mutex_unlock(&p->mu);
+  pthread_mutex_lock(&t->mu);
+  if (t->nh > 0) {
+    size_t c, a;
+    release_all(p, t, &c, &a);
+  }
+  holds_clear(p, t);
+  for (size_t i = 0; i < p->u.n; i++)
+    ordo__rs_close(&t->c[i]);
+  free(t->h);
+  pthread_mutex_unlock(&t->mu);
+  pthread_mutex_destroy(&t->mu);
+  free(t);
+}
+
+/* ---- lock_all --------------------------------------------------------------
+ */
+
+enum { TRY_GRANTED, TRY_HELD, TRY_NOQUORUM, TRY_FAILED };
+
+/* Records a grant: tokens[i] is the greatest token of key i among the
+ * granting nodes. copies[i] (keys not yet held) move into the record. */
+static void record_grant(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
+                         const uint64_t *tokens, uint8_t **copies) {
+  for (size_t i = 0; i < n; i++) {
+    long at = hold_find(t, r[i].key, r[i].len);
+    if (at >= 0) {
+      rl_hold *h = &t->h[at];
+      h->count++;
+      if (r[i].mode > h->mode)
+        h->mode = r[i].mode;
+      h->token = tokens[i];
+      continue;
+    }
+    size_t ins = (size_t)(-at - 1);
+    memmove(&t->h[ins + 1], &t->h[ins], (t->nh - ins) * sizeof *t->h);
+    t->h[ins] = (rl_hold){copies[i], r[i].len, 1, r[i].mode, tokens[i]};
+    copies[i] = NULL;
+    t->nh++;
+    atomic_fetch_add(&p->keys, 1);
+  }
+}
+
+/* Releases on every node the keys of r that t did not hold before: what a
+ * failed try may have taken on some nodes. */
+static void undo_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
+                     uint8_t **copies) {
+  const void **keys = malloc(n * sizeof *keys);
+  size_t *lens = malloc(n * sizeof *lens);
+  size_t m = 0, c, a;
+  if (keys && lens) {
+    for (size_t i = n; i-- > 0;)
+      if (copies[i]) {
+        keys[m] = r[i].key;
+        lens[m++] = r[i].len;
+      }
+    release_keys(p, t, keys, lens, m, &c, &a);
+  }
+  free(keys);
+  free(lens);
+}
+
+/* Sequential mode (bench only): node by node, key by key, each an
+ * exchange of its own; a node grants when it granted every key. */
+static void sequential_try(rl_place *p, rl_txn *t, const ordo_req_t *r,
+                           size_t n, const char **av, const size_t *al,
+                           redisReply **out, uint64_t *tokens, size_t *ok) {
+  const char *a1[5];
+  size_t l1[5];
+  ORDO_UNUSED(r);
+  *ok = 0;
+  for (size_t i = 0; i < p->u.n; i++) {
+    out[i] = NULL;
+    bool all = true;
+    for (size_t j = 0; j < n && all; j++) {
+      a1[0] = av[2 * j];
+      l1[0] = al[2 * j];
+      a1[1] = av[2 * j + 1];
+      l1[1] = al[2 * j + 1];
+      a1[2] = av[2 * n];
+      l1[2] = al[2 * n];
+      a1[3] = av[2 * n + 1];
+      l1[3] = al[2 * n + 1];
+      a1[4] = av[2 * n + 2] + j;
+      l1[4] = 1;
+      redisReply *rep[RL_MAX_NODES] = {0};
+      ordo__rs_conn *k = &t->c[i];
+      if (!ordo__rs_open(k) && ordo__rs_connect(k, &p->u.node[i], true) != 0) {
+        all = false;
+        break;
+      }
+      t->loaded[i] = false; /* ordo__rs_eval reloads on NOSCRIPT */
+      ordo__rs_eval(&k, 1, ORDO__RS_ACQUIRE, 2, 5, a1, l1,
+                    ordo__now_ns() + p->io_ns, rep);
+      if (reply_ok(rep[0], ORDO__RS_ACQUIRE) && rep[0]->elements >= 3) {
+        uint64_t tok = (uint64_t)rep[0]->element[2]->integer;
+        tokens[j] = tok > tokens[j] ? tok : tokens[j];
+      } else {
+        all = false;
+      }
+      if (rep[0])
+        freeReplyObject(rep[0]);
+    }
+    if (all)
+      (*ok)++;
+  }
+}
+
+/*
+ * one_try -- ACQUIRE on every node at once, decided by the first majority.
+ * On TRY_GRANTED the grant is recorded; otherwise what was taken is
+ * released on every node. *rc is set on TRY_FAILED (error replies from a
+ * majority).
+ */
+static int one_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
+                   const char **av, const size_t *al, uint8_t **copies,
+                   uint64_t *tokens, int *rc) {
+  redisReply *out[RL_MAX_NODES];
+  uint64_t sent = ordo__now_ns();
+  size_t ok = 0, answered = 0, errs = 0;
+  int err = 0;
+  memset(tokens, 0, n * sizeof *tokens);
+  if (p->u.sequential) {
+    sequential_try(p, t, r, n, av, al, out, tokens, &ok);
+    answered = p->u.n;
+  } else {
+    quorum_eval(p, t, ORDO__RS_ACQUIRE, (int)(2 * n), (int)(2 * n + 3), av, al,
+                sent + p->io_ns, EX_ACQUIRE, out);
+    for (size_t i = 0; i < p->u.n; i++) {
+      redisReply *x = out[i];
+      if (!x)
+        continue;
+      if (x->type == REDIS_REPLY_ERROR) {
+        errs++;
+        if (!err)
+          err = ordo__rs_err_code(x);
+        note_err(p, "ACQUIRE", x->str);
+        continue;
+      }
+      answered++;
+      if (reply_ok(x, ORDO__RS_ACQUIRE) && x->elements == n + 2) {
+        ok++;
+        for (size_t j = 0; j < n; j++) {
+          const redisReply *e = x->element[2 + j];
+          uint64_t tok =
+              e->type == REDIS_REPLY_INTEGER ? (uint64_t)e->integer : 0;
+          tokens[j] = tok > tokens[j] ? tok : tokens[j];
+        }
+      }
+    }
+    free_replies(out, p->u.n);
+  }
+  uint64_t elapsed = ordo__now_ns() - sent;
+  if (ok >= p->quorum && elapsed + p->drift_ns < p->lease_ns) {
+    record_grant(p, t, r, n, tokens, copies);
+    return TRY_GRANTED;
+  }
+  undo_try(p, t, r, n, copies);
+  if (errs >= p->quorum) {
+    *rc = err == ORDO_EAUTH || err == ORDO_EINVAL || err == ORDO_ELIMIT
+              ? err
+              : ORDO_EBACKEND;
+    return TRY_FAILED;
+  }
+  if (answered + errs < p->quorum)
+    return TRY_NOQUORUM;
+  return TRY_HELD;
+}
+
+static int rl_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
+                       uint64_t deadline_ns) {
+  rl_txn *t = rt(tx);
+  rl_place *p = rp(tx->o);
+  size_t fence_bytes = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ordo__rs_key_reserved(r[i].key, r[i].len))
+      return ORDO_EINVAL;
+    fence_bytes += r[i].len + ORDO__RS_FENCE_EXTRA;
+  }
+  size_t argc = 2 * n + 3;
+  const char **av = malloc(argc * sizeof *av);
+  size_t *al = malloc(argc * sizeof *al);
+  uint8_t **copies = calloc(n, sizeof *copies);
+  char *fences = malloc(fence_bytes);
+  char *modes = malloc(n);
+  uint64_t *tokens = malloc(n * sizeof *tokens);
+  int rc = 0;
+  bool locked = false;
+  if (!av || !al || !copies || !fences || !modes || !tokens) {
+    rc = ORDO_ENOMEM;
+    goto out;
+  }
+  pthread_mutex_lock(&t->mu);
+  locked = true;
+  if (atomic_exchange(&t->lease_lost, false)) {
+    rc = ORDO_ELEASE;
+    goto out;
+  }
+  if (t->nh + n > t->caph) {
+    size_t cap = t->caph ? t->caph : 8;
+    while (cap < t->nh + n)
+      cap *= 2;
+    rl_hold *h = realloc(t->h, cap * sizeof *h);
+    if (!h) {
+      rc = ORDO_ENOMEM;
+      goto out;
+    }
+    t->h = h;
+    t->caph = cap;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (hold_find(t, r[i].key, r[i].len) >= 0)
+      continue;
+    if (!(copies[i] = malloc(r[i].len))) {
+      rc = ORDO_ENOMEM;
+      goto out;
+    }
+    memcpy(copies[i], r[i].key, r[i].len);
+  }
+  char lease[24];
+  char *f = fences;
+  for (size_t i = 0; i < n; i++) {
+    av[2 * i] = r[i].key;
+    al[2 * i] = r[i].len;
+    size_t fl = ordo__rs_fence_key(r[i].key, r[i].len, f);
+    av[2 * i + 1] = f;
+    al[2 * i + 1] = fl;
+    f += fl;
+    modes[i] = r[i].mode == ORDO_MODE_S ? 'S' : 'X';
+  }
+  av[2 * n] = t->owner;
+  al[2 * n] = 32;
+  av[2 * n + 1] = lease;
+  al[2 * n + 1] = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
+  av[2 * n + 2] = modes;
+  al[2 * n + 2] = n;
+  uint64_t until =
+      ordo__now_ns() + (uint64_t)p->u.timeout_ms * RL_MS; /* acquisition */
+  if (deadline_ns < until)
+    until = deadline_ns;
+  bool was_holding = t->nh > 0, waited = false;
+  uint64_t cap_ms = RL_RETRY_BASE_MS;
+  for (;;) {
+    uint64_t sent = ordo__now_ns();
+    int what = one_try(p, t, r, n, av, al, copies, tokens, &rc);
+    if (what == TRY_GRANTED) {
+      atomic_fetch_add(&p->acquired, 1);
+      if (!was_holding) {
+        atomic_store(&t->renewed_ns, sent);
+        atomic_store(&t->due_ns, sent + p->lease_ns / 3);
+        atomic_store(&t->holding, true);
+        renewer_kick(p, sent + p->lease_ns / 3);
+      }
+      break;
+    }
+    if (what == TRY_FAILED)
+      break;
+    uint64_t now = ordo__now_ns();
+    if (now >= until) {
+      rc = what == TRY_NOQUORUM ? ORDO_EQUORUM : ORDO_ETIMEDOUT;
+      if (rc == ORDO_ETIMEDOUT)
+        atomic_fetch_add(&p->timeouts, 1);
+      else
+        note_err(p, "ACQUIRE", "no majority of the nodes answered");
+      break;
+    }
+    if (!waited) {
+      waited = true;
+      atomic_fetch_add(&p->waited, 1);
+    }
+    atomic_fetch_add(&p->retries, 1);
+    /* Full jitter: uniform in [0, cap), cap doubling up to its bound. */
+    uint64_t sleep_ns = ordo__rand64() % (cap_ms * RL_MS) + 1;
+    cap_ms = cap_ms * 2 > RL_RETRY_CAP_MS ? RL_RETRY_CAP_MS : cap_ms * 2;
+    if (now + sleep_ns > until)
+      sleep_ns = until - now;
+    struct timespec ts = {(time_t)(sleep_ns / 1000000000u),
+                          (long)(sleep_ns % 1000000000u)};
+    pthread_mutex_unlock(&t->mu);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+      ;
+    pthread_mutex_lock(&t->mu);
+    if (atomic_exchange(&t->lease_lost, false)) {
+      rc = ORDO_ELEASE;
+      break;
+    }
+  }
+out:
+  if (locked)
+    pthread_mutex_unlock(&t->mu);
+  for (size_t i = 0; copies && i < n; i++)
+    free(copies[i]);
+  free(copies);
+  free(av);
+  free(al);
+  free(fences);
+  free(modes);
+  free(tokens);
+  return rc;
+}
+
+/* ---- unlock, held -------------------------------------------------------- */
+
+static int rl_unlock(ordo_txn_t *tx, const void *key, size_t len) {
+  rl_txn *t = rt(tx);
+  rl_place *p = rp(tx->o);
+  int rc = 0;
+  pthread_mutex_lock(&t->mu);
+  if (atomic_exchange(&t->lease_lost, false)) {
+    rc = ORDO_ELEASE;
+    goto out;
+  }
+  long at = hold_find(t, key, len);
+  if (at < 0) {
+    rc = ORDO_ENOTHELD;
+    goto out;
+  }
+  if (t->h[at].count > 1) {
+    t->h[at].count--;
+    goto out;
+  }
+  const void *keys[1] = {key};
+  size_t lens[1] = {len}, c, a;
+  release_keys(p, t, keys, lens, 1, &c, &a);
+  hold_remove(p, t, (size_t)at);
+  if (c >= p->quorum)
+    atomic_fetch_add(&p->released, 1);
+  else
+    rc = a >= p->quorum ? ORDO_ELEASE : ORDO_EQUORUM;
+out:
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+static int rl_unlock_all(ordo_txn_t *tx) {
+  rl_txn *t = rt(tx);
+  rl_place *p = rp(tx->o);
+  int rc = 0;
+  pthread_mutex_lock(&t->mu);
+  if (atomic_exchange(&t->lease_lost, false)) {
+    rc = ORDO_ELEASE;
+    goto out;
+  }
+  if (t->nh == 0)
+    goto out;
+  size_t c, a;
+  release_all(p, t, &c, &a);
+  if (c >= p->quorum) {
+    rc = (int)t->nh;
+    atomic_fetch_add(&p->released, t->nh);
+  } else {
+    rc = a >= p->quorum ? ORDO_ELEASE : ORDO_EQUORUM;
+  }
+  holds_clear(p, t);
+out:
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+static int rl_held(ordo_txn_t *tx, const void *key, size_t len,
+                   ordo_mode_t *mode, uint64_t *fence) {
+  rl_txn *t = rt(tx);
+  pthread_mutex_lock(&t->mu);
+  long at = hold_find(t, key, len);
+  int count = 0;
+  if (at >= 0) {
+    count = (int)t->h[at].count;
+    if (mode)
+      *mode = t->h[at].mode;
+    if (fence)
+      *fence = t->h[at].token;
+  }
+  pthread_mutex_unlock(&t->mu);
+  return count;
+}
+
+static int rl_stats(ordo_t *o, ordo_stats_t *out) {
+  rl_place *p = rp(o);
+  memset(out, 0, sizeof *out);
+  out->acquired = atomic_load(&p->acquired);
+  out->waited = atomic_load(&p->waited);
+  out->timeouts = atomic_load(&p->timeouts);
+  out->released = atomic_load(&p->released);
+  out->pokes = atomic_load(&p->retries);
+  out->locks = atomic_load(&p->keys);
+  return 0;
+}
+
+static void rl_dump(ordo_t *o, int fd) {
+  rl_place *p = rp(o);
+  char buf[1024];
+  pthread_mutex_lock(&p->mu);
+  int len =
+      snprintf(buf, sizeof buf,
+               "%s: %zu nodes, quorum %zu, lease %ld ms, acquisition "
+               "timeout %ld ms%s\n%s%s%s",
+               o->url, p->u.n, p->quorum, p->u.lease_ms, p->u.timeout_ms,
+               p->u.sequential ? ", sequential (bench only)" : "",
+               p->err[0] ? "last error: " : "", p->err, p->err[0] ? "\n" : "");
+  pthread_mutex_unlock(&p->mu);
+  if (len > (int)sizeof buf - 1)
+    len = (int)sizeof buf - 1;
+  for (const char *s = buf; len > 0;) {
+    ssize_t w = write(fd, s, (size_t)len);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      break;
+    s += w;
+    len -= (int)w;
+  }
+}
+
+static void rl_on_lease_lost(ordo_t *o, rl_lost_cb cb, void *arg) {
+  rl_place *p = rp(o);
+  pthread_mutex_lock(&p->mu);
+  p->lost_cb = cb;
+  p->lost_arg = arg;
+  pthread_mutex_unlock(&p->mu);
+}
+
+const ordo__backend ordo__backend_redlock = {
+    .scheme = "redlock",
+    .caps = ORDO_CAP_SHARED | ORDO_CAP_FENCE | ORDO_CAP_INCREMENTAL |
+            ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE,
+    .open = rl_open,
+    .close = rl_close,
+    .txn_begin = rl_txn_begin,
+    .txn_end = rl_txn_end,
+    .lock_all = rl_lock_all,
+    .lock_all_async = NULL,
+    .unlock = rl_unlock,
+    .unlock_all = rl_unlock_all,
+    .cancel = NULL,
+    .held = rl_held,
+    .stats = rl_stats,
+    .dump = rl_dump,
+    .graph = NULL,
+    .on_lease_lost = rl_on_lease_lost,
+};
