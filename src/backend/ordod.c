@@ -16,6 +16,7 @@
  * Interface: ordo__backend_ordod.
  */
 #include "ordo_int.h"
+#include "backend/renewer.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -230,27 +231,16 @@ typedef struct od_place {
   od_url u; /* read-only after open */
   _Atomic uint64_t next_id;
   /*
-   * mu guards: txns and every txn's next, prev, linked and cb_running; the
-   * lease-lost callback (lost_cb, lost_arg); the renewer's state (stop,
-   * in_pass, kicked, sleep_until); and err. wake wakes the renewer (its
-   * clock is CLOCK_MONOTONIC); cb_done wakes a txn_end waiting for a
-   * callback on its txn to return. Lock order: a txn's mu, then this mu
-   * (README, "Lock order"); with this mu held a txn's mu is only ever
-   * tried (pthread_mutex_trylock), never waited for.
+   * The renewal thread, the txn list and the last failure's text, all
+   * under rn.mu (renewer.h). Lock order: a txn's mu, then rn.mu (README,
+   * "Lock order"); with rn.mu held a txn's mu is only ever tried
+   * (pthread_mutex_trylock), never waited for.
    */
-  pthread_mutex_t mu;
-  pthread_cond_t wake, cb_done;
-  od_txn *txns;
-  od_lost_cb lost_cb;
-  void *lost_arg;
-  bool stop, in_pass, kicked;
-  uint64_t sleep_until; /* the renewer's wake-up, UINT64_MAX: none */
-  char err[256];        /* the last failure's text, for ordo_dump */
-  pthread_t renewer;    /* read-only after open */
+  ordo__renewer rn;
   /*
    * ctl_mu guards ctl, the place's own session for INFO and GRAPH (stats,
    * graph, dump), connected when first needed, and ctl_tmo. It comes
-   * before mu (note_err takes mu while it is held) and after no other.
+   * before rn.mu (note_err takes rn.mu while it is held) and after no other.
    */
   pthread_mutex_t ctl_mu;
   redisContext *ctl;
@@ -259,10 +249,10 @@ typedef struct od_place {
 
 struct od_txn {
   struct ordo_txn_s base;
-  /* Guarded by the place's mu. */
-  od_txn *next, *prev;
-  bool linked;     /* in the place's list: the renewer may visit it */
-  bool cb_running; /* the lease-lost callback runs for it now */
+  /* The place's list and renewal state: links under the place's rn.mu,
+   * rn.holding written under mu. Due a third of the lease after
+   * renewed_ns (od_due). */
+  ordo__rn_txn rn;
   /*
    * mu guards c, tmo and the hold record (h, nh, caph). The txn's own
    * thread holds it for the whole of each call, a blocking LOCK included;
@@ -276,7 +266,6 @@ struct od_txn {
   od_hold *h;      /* sorted in the canonical key order */
   size_t nh, caph;
   /* Written under mu, read by the renewer without it. */
-  _Atomic bool holding;        /* nh > 0 */
   _Atomic bool lease_lost;     /* the next call returns ORDO_ELEASE */
   _Atomic uint64_t renewed_ns; /* when the server last renewed the lease */
   _Atomic uint64_t lease_ns;   /* the session's lease length */
@@ -293,9 +282,7 @@ static od_place *op(ordo_t *o) {
 
 /* Keeps the text of the latest failure, for ordo_dump. Takes mu. */
 static void note_err(od_place *p, const char *what, const char *detail) {
-  pthread_mutex_lock(&p->mu);
-  snprintf(p->err, sizeof p->err, "%s: %s", what, detail);
-  pthread_mutex_unlock(&p->mu);
+  ordo__rn_note(&p->rn, what, detail);
 }
 
 /* ---- Talking to the server ------------------------------------------------
@@ -514,7 +501,7 @@ static void holds_clear(od_txn *t) {
   for (size_t i = 0; i < t->nh; i++)
     free(t->h[i].key);
   t->nh = 0;
-  atomic_store(&t->holding, false);
+  atomic_store(&t->rn.holding, false);
 }
 
 /*
@@ -532,31 +519,23 @@ static size_t conn_lost(od_place *p, od_txn *t, const char *what) {
   return had;
 }
 
-/* ---- The renewal thread -----------------------------------------------------
- * One per place. It sleeps until the earliest renewal is due (a third of a
- * lease after the server last heard from a holding txn), sends EXTEND on
- * each due txn's connection, and reports a lost lease. README, "ordod.c".
+/* ---- Lease renewal ----------------------------------------------------------
+ * The hooks of the place's renewal thread (renewer.c): it sleeps until the
+ * earliest renewal is due (a third of a lease after the server last heard
+ * from a holding txn), and od_renew sends EXTEND on the txn's connection.
+ * README, "ordod.c".
  */
 
-/* Caller holds nothing. Tells the renewer a txn began to hold; its
- * renewal is due at due. */
-static void renewer_kick(od_place *p, uint64_t due) {
-  pthread_mutex_lock(&p->mu);
-  if (p->in_pass)
-    p->kicked = true; /* the pass may have gone past the txn already */
-  else if (due < p->sleep_until)
-    pthread_cond_signal(&p->wake);
-  pthread_mutex_unlock(&p->mu);
-}
-
 /*
- * od_renew -- EXTENDs t's lease. Caller holds t->mu (not p->mu). The read
+ * od_renew -- EXTENDs t's lease. Caller holds t->mu (not p->rn.mu). The read
  * is bounded by two thirds of the lease: past that the lease has run out
  * on the server anyway. Returns true when the lease is lost: the server
  * said -LEASE, or the connection failed; t's holds are then forgotten and
  * its next call returns ORDO_ELEASE.
  */
-static bool od_renew(od_place *p, od_txn *t) {
+static bool od_renew(void *place, ordo_txn_t *tx) {
+  od_place *p = place;
+  od_txn *t = ot(tx);
   if (!t->c || t->nh == 0)
     return false;
   long lease_ms = (long)(atomic_load(&t->lease_ns) / OD_MS);
@@ -600,91 +579,26 @@ static bool od_renew(od_place *p, od_txn *t) {
   return lost;
 }
 
-/* The thread starts with every signal blocked (od_open): signals are for
- * the program's own threads. */
-static void *renewer_main(void *arg) {
-  od_place *p = arg;
-  pthread_mutex_lock(&p->mu);
-  while (!p->stop) {
-    p->in_pass = true;
-    p->kicked = false;
-    uint64_t next = UINT64_MAX;
-    od_txn *t = p->txns;
-    while (t && !p->stop) {
-      uint64_t now = ordo__now_ns();
-      uint64_t third = atomic_load(&t->lease_ns) / 3;
-      if (!atomic_load(&t->holding) || t->cb_running) {
-        t = t->next;
-        continue;
-      }
-      uint64_t due = atomic_load(&t->renewed_ns) + third;
-      if (due > now) {
-        next = due < next ? due : next;
-        t = t->next;
-        continue;
-      }
-      if (pthread_mutex_trylock(&t->mu) != 0) {
-        /* Inside a call, which renews the lease itself: look again soon. */
-        uint64_t again = now + third / 2 + OD_MS;
-        next = again < next ? again : next;
-        t = t->next;
-        continue;
-      }
-      /* t->mu keeps t alive: txn_end takes it before it frees t. */
-      pthread_mutex_unlock(&p->mu);
-      bool lost = od_renew(p, t);
-      pthread_mutex_lock(&p->mu);
-      if (!t->linked) {
-        /* Ending: its txn_end waits for t->mu, and t->next is stale. */
-        pthread_mutex_unlock(&t->mu);
-        t = p->txns;
-        continue;
-      }
-      if (!lost) {
-        due = atomic_load(&t->renewed_ns) + third;
-        next = due < next ? due : next;
-        pthread_mutex_unlock(&t->mu);
-        t = t->next;
-        continue;
-      }
-      od_lost_cb cb = p->lost_cb;
-      void *cb_arg = p->lost_arg;
-      pthread_mutex_unlock(&t->mu);
-      if (!cb) {
-        t = t->next;
-        continue;
-      }
-      /* The callback runs with no lock held; cb_running keeps t alive. */
-      t->cb_running = true;
-      pthread_mutex_unlock(&p->mu);
-      cb(&t->base, cb_arg);
-      pthread_mutex_lock(&p->mu);
-      t->cb_running = false;
-      od_txn *nx = t->linked ? t->next : p->txns;
-      pthread_cond_broadcast(&p->cb_done);
-      t = nx;
-    }
-    p->in_pass = false;
-    if (p->stop)
-      break;
-    if (p->kicked)
-      continue;
-    p->sleep_until = next;
-    if (next == UINT64_MAX) {
-      pthread_cond_wait(&p->wake, &p->mu);
-    } else {
-      struct timespec ts = {(time_t)(next / 1000000000u),
-                            (long)(next % 1000000000u)};
-      pthread_cond_timedwait(&p->wake, &p->mu, &ts);
-    }
-    p->sleep_until = 0;
-  }
-  pthread_mutex_unlock(&p->mu);
-  return NULL;
-}
-
 /* ---- The vtable -------------------------------------------------------------
  */
+
+/* A txn's renewal is due a third of its lease after the server last
+ * renewed it. */
+static uint64_t od_due(void *place, ordo__rn_txn *l) {
+  ORDO_UNUSED(place);
+  od_txn *t = ot(l->txn);
+  return atomic_load(&t->renewed_ns) + atomic_load(&t->lease_ns) / 3;
+}
+
+/* A due txn inside a call (which renews the lease itself) is looked at
+ * again a sixth of its lease later. */
+static uint64_t od_busy(void *place, ordo__rn_txn *l) {
+  ORDO_UNUSED(place);
+  return atomic_load(&ot(l->txn)->lease_ns) / 6 + OD_MS;
+}
+
+static const ordo__rn_ops od_rn_ops = {
+    .renew = od_renew, .due = od_due, .busy = od_busy};
 
 static int od_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   ORDO_UNUSED(opts);
@@ -697,31 +611,13 @@ static int od_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
     return rc;
   }
   atomic_init(&p->next_id, 1);
-  p->sleep_until = UINT64_MAX;
   p->ctl_tmo = -1;
-  pthread_mutex_init(&p->mu, NULL);
   pthread_mutex_init(&p->ctl_mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&p->wake, &ca);
-  pthread_condattr_destroy(&ca);
-  pthread_cond_init(&p->cb_done, NULL);
-  /* Created with every signal blocked, so that not even in its first
-   * instants can it take a process-directed signal (a SIGCHLD, say) that a
-   * thread of the program waits for with sigwait. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  rc = pthread_create(&p->renewer, NULL, renewer_main, p);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) {
-    pthread_cond_destroy(&p->wake);
-    pthread_cond_destroy(&p->cb_done);
-    pthread_mutex_destroy(&p->mu);
+  rc = ordo__rn_start(&p->rn, &od_rn_ops, p);
+  if (rc) {
     pthread_mutex_destroy(&p->ctl_mu);
     free(p);
-    return ORDO_ENOMEM;
+    return rc;
   }
   *out = &p->base;
   return 0;
@@ -729,17 +625,9 @@ static int od_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
 
 static void od_close(ordo_t *o) {
   od_place *p = op(o);
-  pthread_mutex_lock(&p->mu);
-  ORDO_ASSERT(p->txns == NULL); /* every txn must have ended */
-  p->stop = true;
-  pthread_cond_signal(&p->wake);
-  pthread_mutex_unlock(&p->mu);
-  pthread_join(p->renewer, NULL);
+  ordo__rn_stop(&p->rn);
   if (p->ctl)
     redisFree(p->ctl);
-  pthread_cond_destroy(&p->wake);
-  pthread_cond_destroy(&p->cb_done);
-  pthread_mutex_destroy(&p->mu);
   pthread_mutex_destroy(&p->ctl_mu);
   free(p);
 }
@@ -761,18 +649,11 @@ static int od_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
   t->tmo = p->u.timeout_ms;
   t->base.id = atomic_fetch_add(&p->next_id, 1);
   pthread_mutex_init(&t->mu, NULL);
-  atomic_init(&t->holding, false);
   atomic_init(&t->lease_lost, false);
   atomic_init(&t->renewed_ns, ordo__now_ns());
   atomic_init(&t->lease_ns, (uint64_t)lease_ms * OD_MS);
   atomic_init(&t->aborts, 0);
-  pthread_mutex_lock(&p->mu);
-  t->next = p->txns;
-  if (p->txns)
-    p->txns->prev = t;
-  p->txns = t;
-  t->linked = true;
-  pthread_mutex_unlock(&p->mu);
+  ordo__rn_link(&p->rn, &t->rn, &t->base, &t->mu);
   *out = &t->base;
   return 0;
 }
@@ -780,17 +661,7 @@ static int od_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
 static void od_txn_end(ordo_txn_t *tx) {
   od_txn *t = ot(tx);
   od_place *p = op(tx->o);
-  pthread_mutex_lock(&p->mu);
-  if (t->prev)
-    t->prev->next = t->next;
-  else
-    p->txns = t->next;
-  if (t->next)
-    t->next->prev = t->prev;
-  t->linked = false;
-  while (t->cb_running)
-    pthread_cond_wait(&p->cb_done, &p->mu);
-  pthread_mutex_unlock(&p->mu);
+  ordo__rn_unlink(&p->rn, &t->rn);
   /* Waits out a renewal in progress; after it no other thread knows t. */
   pthread_mutex_lock(&t->mu);
   if (t->c && t->nh > 0) {
@@ -996,9 +867,9 @@ static int od_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   }
   freeReplyObject(rep);
   if (rc == 0 && !was_holding) {
-    atomic_store(&t->holding, true);
-    renewer_kick(p,
-                 atomic_load(&t->renewed_ns) + atomic_load(&t->lease_ns) / 3);
+    atomic_store(&t->rn.holding, true);
+    ordo__rn_kick(&p->rn,
+                  atomic_load(&t->renewed_ns) + atomic_load(&t->lease_ns) / 3);
   }
 out:
   pthread_mutex_unlock(&t->mu);
@@ -1052,7 +923,7 @@ static int od_unlock(ordo_txn_t *tx, const void *key, size_t len) {
     rc = ORDO_EBACKEND;
   }
   freeReplyObject(rep);
-  atomic_store(&t->holding, t->nh > 0);
+  atomic_store(&t->rn.holding, t->nh > 0);
 out:
   pthread_mutex_unlock(&t->mu);
   return rc;
@@ -1260,10 +1131,11 @@ static void od_dump(ordo_t *o, int fd) {
           "%s: lease renewed at a third of each session's lease; "
           "timeout %ld ms\n",
           o->url, p->u.timeout_ms);
-  pthread_mutex_lock(&p->mu);
-  if (p->err[0])
-    fprintf(f, "last error: %s\n", p->err);
-  for (od_txn *t = p->txns; t; t = t->next) {
+  pthread_mutex_lock(&p->rn.mu);
+  if (p->rn.err[0])
+    fprintf(f, "last error: %s\n", p->rn.err);
+  for (ordo__rn_txn *l = p->rn.txns; l; l = l->next) {
+    od_txn *t = ot(l->txn);
     fprintf(
         f, "txn %llu%s%s%s (server: txn %llu):", (unsigned long long)t->base.id,
         t->base.name[0] ? " \"" : "", t->base.name, t->base.name[0] ? "\"" : "",
@@ -1285,26 +1157,23 @@ static void od_dump(ordo_t *o, int fd) {
     }
     pthread_mutex_unlock(&t->mu);
   }
-  pthread_mutex_unlock(&p->mu);
+  pthread_mutex_unlock(&p->rn.mu);
   fputs("server wait-for graph (GRAPH DOT):\n", f);
   fclose(f);
   write_all(fd, buf, len);
   free(buf);
   if (od_graph(o, fd, ORDO_GRAPH_DOT) != 0) {
     char line[320];
-    pthread_mutex_lock(&p->mu);
-    int n = snprintf(line, sizeof line, "(unavailable: %s)\n", p->err);
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_lock(&p->rn.mu);
+    int n = snprintf(line, sizeof line, "(unavailable: %s)\n", p->rn.err);
+    pthread_mutex_unlock(&p->rn.mu);
     write_all(fd, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : 0);
   }
 }
 
 static void od_on_lease_lost(ordo_t *o, od_lost_cb cb, void *arg) {
   od_place *p = op(o);
-  pthread_mutex_lock(&p->mu);
-  p->lost_cb = cb;
-  p->lost_arg = arg;
-  pthread_mutex_unlock(&p->mu);
+  ordo__rn_on_lost(&p->rn, cb, arg);
 }
 
 static unsigned od_txn_aborts(const ordo_txn_t *tx) {

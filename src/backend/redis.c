@@ -18,6 +18,7 @@
  * Interface: ordo__backend_redis.
  */
 #include "backend/redis_script.h"
+#include "backend/renewer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -136,31 +137,19 @@ typedef struct rd_place {
   _Atomic uint64_t waiting, keys, max_wait_us;
   _Atomic uint64_t wait_hist[ORDO_HIST_BUCKETS];
   /*
-   * mu guards: txns and every txn's next, prev, linked and cb_running; the
-   * lease-lost callback (lost_cb, lost_arg); the renewer's state (stop,
-   * in_pass, kicked, sleep_until); and err. wake wakes the renewer (its
-   * clock is CLOCK_MONOTONIC); cb_done wakes a txn_end waiting for a
-   * callback on its txn to return. Lock order: a txn's mu, then this mu
-   * (docs/backend-redis.md, "Lock order"); with this mu held a txn's mu is only
-   * ever tried, never waited for.
+   * The renewal thread, the txn list and the last failure's text, all under
+   * rn.mu (renewer.h). Lock order: a txn's mu, then rn.mu
+   * (docs/backend-redis.md, "Lock order"); with rn.mu held a txn's mu is
+   * only ever tried, never waited for.
    */
-  pthread_mutex_t mu;
-  pthread_cond_t wake, cb_done;
-  rd_txn *txns;
-  rd_lost_cb lost_cb;
-  void *lost_arg;
-  bool stop, in_pass, kicked;
-  uint64_t sleep_until; /* the renewer's wake-up, UINT64_MAX: none */
-  char err[320];        /* the last failure's text, for ordo_dump */
-  pthread_t renewer;    /* read-only after open */
+  ordo__renewer rn;
 } rd_place;
 
 struct rd_txn {
   struct ordo_txn_s base;
-  /* Guarded by the place's mu. */
-  rd_txn *next, *prev;
-  bool linked;     /* in the place's list: the renewer may visit it */
-  bool cb_running; /* the lease-lost callback runs for it now */
+  /* The place's list and renewal state: links under the place's rn.mu,
+   * rn.holding and rn.due_ns written under mu. */
+  ordo__rn_txn rn;
   /*
    * mu guards c, the hold record (h, nh, caph) and the orphans (orph,
    * norph, caporph). The txn's own thread
@@ -180,11 +169,9 @@ struct rd_txn {
   ordo__rs_conn sub;
   char owner[33]; /* 128 random bits in hex: read-only after begin */
   /* Written under mu, read by the renewer and ordo_dump without it. */
-  _Atomic bool holding;        /* nh > 0 */
   _Atomic bool lease_lost;     /* the next call returns ORDO_ELEASE */
   _Atomic bool in_wait;        /* a lock_all sleeps, mu let go */
   _Atomic uint64_t renewed_ns; /* the oldest renewal among the holds */
-  _Atomic uint64_t due_ns;     /* when the renewer acts on it next */
 };
 
 static rd_txn *rt(ordo_txn_t *t) {
@@ -196,9 +183,7 @@ static rd_place *rp(ordo_t *o) {
 
 /* Keeps the text of the latest failure, for ordo_dump. Takes mu. */
 static void note_err(rd_place *p, const char *what, const char *detail) {
-  pthread_mutex_lock(&p->mu);
-  snprintf(p->err, sizeof p->err, "%s: %s", what, detail);
-  pthread_mutex_unlock(&p->mu);
+  ordo__rn_note(&p->rn, what, detail);
 }
 
 static void atomic_max(_Atomic uint64_t *a, uint64_t v) {
@@ -230,7 +215,7 @@ static void hold_remove(rd_place *p, rd_txn *t, size_t i) {
   memmove(&t->h[i], &t->h[i + 1], (t->nh - i - 1) * sizeof *t->h);
   t->nh--;
   atomic_fetch_sub(&p->keys, 1);
-  atomic_store(&t->holding, t->nh > 0);
+  atomic_store(&t->rn.holding, t->nh > 0);
 }
 
 /* Forgets every hold. */
@@ -239,7 +224,7 @@ static void holds_clear(rd_place *p, rd_txn *t) {
     free(t->h[i].key);
   atomic_fetch_sub(&p->keys, t->nh);
   t->nh = 0;
-  atomic_store(&t->holding, false);
+  atomic_store(&t->rn.holding, false);
 }
 
 /* Writes key to f, bytes outside printable ASCII as \xNN. */
@@ -480,23 +465,12 @@ static void flush_orphans(rd_place *p, rd_txn *t) {
   free(lens);
 }
 
-/* ---- The renewal thread -----------------------------------------------------
- * One per place. It sleeps until the earliest renewal is due (a third of the
- * lease after the oldest renewal of a holding txn), runs EXTEND over every
- * key of each due txn, and reports a lost lease. docs/backend-redis.md,
- * "Design".
+/* ---- Lease renewal ----------------------------------------------------------
+ * The hooks of the place's renewal thread (renewer.c): it sleeps until the
+ * earliest renewal is due (a third of the lease after the oldest renewal of
+ * a holding txn), and rd_renew runs EXTEND over every key of the txn and
+ * reports a lost lease. docs/backend-redis.md, "Design".
  */
-
-/* Caller holds nothing but perhaps a txn's mu. Tells the renewer a txn
- * began to hold; its renewal is due at due. */
-static void renewer_kick(rd_place *p, uint64_t due) {
-  pthread_mutex_lock(&p->mu);
-  if (p->in_pass)
-    p->kicked = true; /* the pass may have gone past the txn already */
-  else if (due < p->sleep_until)
-    pthread_cond_signal(&p->wake);
-  pthread_mutex_unlock(&p->mu);
-}
 
 /*
  * lose -- t's lease is lost: keeps the text, releases what may still be
@@ -537,14 +511,17 @@ static int fold_extend(void *arg, const size_t *idx, size_t m,
 }
 
 /*
- * rd_renew -- EXTENDs every hold of t. Caller holds t->mu (not p->mu).
+ * rd_renew -- EXTENDs every hold of t (the renew hook of renewer.h).
+ * Caller holds t->mu (not p->rn.mu).
  * Each exchange is bounded by timeout_ms and by two thirds of the lease.
  * When the server cannot be reached the renewal is tried again a tenth of
  * a lease later, for as long as the lease lasts; when it says some key is
  * no longer t's, or the lease ran out meanwhile, the lease is lost (lose).
  * Returns true when it was lost.
  */
-static bool rd_renew(rd_place *p, rd_txn *t) {
+static bool rd_renew(void *place, ordo_txn_t *tx) {
+  rd_place *p = place;
+  rd_txn *t = rt(tx);
   if (t->nh == 0)
     return false;
   const void **keys = malloc(t->nh * sizeof *keys);
@@ -567,7 +544,7 @@ static bool rd_renew(rd_place *p, rd_txn *t) {
   bool gone = false;
   if (rc == 0 && l.n == 0) {
     atomic_store(&t->renewed_ns, sent);
-    atomic_store(&t->due_ns, sent + p->lease_ns / 3);
+    atomic_store(&t->rn.due_ns, sent + p->lease_ns / 3);
   } else if (rc == 0) {
     /* Some keys are no longer ours: name them, then give up the rest. */
     char why[200];
@@ -589,7 +566,7 @@ static bool rd_renew(rd_place *p, rd_txn *t) {
       lose(p, t, "the server could not be reached before the lease ran out");
       gone = true;
     } else {
-      atomic_store(&t->due_ns, again);
+      atomic_store(&t->rn.due_ns, again);
     }
   }
   free(keys);
@@ -598,90 +575,16 @@ static bool rd_renew(rd_place *p, rd_txn *t) {
   return gone;
 }
 
-/* The thread starts with every signal blocked (rd_open): signals are for
- * the program's own threads. */
-static void *renewer_main(void *arg) {
-  rd_place *p = arg;
-  pthread_mutex_lock(&p->mu);
-  while (!p->stop) {
-    p->in_pass = true;
-    p->kicked = false;
-    uint64_t next = UINT64_MAX;
-    rd_txn *t = p->txns;
-    while (t && !p->stop) {
-      uint64_t now = ordo__now_ns();
-      if (!atomic_load(&t->holding) || t->cb_running) {
-        t = t->next;
-        continue;
-      }
-      uint64_t due = atomic_load(&t->due_ns);
-      if (due > now) {
-        next = due < next ? due : next;
-        t = t->next;
-        continue;
-      }
-      if (pthread_mutex_trylock(&t->mu) != 0) {
-        /* Inside an exchange (bounded by timeout_ms): look again soon. */
-        uint64_t again = now + p->lease_ns / 30 + RD_MS;
-        next = again < next ? again : next;
-        t = t->next;
-        continue;
-      }
-      /* t->mu keeps t alive: txn_end takes it before it frees t. */
-      pthread_mutex_unlock(&p->mu);
-      bool lost = rd_renew(p, t);
-      pthread_mutex_lock(&p->mu);
-      if (!t->linked) {
-        /* Ending: its txn_end waits for t->mu, and t->next is stale. */
-        pthread_mutex_unlock(&t->mu);
-        t = p->txns;
-        continue;
-      }
-      if (!lost) {
-        due = atomic_load(&t->due_ns);
-        if (atomic_load(&t->holding))
-          next = due < next ? due : next;
-        pthread_mutex_unlock(&t->mu);
-        t = t->next;
-        continue;
-      }
-      rd_lost_cb cb = p->lost_cb;
-      void *cb_arg = p->lost_arg;
-      pthread_mutex_unlock(&t->mu);
-      if (!cb) {
-        t = t->next;
-        continue;
-      }
-      /* The callback runs with no lock held; cb_running keeps t alive. */
-      t->cb_running = true;
-      pthread_mutex_unlock(&p->mu);
-      cb(&t->base, cb_arg);
-      pthread_mutex_lock(&p->mu);
-      t->cb_running = false;
-      rd_txn *nx = t->linked ? t->next : p->txns;
-      pthread_cond_broadcast(&p->cb_done);
-      t = nx;
-    }
-    p->in_pass = false;
-    if (p->stop)
-      break;
-    if (p->kicked)
-      continue;
-    p->sleep_until = next;
-    if (next == UINT64_MAX) {
-      pthread_cond_wait(&p->wake, &p->mu);
-    } else {
-      struct timespec ts = {(time_t)(next / 1000000000u),
-                            (long)(next % 1000000000u)};
-      pthread_cond_timedwait(&p->wake, &p->mu, &ts);
-    }
-    p->sleep_until = 0;
-  }
-  pthread_mutex_unlock(&p->mu);
-  return NULL;
+/* ---- Open, close, begin, end --------------------------------------------- */
+
+/* A due txn inside an exchange (bounded by timeout_ms) is looked at again
+ * a thirtieth of a lease later. */
+static uint64_t rd_busy(void *place, ordo__rn_txn *t) {
+  ORDO_UNUSED(t);
+  return ((rd_place *)place)->lease_ns / 30 + RD_MS;
 }
 
-/* ---- Open, close, begin, end --------------------------------------------- */
+static const ordo__rn_ops rd_rn_ops = {.renew = rd_renew, .busy = rd_busy};
 
 static int rd_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   ORDO_UNUSED(opts);
@@ -697,29 +600,11 @@ static int rd_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   p->lease_ns = (uint64_t)p->u.lease_ms * RD_MS;
   atomic_init(&p->next_id, 1);
   atomic_init(&p->cluster, false);
-  p->sleep_until = UINT64_MAX;
-  pthread_mutex_init(&p->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&p->wake, &ca);
-  pthread_condattr_destroy(&ca);
-  pthread_cond_init(&p->cb_done, NULL);
   ordo__rs_script_sha(0); /* computes the names once, before any thread */
-  /* Created with every signal blocked, so that not even in its first
-   * instants can it take a process-directed signal that a thread of the
-   * program waits for with sigwait. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  rc = pthread_create(&p->renewer, NULL, renewer_main, p);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) {
-    pthread_cond_destroy(&p->wake);
-    pthread_cond_destroy(&p->cb_done);
-    pthread_mutex_destroy(&p->mu);
+  rc = ordo__rn_start(&p->rn, &rd_rn_ops, p);
+  if (rc) {
     free(p);
-    return ORDO_ENOMEM;
+    return rc;
   }
   *out = &p->base;
   return 0;
@@ -727,15 +612,7 @@ static int rd_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
 
 static void rd_close(ordo_t *o) {
   rd_place *p = rp(o);
-  pthread_mutex_lock(&p->mu);
-  ORDO_ASSERT(p->txns == NULL); /* every txn must have ended */
-  p->stop = true;
-  pthread_cond_signal(&p->wake);
-  pthread_mutex_unlock(&p->mu);
-  pthread_join(p->renewer, NULL);
-  pthread_cond_destroy(&p->wake);
-  pthread_cond_destroy(&p->cb_done);
-  pthread_mutex_destroy(&p->mu);
+  ordo__rn_stop(&p->rn);
   free(p);
 }
 
@@ -820,18 +697,10 @@ static int rd_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
   }
   t->base.id = atomic_fetch_add(&p->next_id, 1);
   pthread_mutex_init(&t->mu, NULL);
-  atomic_init(&t->holding, false);
   atomic_init(&t->lease_lost, false);
   atomic_init(&t->in_wait, false);
   atomic_init(&t->renewed_ns, ordo__now_ns());
-  atomic_init(&t->due_ns, UINT64_MAX);
-  pthread_mutex_lock(&p->mu);
-  t->next = p->txns;
-  if (p->txns)
-    p->txns->prev = t;
-  p->txns = t;
-  t->linked = true;
-  pthread_mutex_unlock(&p->mu);
+  ordo__rn_link(&p->rn, &t->rn, &t->base, &t->mu);
   *out = &t->base;
   return 0;
 }
@@ -839,17 +708,7 @@ static int rd_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
 static void rd_txn_end(ordo_txn_t *tx) {
   rd_txn *t = rt(tx);
   rd_place *p = rp(tx->o);
-  pthread_mutex_lock(&p->mu);
-  if (t->prev)
-    t->prev->next = t->next;
-  else
-    p->txns = t->next;
-  if (t->next)
-    t->next->prev = t->prev;
-  t->linked = false;
-  while (t->cb_running)
-    pthread_cond_wait(&p->cb_done, &p->mu);
-  pthread_mutex_unlock(&p->mu);
+  ordo__rn_unlink(&p->rn, &t->rn);
   /* Waits out a renewal in progress; after it no other thread knows t. */
   pthread_mutex_lock(&t->mu);
   flush_orphans(p, t);
@@ -1166,9 +1025,9 @@ static int try_acquire(rd_place *p, rd_txn *t, const ordo_req_t *r, size_t n,
     atomic_fetch_add(&p->acquired, 1);
     if (!was_holding) {
       atomic_store(&t->renewed_ns, sent);
-      atomic_store(&t->due_ns, sent + p->lease_ns / 3);
-      atomic_store(&t->holding, true);
-      renewer_kick(p, sent + p->lease_ns / 3);
+      atomic_store(&t->rn.due_ns, sent + p->lease_ns / 3);
+      atomic_store(&t->rn.holding, true);
+      ordo__rn_kick(&p->rn, sent + p->lease_ns / 3);
     }
   }
   return what;
@@ -1473,10 +1332,11 @@ static void rd_dump(ordo_t *o, int fd) {
           "%s: lease %ld ms, renewed at a third; timeout %ld ms; release "
           "channels %s<key>\n",
           o->url, p->u.lease_ms, p->u.timeout_ms, p->chan);
-  pthread_mutex_lock(&p->mu);
-  if (p->err[0])
-    fprintf(f, "last error: %s\n", p->err);
-  for (rd_txn *t = p->txns; t; t = t->next) {
+  pthread_mutex_lock(&p->rn.mu);
+  if (p->rn.err[0])
+    fprintf(f, "last error: %s\n", p->rn.err);
+  for (ordo__rn_txn *l = p->rn.txns; l; l = l->next) {
+    rd_txn *t = rt(l->txn);
     fprintf(f,
             "txn %llu%s%s%s (owner %.8s...):", (unsigned long long)t->base.id,
             t->base.name[0] ? " \"" : "", t->base.name,
@@ -1498,7 +1358,7 @@ static void rd_dump(ordo_t *o, int fd) {
     }
     pthread_mutex_unlock(&t->mu);
   }
-  pthread_mutex_unlock(&p->mu);
+  pthread_mutex_unlock(&p->rn.mu);
   fprintf(f,
           "counters: acquired %llu, waited %llu, waiting %llu, timeouts "
           "%llu, woken by a release %llu, by the poll %llu\n",
@@ -1515,10 +1375,7 @@ static void rd_dump(ordo_t *o, int fd) {
 
 static void rd_on_lease_lost(ordo_t *o, rd_lost_cb cb, void *arg) {
   rd_place *p = rp(o);
-  pthread_mutex_lock(&p->mu);
-  p->lost_cb = cb;
-  p->lost_arg = arg;
-  pthread_mutex_unlock(&p->mu);
+  ordo__rn_on_lost(&p->rn, cb, arg);
 }
 
 const ordo__backend ordo__backend_redis = {

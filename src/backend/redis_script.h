@@ -28,9 +28,11 @@
  *   Removes the owner from each key where it is still the owner, publishes
  *   on the key's release channel when that may let a waiter in. Reply: how
  *   many keys were still this owner's (its lease had not run out).
- * EXTEND   KEYS = lock keys; ARGV = owner, lease ms
- *   Renews the owner's lease on each key that is still its own. Reply
- *   {lease_ms, i, j, ...}: the 1-based indexes of the keys that were not.
+ * EXTEND   KEYS = lock keys; ARGV = owner, lease ms [, modes]
+ *   Renews the owner's lease on each key that is still its own; with
+ *   modes (one 'S' or 'X' per key) sets each key's mode too (redlock.c
+ *   takes a failed upgrade back to S with it). Reply {lease_ms, i, j, ...}:
+ *   the 1-based indexes of the keys that were not.
  */
 enum {
   ORDO__RS_ACQUIRE = 0,

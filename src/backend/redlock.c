@@ -23,6 +23,7 @@
  * Interface: ordo__backend_redlock.
  */
 #include "backend/redis_script.h"
+#include "backend/renewer.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -102,6 +103,17 @@ static int rl_parse_url(const char *url, rl_url *u) {
       return rc;
     if (nd->unix_sock && !nd->db_set)
       nd->db = 0;
+    /* One server named twice (even with two databases) would count twice
+     * toward a majority that it alone then decides. Two names of one host
+     * are not caught. */
+    for (size_t j = 0; j + 1 < u->n; j++) {
+      const ordo__rs_node *o = &u->node[j];
+      if (o->unix_sock == nd->unix_sock &&
+          (nd->unix_sock
+               ? strcmp(o->path, nd->path) == 0
+               : o->port == nd->port && strcmp(o->host, nd->host) == 0))
+        return ORDO_EURL;
+    }
     s += len + 1;
   }
   if (rest[alen] == '?') {
@@ -136,32 +148,28 @@ typedef struct rl_place {
   uint64_t lease_ns, drift_ns, io_ns;
   _Atomic uint64_t next_id;
   _Atomic uint64_t acquired, waited, timeouts, released, keys, retries;
-  /* mu guards txns, the links, cb_running, the callback, the renewer's
-   * state and err; as in redis.c. */
-  pthread_mutex_t mu;
-  pthread_cond_t wake, cb_done;
-  rl_txn *txns;
-  rl_lost_cb lost_cb;
-  void *lost_arg;
-  bool stop, in_pass, kicked;
-  uint64_t sleep_until;
-  char err[320];
-  pthread_t renewer;
+  /* The renewal thread, the txn list and the last failure's text, all
+   * under rn.mu (renewer.h). Lock order: a txn's mu, then rn.mu. */
+  ordo__renewer rn;
 } rl_place;
 
 struct rl_txn {
   struct ordo_txn_s base;
-  rl_txn *next, *prev; /* place's mu */
-  bool linked, cb_running;
+  /* The place's list and renewal state: links under the place's rn.mu,
+   * rn.holding and rn.due_ns written under mu. */
+  ordo__rn_txn rn;
   /* mu guards the connections and the hold record. */
   pthread_mutex_t mu;
   ordo__rs_conn c[RL_MAX_NODES];
   bool loaded[RL_MAX_NODES]; /* the scripts were loaded on c[i] */
+  /* Why c[i] failed in the last exchange (ORDO_EAUTH: its password was
+   * refused), 0 when it did not. */
+  int node_err[RL_MAX_NODES];
   rl_hold *h;
   size_t nh, caph;
   char owner[33];
-  _Atomic bool holding, lease_lost;
-  _Atomic uint64_t renewed_ns, due_ns;
+  _Atomic bool lease_lost;
+  _Atomic uint64_t renewed_ns;
 };
 
 static rl_txn *rt(ordo_txn_t *t) {
@@ -172,9 +180,7 @@ static rl_place *rp(ordo_t *o) {
 }
 
 static void note_err(rl_place *p, const char *what, const char *detail) {
-  pthread_mutex_lock(&p->mu);
-  snprintf(p->err, sizeof p->err, "%s: %s", what, detail);
-  pthread_mutex_unlock(&p->mu);
+  ordo__rn_note(&p->rn, what, detail);
 }
 
 static long hold_find(const rl_txn *t, const void *key, size_t len) {
@@ -197,7 +203,7 @@ static void hold_remove(rl_place *p, rl_txn *t, size_t i) {
   memmove(&t->h[i], &t->h[i + 1], (t->nh - i - 1) * sizeof *t->h);
   t->nh--;
   atomic_fetch_sub(&p->keys, 1);
-  atomic_store(&t->holding, t->nh > 0);
+  atomic_store(&t->rn.holding, t->nh > 0);
 }
 
 static void holds_clear(rl_place *p, rl_txn *t) {
@@ -205,7 +211,7 @@ static void holds_clear(rl_place *p, rl_txn *t) {
     free(t->h[i].key);
   atomic_fetch_sub(&p->keys, t->nh);
   t->nh = 0;
-  atomic_store(&t->holding, false);
+  atomic_store(&t->rn.holding, false);
 }
 
 /* ---- Exchanges on every node at once (caller holds t->mu) ----------------
@@ -307,8 +313,19 @@ static int quorum_eval(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
   ordo__rs_run(ks, n, deadline_ns, kind == EX_ALL ? NULL : ex_enough, &e);
   for (size_t i = 0; i < n; i++) {
     ordo__rs_conn *k = &t->c[i];
+    t->node_err[i] = 0;
     if (!ordo__rs_open(k)) {
       t->loaded[i] = false;
+      if (k->err) {
+        char what[80];
+        t->node_err[i] = k->err;
+        const ordo__rs_node *nd = &p->u.node[i];
+        if (nd->unix_sock)
+          snprintf(what, sizeof what, "node %.60s", nd->path);
+        else
+          snprintf(what, sizeof what, "node %.60s:%d", nd->host, nd->port);
+        note_err(p, what, k->errstr);
+      }
       continue;
     }
     if (k->got == k->want && k->want == base[i] + 1) {
@@ -392,16 +409,32 @@ static void release_all(rl_place *p, rl_txn *t, size_t *confirmed,
   free(lens);
 }
 
-/* ---- The renewal thread (as in redis.c) ---------------------------------- */
-
-static void renewer_kick(rl_place *p, uint64_t due) {
-  pthread_mutex_lock(&p->mu);
-  if (p->in_pass)
-    p->kicked = true;
-  else if (due < p->sleep_until)
-    pthread_cond_signal(&p->wake);
-  pthread_mutex_unlock(&p->mu);
+/*
+ * release_status -- what a RELEASE that c nodes confirmed (every key still
+ * ours) and a nodes answered says of the holds just let go, judged by the
+ * renewal's rule: they were lost only when more than n - q nodes answered
+ * that some key was no longer ours (another owner could have had a
+ * majority), or when the validity of the last majority grant or renewal
+ * had run out. Within the validity, nodes that did not answer (dead or cut
+ * off) cannot have granted the keys to anyone else, so the release counts:
+ * after two of five nodes die mid-hold, the keys may be confirmed on two
+ * of the three left and were still safely held. Past the validity: ELEASE
+ * when a majority answered, EQUORUM when it did not. Caller holds t->mu,
+ * before the record is cleared.
+ */
+static int release_status(rl_place *p, rl_txn *t, size_t c, size_t a) {
+  if (c >= p->quorum)
+    return 0;
+  if (a - c > p->u.n - p->quorum)
+    return ORDO_ELEASE;
+  uint64_t valid_to = atomic_load(&t->renewed_ns) + p->lease_ns - p->drift_ns;
+  if (ordo__now_ns() < valid_to)
+    return 0;
+  return a >= p->quorum ? ORDO_ELEASE : ORDO_EQUORUM;
 }
+
+/* ---- Lease renewal (as in redis.c) ------------------------------------------
+ */
 
 static void lose(rl_place *p, rl_txn *t, const char *why) {
   char msg[256];
@@ -421,7 +454,9 @@ static void lose(rl_place *p, rl_txn *t, const char *why) {
  * longer ours, or when the lease (less the drift) ran out before a
  * majority confirmed; otherwise tried again a tenth of a lease later.
  */
-static bool rl_renew(rl_place *p, rl_txn *t) {
+static bool rl_renew(void *place, ordo_txn_t *tx) {
+  rl_place *p = place;
+  rl_txn *t = rt(tx);
   if (t->nh == 0)
     return false;
   size_t m = t->nh;
@@ -457,7 +492,7 @@ static bool rl_renew(rl_place *p, rl_txn *t) {
   uint64_t now = ordo__now_ns();
   if (ok >= p->quorum && now < sent + p->lease_ns - p->drift_ns) {
     atomic_store(&t->renewed_ns, sent);
-    atomic_store(&t->due_ns, sent + p->lease_ns / 3);
+    atomic_store(&t->rn.due_ns, sent + p->lease_ns / 3);
     return false;
   }
   if (denied > p->u.n - p->quorum) {
@@ -469,88 +504,20 @@ static bool rl_renew(rl_place *p, rl_txn *t) {
     lose(p, t, "no majority confirmed the renewal before the lease ran out");
     return true;
   }
-  atomic_store(&t->due_ns, again);
+  atomic_store(&t->rn.due_ns, again);
   return false;
 }
 
-static void *renewer_main(void *arg) {
-  rl_place *p = arg;
-  pthread_mutex_lock(&p->mu);
-  while (!p->stop) {
-    p->in_pass = true;
-    p->kicked = false;
-    uint64_t next = UINT64_MAX;
-    rl_txn *t = p->txns;
-    while (t && !p->stop) {
-      uint64_t now = ordo__now_ns();
-      if (!atomic_load(&t->holding) || t->cb_running) {
-        t = t->next;
-        continue;
-      }
-      uint64_t due = atomic_load(&t->due_ns);
-      if (due > now) {
-        next = due < next ? due : next;
-        t = t->next;
-        continue;
-      }
-      if (pthread_mutex_trylock(&t->mu) != 0) {
-        uint64_t again = now + p->lease_ns / 30 + RL_MS;
-        next = again < next ? again : next;
-        t = t->next;
-        continue;
-      }
-      pthread_mutex_unlock(&p->mu);
-      bool lost = rl_renew(p, t);
-      pthread_mutex_lock(&p->mu);
-      if (!t->linked) {
-        pthread_mutex_unlock(&t->mu);
-        t = p->txns;
-        continue;
-      }
-      if (!lost) {
-        due = atomic_load(&t->due_ns);
-        if (atomic_load(&t->holding))
-          next = due < next ? due : next;
-        pthread_mutex_unlock(&t->mu);
-        t = t->next;
-        continue;
-      }
-      rl_lost_cb cb = p->lost_cb;
-      void *cb_arg = p->lost_arg;
-      pthread_mutex_unlock(&t->mu);
-      if (!cb) {
-        t = t->next;
-        continue;
-      }
-      t->cb_running = true;
-      pthread_mutex_unlock(&p->mu);
-      cb(&t->base, cb_arg);
-      pthread_mutex_lock(&p->mu);
-      t->cb_running = false;
-      rl_txn *nx = t->linked ? t->next : p->txns;
-      pthread_cond_broadcast(&p->cb_done);
-      t = nx;
-    }
-    p->in_pass = false;
-    if (p->stop)
-      break;
-    if (p->kicked)
-      continue;
-    p->sleep_until = next;
-    if (next == UINT64_MAX) {
-      pthread_cond_wait(&p->wake, &p->mu);
-    } else {
-      struct timespec ts = {(time_t)(next / 1000000000u),
-                            (long)(next % 1000000000u)};
-      pthread_cond_timedwait(&p->wake, &p->mu, &ts);
-    }
-    p->sleep_until = 0;
-  }
-  pthread_mutex_unlock(&p->mu);
-  return NULL;
+/* ---- Open, close, begin, end --------------------------------------------- */
+
+/* A due txn inside an exchange is looked at again a thirtieth of a lease
+ * later. */
+static uint64_t rl_busy(void *place, ordo__rn_txn *t) {
+  ORDO_UNUSED(t);
+  return ((rl_place *)place)->lease_ns / 30 + RL_MS;
 }
 
-/* ---- Open, close, begin, end --------------------------------------------- */
+static const ordo__rn_ops rl_rn_ops = {.renew = rl_renew, .busy = rl_busy};
 
 static int rl_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   ORDO_UNUSED(opts);
@@ -573,26 +540,11 @@ static int rl_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   if (p->io_ns > 2000 * (uint64_t)RL_MS)
     p->io_ns = 2000 * (uint64_t)RL_MS;
   atomic_init(&p->next_id, 1);
-  p->sleep_until = UINT64_MAX;
-  pthread_mutex_init(&p->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&p->wake, &ca);
-  pthread_condattr_destroy(&ca);
-  pthread_cond_init(&p->cb_done, NULL);
-  ordo__rs_script_sha(0);
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  rc = pthread_create(&p->renewer, NULL, renewer_main, p);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) {
-    pthread_cond_destroy(&p->wake);
-    pthread_cond_destroy(&p->cb_done);
-    pthread_mutex_destroy(&p->mu);
+  ordo__rs_script_sha(0); /* computes the names once, before any thread */
+  rc = ordo__rn_start(&p->rn, &rl_rn_ops, p);
+  if (rc) {
     free(p);
-    return ORDO_ENOMEM;
+    return rc;
   }
   *out = &p->base;
   return 0;
@@ -600,14 +552,7 @@ static int rl_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
 
 static void rl_close(ordo_t *o) {
   rl_place *p = rp(o);
-  pthread_mutex_lock(&p->mu);
-  p->stop = true;
-  pthread_cond_signal(&p->wake);
-  pthread_mutex_unlock(&p->mu);
-  pthread_join(p->renewer, NULL);
-  pthread_cond_destroy(&p->wake);
-  pthread_cond_destroy(&p->cb_done);
-  pthread_mutex_destroy(&p->mu);
+  ordo__rn_stop(&p->rn);
   free(p);
 }
 
@@ -649,17 +594,9 @@ static int rl_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
   new_owner(t->owner);
   t->base.id = atomic_fetch_add(&p->next_id, 1);
   pthread_mutex_init(&t->mu, NULL);
-  atomic_init(&t->holding, false);
   atomic_init(&t->lease_lost, false);
   atomic_init(&t->renewed_ns, ordo__now_ns());
-  atomic_init(&t->due_ns, UINT64_MAX);
-  pthread_mutex_lock(&p->mu);
-  t->next = p->txns;
-  if (p->txns)
-    p->txns->prev = t;
-  p->txns = t;
-  t->linked = true;
-  pthread_mutex_unlock(&p->mu);
+  ordo__rn_link(&p->rn, &t->rn, &t->base, &t->mu);
   *out = &t->base;
   return 0;
 }
@@ -667,17 +604,7 @@ static int rl_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
 static void rl_txn_end(ordo_txn_t *tx) {
   rl_txn *t = rt(tx);
   rl_place *p = rp(tx->o);
-  pthread_mutex_lock(&p->mu);
-  if (t->prev)
-    t->prev->next = t->next;
-  else
-    p->txns = t->next;
-  if (t->next)
-    t->next->prev = t->prev;
-  t->linked = false;
-  while (t->cb_running)
-    pthread_cond_wait(&p->cb_done, &p->mu);
-  pthread_mutex_unlock(&p->mu);
+  ordo__rn_unlink(&p->rn, &t->rn);
   pthread_mutex_lock(&t->mu);
   if (t->nh > 0) {
     size_t c, a;
@@ -720,23 +647,53 @@ static void record_grant(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
   }
 }
 
-/* Releases on every node the keys of r that t did not hold before: what a
- * failed try may have taken on some nodes. */
+/*
+ * undo_try -- what a failed try may have taken on some nodes, given back on
+ * every node: the keys of r that t did not hold before are released, and a
+ * key t held in S and asked for in X (an upgrade some nodes may have
+ * granted) is set back to S by EXTEND with modes, so that readers are not
+ * shut out of those nodes by an upgrade no majority granted.
+ */
 static void undo_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
                      uint8_t **copies) {
-  const void **keys = malloc(n * sizeof *keys);
-  size_t *lens = malloc(n * sizeof *lens);
+  const char **av = malloc((n + 3) * sizeof *av);
+  size_t *al = malloc((n + 3) * sizeof *al);
+  char *modes = malloc(n + 1);
   size_t m = 0, c, a;
-  if (keys && lens) {
-    for (size_t i = n; i-- > 0;)
-      if (copies[i]) {
-        keys[m] = r[i].key;
-        lens[m++] = r[i].len;
-      }
-    release_keys(p, t, keys, lens, m, &c, &a);
+  if (!av || !al || !modes)
+    goto out;
+  for (size_t i = n; i-- > 0;)
+    if (copies[i]) {
+      av[m] = r[i].key;
+      al[m++] = r[i].len;
+    }
+  release_keys(p, t, (const void *const *)av, al, m, &c, &a);
+  m = 0;
+  for (size_t i = 0; i < n; i++) {
+    long at = copies[i] ? -1 : hold_find(t, r[i].key, r[i].len);
+    if (at >= 0 && r[i].mode == ORDO_MODE_X && t->h[at].mode == ORDO_MODE_S) {
+      av[m] = r[i].key;
+      al[m] = r[i].len;
+      modes[m++] = 'S';
+    }
   }
-  free(keys);
-  free(lens);
+  if (m > 0) {
+    char lease[24];
+    av[m] = t->owner;
+    al[m] = 32;
+    av[m + 1] = lease;
+    al[m + 1] = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
+    av[m + 2] = modes;
+    al[m + 2] = m;
+    redisReply *out[RL_MAX_NODES];
+    quorum_eval(p, t, ORDO__RS_EXTEND, (int)m, (int)m + 3, av, al,
+                ordo__now_ns() + p->io_ns, EX_FLUSHED, out);
+    free_replies(out, p->u.n);
+  }
+out:
+  free(av);
+  free(al);
+  free(modes);
 }
 
 /* Sequential mode (bench only): node by node, key by key, each an
@@ -807,6 +764,13 @@ static int one_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
                 sent + p->io_ns, EX_ACQUIRE, out);
     for (size_t i = 0; i < p->u.n; i++) {
       redisReply *x = out[i];
+      if (!x && t->node_err[i] == ORDO_EAUTH) {
+        /* A refused password is an answer, and not one a retry changes. */
+        errs++;
+        if (!err)
+          err = ORDO_EAUTH;
+        continue;
+      }
       if (!x)
         continue;
       if (x->type == REDIS_REPLY_ERROR) {
@@ -926,9 +890,9 @@ static int rl_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
       atomic_fetch_add(&p->acquired, 1);
       if (!was_holding) {
         atomic_store(&t->renewed_ns, sent);
-        atomic_store(&t->due_ns, sent + p->lease_ns / 3);
-        atomic_store(&t->holding, true);
-        renewer_kick(p, sent + p->lease_ns / 3);
+        atomic_store(&t->rn.due_ns, sent + p->lease_ns / 3);
+        atomic_store(&t->rn.holding, true);
+        ordo__rn_kick(&p->rn, sent + p->lease_ns / 3);
       }
       break;
     }
@@ -1001,11 +965,10 @@ static int rl_unlock(ordo_txn_t *tx, const void *key, size_t len) {
   const void *keys[1] = {key};
   size_t lens[1] = {len}, c, a;
   release_keys(p, t, keys, lens, 1, &c, &a);
+  rc = release_status(p, t, c, a);
   hold_remove(p, t, (size_t)at);
-  if (c >= p->quorum)
+  if (rc == 0)
     atomic_fetch_add(&p->released, 1);
-  else
-    rc = a >= p->quorum ? ORDO_ELEASE : ORDO_EQUORUM;
 out:
   pthread_mutex_unlock(&t->mu);
   return rc;
@@ -1024,11 +987,10 @@ static int rl_unlock_all(ordo_txn_t *tx) {
     goto out;
   size_t c, a;
   release_all(p, t, &c, &a);
-  if (c >= p->quorum) {
+  rc = release_status(p, t, c, a);
+  if (rc == 0) {
     rc = (int)t->nh;
     atomic_fetch_add(&p->released, t->nh);
-  } else {
-    rc = a >= p->quorum ? ORDO_ELEASE : ORDO_EQUORUM;
   }
   holds_clear(p, t);
 out:
@@ -1068,15 +1030,15 @@ static int rl_stats(ordo_t *o, ordo_stats_t *out) {
 static void rl_dump(ordo_t *o, int fd) {
   rl_place *p = rp(o);
   char buf[1024];
-  pthread_mutex_lock(&p->mu);
-  int len =
-      snprintf(buf, sizeof buf,
-               "%s: %zu nodes, quorum %zu, lease %ld ms, acquisition "
-               "timeout %ld ms%s\n%s%s%s",
-               o->url, p->u.n, p->quorum, p->u.lease_ms, p->u.timeout_ms,
-               p->u.sequential ? ", sequential (bench only)" : "",
-               p->err[0] ? "last error: " : "", p->err, p->err[0] ? "\n" : "");
-  pthread_mutex_unlock(&p->mu);
+  pthread_mutex_lock(&p->rn.mu);
+  int len = snprintf(buf, sizeof buf,
+                     "%s: %zu nodes, quorum %zu, lease %ld ms, acquisition "
+                     "timeout %ld ms%s\n%s%s%s",
+                     o->url, p->u.n, p->quorum, p->u.lease_ms, p->u.timeout_ms,
+                     p->u.sequential ? ", sequential (bench only)" : "",
+                     p->rn.err[0] ? "last error: " : "", p->rn.err,
+                     p->rn.err[0] ? "\n" : "");
+  pthread_mutex_unlock(&p->rn.mu);
   if (len > (int)sizeof buf - 1)
     len = (int)sizeof buf - 1;
   for (const char *s = buf; len > 0;) {
@@ -1092,10 +1054,7 @@ static void rl_dump(ordo_t *o, int fd) {
 
 static void rl_on_lease_lost(ordo_t *o, rl_lost_cb cb, void *arg) {
   rl_place *p = rp(o);
-  pthread_mutex_lock(&p->mu);
-  p->lost_cb = cb;
-  p->lost_arg = arg;
-  pthread_mutex_unlock(&p->mu);
+  ordo__rn_on_lost(&p->rn, cb, arg);
 }
 
 const ordo__backend ordo__backend_redlock = {

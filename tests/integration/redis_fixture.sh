@@ -9,7 +9,9 @@
 #       them to keep several); an EXIT trap stops every server started
 #       (SIGTERM, then SIGKILL after 10 s) and removes the folders.
 #       redis_stop_all does the same earlier; redis_cli runs redis-cli
-#       against the latest server, bounded by 5 s.
+#       against the latest server, bounded by 5 s; redis_start_nodes N
+#       starts N of them into the arrays REDIS_PORTS and REDIS_PIDS, and
+#       redlock_url [QUERY] names them as one redlock:// URL.
 #   redis_fixture.sh COMMAND [ARGS...]
 #       runs COMMAND (bounded by REDIS_FIXTURE_TIMEOUT seconds, 240 by
 #       default) with REDIS_PORT and REDIS_SOCK exported, then stops the
@@ -138,6 +140,27 @@ redis_start() {
 }
 
 # redis_cli ARGS...: redis-cli against the latest server, bounded by 5 s.
+# redis_start_nodes N [REDIS-SERVER ARGS...]: starts N servers (a quorum's
+# nodes) and sets the arrays REDIS_PORTS and REDIS_PIDS (replaced each call).
+redis_start_nodes() {
+  local n=$1 i
+  shift
+  REDIS_PORTS=()
+  REDIS_PIDS=()
+  for ((i = 0; i < n; i++)); do
+    redis_start "$@" || return 1
+    REDIS_PORTS+=("$REDIS_PORT")
+    REDIS_PIDS+=("$REDIS_PID")
+  done
+}
+
+# redlock_url [QUERY]: "redlock://127.0.0.1:P1,...?QUERY" over REDIS_PORTS.
+redlock_url() {
+  local nodes=() p
+  for p in "${REDIS_PORTS[@]}"; do nodes+=("127.0.0.1:$p"); done
+  echo "redlock://$(IFS=,; echo "${nodes[*]}")${1:-}"
+}
+
 redis_cli() {
   timeout 5 "$REDIS_CLI" --no-auth-warning -p "$REDIS_PORT" "$@"
 }

@@ -4,12 +4,8 @@
 set -euo pipefail
 . "$(dirname "$0")/redis_fixture.sh"
 ORDO=${1:?usage: $0 ORDO}
-nodes=()
-for _ in 1 2 3; do
-  redis_start
-  nodes+=("127.0.0.1:$REDIS_PORT")
-done
-url="redlock://$(IFS=,; echo "${nodes[*]}")?lease_ms=1000"
+redis_start_nodes 3
+url=$(redlock_url "?lease_ms=1000")
 out=$REDIS_DIR/bank.json
 err=$REDIS_DIR/bank.err
 fail() {

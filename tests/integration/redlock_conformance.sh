@@ -7,12 +7,8 @@
 set -euo pipefail
 . "$(dirname "$0")/redis_fixture.sh"
 CONF=${1:?usage: $0 CONFORMANCE}
-nodes=()
-for _ in 1 2 3; do
-  redis_start
-  nodes+=("127.0.0.1:$REDIS_PORT")
-done
-url="redlock://$(IFS=,; echo "${nodes[*]}")?lease_ms=1000&timeout_ms=3000"
+redis_start_nodes 3
+url=$(redlock_url "?lease_ms=1000&timeout_ms=3000")
 set +e
 timeout 200 "$CONF" "$url"
 rc=$?

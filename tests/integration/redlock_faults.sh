@@ -8,16 +8,10 @@
 set -euo pipefail
 . "$(dirname "$0")/redis_fixture.sh"
 ORDO=${1:?usage: $0 ORDO}
-ports=()
-pids=()
-for _ in 1 2 3 4 5; do
-  redis_start
-  ports+=("$REDIS_PORT")
-  pids+=("$REDIS_PID")
-done
-nodes=()
-for p in "${ports[@]}"; do nodes+=("127.0.0.1:$p"); done
-url="redlock://$(IFS=,; echo "${nodes[*]}")?lease_ms=1000&timeout_ms=2000"
+redis_start_nodes 5
+ports=("${REDIS_PORTS[@]}")
+pids=("${REDIS_PIDS[@]}")
+url=$(redlock_url "?lease_ms=1000&timeout_ms=2000")
 work=$REDIS_DIR
 fail() {
   echo "FAIL: $*" >&2

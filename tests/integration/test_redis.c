@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "../common/testutil.h"
+#include "it_redis.h"
 #include "backend/redis_script.h"
 
 #include <arpa/inet.h>
@@ -84,28 +84,6 @@ static bool free_for_other(ordo_t *o, const char *key) {
   return rc == 0;
 }
 
-/* ordo_dump's text (up to 8 KB). */
-static void dump_text(ordo_t *o, char *buf, size_t cap) {
-  FILE *f = tmpfile();
-  assert_non_null(f);
-  ordo_dump(o, fileno(f));
-  rewind(f);
-  size_t n = fread(buf, 1, cap - 1, f);
-  buf[n] = 0;
-  fclose(f);
-}
-
-/* A plain blocking hiredis connection to a test server, for looking. */
-static redisContext *side(int port) {
-  struct timeval tv = {5, 0};
-  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-  assert_non_null(c);
-  if (c->err)
-    print_error("side connection: %s\n", c->errstr);
-  assert_int_equal(c->err, 0);
-  return c;
-}
-
 static redisReply *cmd(redisContext *c, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -113,25 +91,6 @@ static redisReply *cmd(redisContext *c, const char *fmt, ...) {
   va_end(ap);
   assert_non_null(r);
   return r;
-}
-
-static long long cmd_int(redisContext *c, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  redisReply *r = redisvCommand(c, fmt, ap);
-  va_end(ap);
-  assert_non_null(r);
-  if (r->type != REDIS_REPLY_INTEGER)
-    print_error("expected an integer, got type %d (%s)\n", r->type,
-                r->type == REDIS_REPLY_ERROR ? r->str : "");
-  assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-  long long v = r->integer;
-  freeReplyObject(r);
-  return v;
-}
-
-static uint64_t ms_since(uint64_t t0) {
-  return (tu_now_ns() - t0) / 1000000u;
 }
 
 /* ---- Without a server ------------------------------------------------------
@@ -251,7 +210,7 @@ static void test_names(void **state) {
 static void test_script_names(void **state) {
   (void)state;
   NEED_PORT(PORT);
-  redisContext *c = side(PORT);
+  redisContext *c = it_side(PORT, NULL);
   for (int i = 0; i < ORDO__RS_NSCRIPTS; i++) {
     redisReply *r = cmd(c, "SCRIPT LOAD %s", ordo__rs_script_text(i));
     assert_int_equal(r->type, REDIS_REPLY_STRING);
@@ -270,24 +229,24 @@ static void test_layout(void **state) {
   assert_int_equal(ordo_lock(t, "lay", 3, ORDO_MODE_X, 1000), 0);
   uint64_t tok;
   assert_int_equal(ordo_fence(t, "lay", 3, &tok), 0);
-  redisContext *c = side(PORT);
+  redisContext *c = it_side(PORT, NULL);
   redisReply *r = cmd(c, "HGETALL lay");
   assert_int_equal(r->type, REDIS_REPLY_ARRAY);
   assert_int_equal(r->elements, 2); /* one owner, whatever its holds */
   assert_int_equal(r->element[0]->len, 32);
   assert_int_equal(r->element[1]->str[0], 'X');
   freeReplyObject(r);
-  long long pttl = cmd_int(c, "PTTL lay");
+  long long pttl = it_int(c, "PTTL lay");
   assert_true(pttl > 0 && pttl <= 1000);
   r = cmd(c, "GET {lay}:ordo:fence");
   assert_int_equal(r->type, REDIS_REPLY_STRING);
   assert_int_equal(strtoull(r->str, NULL, 10), tok);
   freeReplyObject(r);
-  assert_int_equal(cmd_int(c, "TTL {lay}:ordo:fence"), -1); /* kept */
+  assert_int_equal(it_int(c, "TTL {lay}:ordo:fence"), -1); /* kept */
   assert_int_equal(ordo_unlock(t, "lay", 3), 0);
-  assert_int_equal(cmd_int(c, "EXISTS lay"), 1); /* one hold left */
+  assert_int_equal(it_int(c, "EXISTS lay"), 1); /* one hold left */
   assert_int_equal(ordo_unlock(t, "lay", 3), 0);
-  assert_int_equal(cmd_int(c, "EXISTS lay"), 0);
+  assert_int_equal(it_int(c, "EXISTS lay"), 0);
   /* The names of counters are not keys one can lock. */
   assert_int_equal(ordo_lock(t, "x:ordo:fence", 12, ORDO_MODE_X, 0),
                    ORDO_EINVAL);
@@ -299,7 +258,7 @@ static void test_layout(void **state) {
 static void test_unix_socket_and_db(void **state) {
   (void)state;
   NEED_PORT(PORT);
-  redisContext *c = side(PORT);
+  redisContext *c = it_side(PORT, NULL);
   const char *urls[2];
   char u1[300], u2[300];
   snprintf(u1, sizeof u1, "redis://%s?db=2&lease_ms=1000", SOCK);
@@ -310,9 +269,9 @@ static void test_unix_socket_and_db(void **state) {
     ordo_t *o = open_url("%s", urls[i]);
     ordo_txn_t *t = txn(o);
     assert_int_equal(ordo_lock(t, "dbkey", 5, ORDO_MODE_X, 1000), 0);
-    assert_int_equal(cmd_int(c, "EXISTS dbkey"), 0); /* not in db 0 */
+    assert_int_equal(it_int(c, "EXISTS dbkey"), 0); /* not in db 0 */
     freeReplyObject(cmd(c, "SELECT 2"));
-    assert_int_equal(cmd_int(c, "EXISTS dbkey"), 1);
+    assert_int_equal(it_int(c, "EXISTS dbkey"), 1);
     freeReplyObject(cmd(c, "SELECT 0"));
     assert_int_equal(ordo_unlock_all(t), 1);
     ordo_txn_end(t);
@@ -329,8 +288,8 @@ static void test_watchdog_renews(void **state) {
   assert_int_equal(ordo_lock(t, "wd", 2, ORDO_MODE_X, 1000), 0);
   tu_sleep_us(1000000); /* over three leases */
   assert_false(free_for_other(o, "wd"));
-  redisContext *c = side(PORT);
-  assert_true(cmd_int(c, "PTTL wd") > 0);
+  redisContext *c = it_side(PORT, NULL);
+  assert_true(it_int(c, "PTTL wd") > 0);
   assert_int_equal(ordo_unlock(t, "wd", 2), 0);
   assert_true(free_for_other(o, "wd"));
   /* Released, it is renewed no more: a lock of 1 s is gone 0.5 s later. */
@@ -364,8 +323,8 @@ static void test_lease_lost(void **state) {
   ordo_txn_t *t = txn(o);
   ordo_req_t r[] = {ORDO_REQ_X("ll1", 3), ORDO_REQ_X("ll2", 3)};
   assert_int_equal(ordo_lock_all(t, r, 2, 1000), 0);
-  redisContext *c = side(PORT);
-  assert_int_equal(cmd_int(c, "DEL ll1"), 1); /* as a failover might */
+  redisContext *c = it_side(PORT, NULL);
+  assert_int_equal(it_int(c, "DEL ll1"), 1); /* as a failover might */
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_sec += 3;
@@ -376,9 +335,9 @@ static void test_lease_lost(void **state) {
   assert_int_equal(b.calls, 1);
   assert_ptr_equal(b.t, t);
   assert_int_equal(ordo_held(t, "ll2", 3, NULL), 0);
-  assert_int_equal(cmd_int(c, "EXISTS ll2"), 0); /* the rest was let go */
+  assert_int_equal(it_int(c, "EXISTS ll2"), 0); /* the rest was let go */
   char buf[8192];
-  dump_text(o, buf, sizeof buf);
+  it_dump_text(o, buf, sizeof buf);
   assert_non_null(strstr(buf, "lease lost"));
   assert_non_null(strstr(buf, "ll1"));
   assert_int_equal(ordo_lock_all(t, r, 2, 1000), ORDO_ELEASE); /* once */
@@ -395,7 +354,7 @@ static void test_stale_holder_script(void **state) {
   (void)state;
   NEED_PORT(PORT);
   const char *stale = "0123456789abcdef0123456789abcdef";
-  redisContext *c = side(PORT);
+  redisContext *c = it_side(PORT, NULL);
   redisReply *r = cmd(c, "EVAL %s 2 st {st}:ordo:fence %s 200 X",
                       ordo__rs_script_text(ORDO__RS_ACQUIRE), stale);
   assert_int_equal(r->type, REDIS_REPLY_ARRAY);
@@ -408,12 +367,12 @@ static void test_stale_holder_script(void **state) {
   /* Held: the next holder waits until the stale lease runs out. */
   uint64_t t0 = tu_now_ns();
   assert_int_equal(ordo_lock(t, "st", 2, ORDO_MODE_X, 2000), 0);
-  assert_true(ms_since(t0) >= 100);
+  assert_true(it_ms_since(t0) >= 100);
   uint64_t tok;
   assert_int_equal(ordo_fence(t, "st", 2, &tok), 0);
   assert_true(tok > (uint64_t)stale_tok);
-  assert_int_equal(cmd_int(c, "EVAL %s 1 st %s ordo:rel:0:",
-                           ordo__rs_script_text(ORDO__RS_RELEASE), stale),
+  assert_int_equal(it_int(c, "EVAL %s 1 st %s ordo:rel:0:",
+                          ordo__rs_script_text(ORDO__RS_RELEASE), stale),
                    0);
   r = cmd(c, "EVAL %s 1 st %s 5000", ordo__rs_script_text(ORDO__RS_EXTEND),
           stale);
@@ -422,59 +381,12 @@ static void test_stale_holder_script(void **state) {
   assert_int_equal(r->element[1]->integer, 1);
   freeReplyObject(r);
   assert_false(free_for_other(o, "st"));
-  long long pttl = cmd_int(c, "PTTL st");
+  long long pttl = it_int(c, "PTTL st");
   assert_true(pttl > 0 && pttl <= 1000); /* not stretched to 5 s */
   assert_int_equal(ordo_unlock(t, "st", 2), 0);
   redisFree(c);
   ordo_txn_end(t);
   ordo_close(o);
-}
-
-/* The stale holder's process (run as "--stale-child URL KEY"): locks KEY,
- * says "locked TOKEN", waits for a line on stdin, unlocks, says
- * "unlock ERRNAME" (or "unlock OK"). */
-static int stale_child(const char *url, const char *key) {
-  ordo_t *o;
-  ordo_txn_t *t;
-  uint64_t tok = 0;
-  if (ordo_open(&o, url, NULL) != 0 || ordo_txn_begin(o, &t, NULL) != 0 ||
-      ordo_lock(t, key, strlen(key), ORDO_MODE_X, 2000) != 0 ||
-      ordo_fence(t, key, strlen(key), &tok) != 0)
-    return 2;
-  printf("locked %llu\n", (unsigned long long)tok);
-  fflush(stdout);
-  char line[64];
-  if (!fgets(line, sizeof line, stdin))
-    return 3;
-  int rc = ordo_unlock(t, key, strlen(key));
-  printf("unlock %s\n", rc == 0 ? "OK" : ordo_err_name(rc));
-  fflush(stdout);
-  ordo_txn_end(t);
-  ordo_close(o);
-  return 0;
-}
-
-/* Reads one line from fd within ms milliseconds. */
-static bool read_line(int fd, char *buf, size_t cap, int ms) {
-  size_t n = 0;
-  uint64_t end = tu_now_ns() + (uint64_t)ms * 1000000u;
-  while (n + 1 < cap) {
-    uint64_t now = tu_now_ns();
-    if (now >= end)
-      return false;
-    struct pollfd p = {fd, POLLIN, 0};
-    if (poll(&p, 1, (int)((end - now) / 1000000u) + 1) <= 0)
-      continue;
-    ssize_t r = read(fd, buf + n, 1);
-    if (r <= 0)
-      return false;
-    if (buf[n] == '\n') {
-      buf[n] = 0;
-      return true;
-    }
-    n++;
-  }
-  return false;
 }
 
 /* The stale holder as a process stopped (SIGSTOP) past its lease: its
@@ -486,44 +398,9 @@ static void test_stale_holder_process(void **state) {
   NEED_PORT(PORT);
   char url[128];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d?lease_ms=300", PORT);
-  int to_child[2], from_child[2];
-  assert_int_equal(pipe(to_child), 0);
-  assert_int_equal(pipe(from_child), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    dup2(to_child[0], 0);
-    dup2(from_child[1], 1);
-    close(to_child[1]);
-    close(from_child[0]);
-    execl("/proc/self/exe", "test_redis", "--stale-child", url, "sp",
-          (char *)NULL);
-    _exit(127);
-  }
-  close(to_child[0]);
-  close(from_child[1]);
-  char line[128];
-  assert_true(read_line(from_child[0], line, sizeof line, 5000));
-  unsigned long long child_tok = 0;
-  assert_int_equal(sscanf(line, "locked %llu", &child_tok), 1);
-  assert_int_equal(kill(pid, SIGSTOP), 0);
   ordo_t *o = open_url("%s", url);
   ordo_txn_t *t = txn(o);
-  uint64_t t0 = tu_now_ns();
-  assert_int_equal(ordo_lock(t, "sp", 2, ORDO_MODE_X, 3000), 0);
-  assert_true(ms_since(t0) >= 100); /* it waited out the stale lease */
-  uint64_t tok;
-  assert_int_equal(ordo_fence(t, "sp", 2, &tok), 0);
-  assert_true(tok > child_tok);
-  assert_int_equal(kill(pid, SIGCONT), 0);
-  assert_int_equal(write(to_child[1], "go\n", 3), 3);
-  assert_true(read_line(from_child[0], line, sizeof line, 5000));
-  assert_string_equal(line, "unlock ELEASE");
-  int st = 0;
-  assert_int_equal(waitpid(pid, &st, 0), pid);
-  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  close(to_child[1]);
-  close(from_child[0]);
+  it_stale_holder(url, "sp", t);
   assert_false(free_for_other(o, "sp")); /* still the new holder's */
   assert_int_equal(ordo_held(t, "sp", 2, NULL), 1);
   assert_int_equal(ordo_unlock(t, "sp", 2), 0);
@@ -542,13 +419,13 @@ static void begin_fails(const char *url, int want, uint64_t bound_ms,
   ordo_txn_t *t = NULL;
   uint64_t t0 = tu_now_ns();
   int rc = ordo_txn_begin(o, &t, NULL);
-  uint64_t ms = ms_since(t0);
+  uint64_t ms = it_ms_since(t0);
   print_message("%s: %s after %llu ms\n", url, ordo_err_name(rc),
                 (unsigned long long)ms);
   assert_int_equal(rc, want);
   assert_true(ms <= bound_ms);
   char buf[8192];
-  dump_text(o, buf, sizeof buf);
+  it_dump_text(o, buf, sizeof buf);
   if (in_dump && !strstr(buf, in_dump))
     print_error("the dump lacks '%s':\n%s\n", in_dump, buf);
   assert_true(!in_dump || strstr(buf, in_dump));
@@ -619,21 +496,21 @@ static void test_bad_db_and_wrongtype(void **state) {
   char url[160];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d/99", PORT);
   begin_fails(url, ORDO_EBACKEND, 1000, "SELECT");
-  redisContext *c = side(PORT);
+  redisContext *c = it_side(PORT, NULL);
   freeReplyObject(cmd(c, "SET strkey hello"));
   freeReplyObject(cmd(c, "HSET {wt}:ordo:fence a b"));
   ordo_t *o = open_url("redis://127.0.0.1:%d?lease_ms=1000", PORT);
   ordo_txn_t *t = txn(o);
   ordo_req_t r[] = {ORDO_REQ_X("okkey", 5), ORDO_REQ_X("strkey", 6)};
   assert_int_equal(ordo_lock_all(t, r, 2, 100), ORDO_EINVAL);
-  assert_int_equal(cmd_int(c, "EXISTS okkey"), 0); /* nothing taken */
+  assert_int_equal(it_int(c, "EXISTS okkey"), 0); /* nothing taken */
   char buf[8192];
-  dump_text(o, buf, sizeof buf);
+  it_dump_text(o, buf, sizeof buf);
   assert_non_null(strstr(buf, "WRONGTYPE"));
   /* A fencing counter that is not a count: refused before any write. */
   ordo_req_t r2[] = {ORDO_REQ_X("okkey", 5), ORDO_REQ_X("wt", 2)};
   assert_int_equal(ordo_lock_all(t, r2, 2, 100), ORDO_EINVAL);
-  assert_int_equal(cmd_int(c, "EXISTS okkey"), 0);
+  assert_int_equal(it_int(c, "EXISTS okkey"), 0);
   assert_int_equal(ordo_lock_all(t, r, 1, 100), 0); /* okkey alone */
   ordo_txn_end(t);
   freeReplyObject(cmd(c, "DEL strkey {wt}:ordo:fence"));
@@ -654,21 +531,21 @@ static void test_server_stops(void **state) {
   assert_int_equal(kill(REDIS_PID, SIGSTOP), 0);
   uint64_t t0 = tu_now_ns();
   int rc = ordo_lock(t, "stopped", 7, ORDO_MODE_X, 100);
-  uint64_t ms = ms_since(t0);
+  uint64_t ms = it_ms_since(t0);
   assert_int_equal(kill(REDIS_PID, SIGCONT), 0);
   print_message("lock on a stopped server: %s after %llu ms\n",
                 ordo_err_name(rc), (unsigned long long)ms);
   assert_int_equal(rc, ORDO_EBACKEND);
   assert_true(ms >= 250 && ms <= 1300);
   char buf[8192];
-  dump_text(o, buf, sizeof buf);
+  it_dump_text(o, buf, sizeof buf);
   assert_non_null(strstr(buf, "no reply within"));
   /* The server ran that ACQUIRE when it woke; whatever it granted is
    * released by the txn's next call, not left for the 30 s lease. */
-  redisContext *c = side(PORT);
-  assert_int_equal(cmd_int(c, "EXISTS stopped"), 1);
+  redisContext *c = it_side(PORT, NULL);
+  assert_int_equal(it_int(c, "EXISTS stopped"), 1);
   assert_int_equal(ordo_unlock_all(t), 0);
-  assert_int_equal(cmd_int(c, "EXISTS stopped"), 0);
+  assert_int_equal(it_int(c, "EXISTS stopped"), 0);
   redisFree(c);
   ordo_txn_end(t);
   ordo_close(o);
@@ -679,7 +556,7 @@ static void test_server_stops(void **state) {
 static void test_idle_connections(void **state) {
   (void)state;
   NEED_PORT(PORT);
-  redisContext *c = side(PORT);
+  redisContext *c = it_side(PORT, NULL);
   freeReplyObject(cmd(c, "CONFIG SET timeout 1"));
   redisFree(c); /* it would be closed too */
   ordo_t *o = open_url("redis://127.0.0.1:%d?lease_ms=1000", PORT);
@@ -693,10 +570,10 @@ static void test_idle_connections(void **state) {
   tu_sleep_us(2600000);
   assert_int_equal(ordo_lock(t, "idle2", 5, ORDO_MODE_X, 200), ORDO_ETIMEDOUT);
   char buf[8192];
-  dump_text(o, buf, sizeof buf);
+  it_dump_text(o, buf, sizeof buf);
   assert_null(strstr(buf, "last error: Pub/Sub")); /* it subscribed again */
   assert_int_equal(ordo_unlock_all(h), 1);         /* renewed all along */
-  c = side(PORT);
+  c = it_side(PORT, NULL);
   freeReplyObject(cmd(c, "CONFIG SET timeout 0"));
   redisFree(c);
   ordo_txn_end(t);
@@ -767,7 +644,7 @@ static void test_storm(void **state) {
   (void)state;
   NEED_PORT(PORT);
   ordo_t *o = open_url("redis://127.0.0.1:%d?lease_ms=1000", PORT);
-  redisContext *c = side(PORT);
+  redisContext *c = it_side(PORT, NULL);
   ordo_txn_t *h = txn(o);
   assert_int_equal(ordo_lock(h, "storm", 5, ORDO_MODE_X, 0), 0);
   static waiter w[NWAITERS];
@@ -826,7 +703,7 @@ static void test_cluster(void **state) {
   ordo_req_t cross[] = {ORDO_REQ_X("{a}1", 4), ORDO_REQ_X("{b}2", 4)};
   assert_int_equal(ordo_lock_all(t, cross, 2, 100), ORDO_EINVAL);
   char buf[8192];
-  dump_text(o, buf, sizeof buf);
+  it_dump_text(o, buf, sizeof buf);
   assert_non_null(strstr(buf, "CROSSSLOT"));
   ordo_req_t same[] = {ORDO_REQ_X("{u1}:acct:1", 11),
                        ORDO_REQ_X("{u1}:acct:2", 11)};
@@ -855,7 +732,7 @@ static int env_int(const char *name) {
 
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "--stale-child") == 0)
-    return stale_child(argv[2], argv[3]);
+    return it_stale_child(argv[2], argv[3]);
   signal(SIGPIPE, SIG_IGN); /* the side connections' writes */
   PORT = env_int("ORDO_REDIS_PORT");
   AUTH_PORT = env_int("ORDO_REDIS_AUTH_PORT");

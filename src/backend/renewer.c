@@ -1,0 +1,208 @@
+/*
+ * renewer.c -- the lease-renewal thread of a remote place (renewer.h).
+ */
+#include "renewer.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "../ordo_int.h"
+
+static uint64_t due_of(ordo__renewer *r, ordo__rn_txn *t) {
+  return r->ops->due ? r->ops->due(r->place, t) : atomic_load(&t->due_ns);
+}
+
+static uint64_t min64(uint64_t a, uint64_t b) {
+  return a < b ? a : b;
+}
+
+/*
+ * One pass over the list: renews each due txn, calls the callback for each
+ * lost one, and returns the earliest due time left (UINT64_MAX: none).
+ * Caller holds r->mu; it is let go around each renewal and callback.
+ */
+static uint64_t pass(ordo__renewer *r) {
+  uint64_t next = UINT64_MAX;
+  ordo__rn_txn *t = r->txns;
+  while (t && !r->stop) {
+    uint64_t now = ordo__now_ns();
+    if (!atomic_load(&t->holding) || t->cb_running) {
+      t = t->next;
+      continue;
+    }
+    uint64_t due = due_of(r, t);
+    if (due > now) {
+      next = min64(next, due);
+      t = t->next;
+      continue;
+    }
+    if (pthread_mutex_trylock(t->mu) != 0) {
+      /* Inside a call (bounded by the backend's timeout): look again. */
+      next = min64(next, now + r->ops->busy(r->place, t));
+      t = t->next;
+      continue;
+    }
+    /* t's mu keeps t alive: its txn_end takes it before it frees t. */
+    pthread_mutex_unlock(&r->mu);
+    bool lost = r->ops->renew(r->place, t->txn);
+    pthread_mutex_lock(&r->mu);
+    if (!t->linked) {
+      /* Ending: its txn_end waits for t's mu, and t->next is stale. */
+      pthread_mutex_unlock(t->mu);
+      t = r->txns;
+      continue;
+    }
+    if (!lost) {
+      if (atomic_load(&t->holding))
+        next = min64(next, due_of(r, t));
+      pthread_mutex_unlock(t->mu);
+      t = t->next;
+      continue;
+    }
+    void (*cb)(ordo_txn_t *, void *) = r->lost_cb;
+    void *cb_arg = r->lost_arg;
+    pthread_mutex_unlock(t->mu);
+    if (!cb) {
+      t = t->next;
+      continue;
+    }
+    /* The callback runs with no lock held; cb_running keeps t alive. */
+    t->cb_running = true;
+    pthread_mutex_unlock(&r->mu);
+    cb(t->txn, cb_arg);
+    pthread_mutex_lock(&r->mu);
+    t->cb_running = false;
+    ordo__rn_txn *nx = t->linked ? t->next : r->txns;
+    pthread_cond_broadcast(&r->cb_done);
+    t = nx;
+  }
+  return next;
+}
+
+/* The thread starts with every signal blocked (ordo__rn_start): signals
+ * are for the program's own threads. */
+static void *renewer_main(void *arg) {
+  ordo__renewer *r = arg;
+  pthread_mutex_lock(&r->mu);
+  while (!r->stop) {
+    r->in_pass = true;
+    r->kicked = false;
+    uint64_t next = pass(r);
+    r->in_pass = false;
+    if (r->stop)
+      break;
+    if (r->kicked)
+      continue; /* a txn began to hold behind the pass */
+    r->sleep_until = next;
+    if (next == UINT64_MAX) {
+      pthread_cond_wait(&r->wake, &r->mu);
+    } else {
+      struct timespec ts = {(time_t)(next / 1000000000u),
+                            (long)(next % 1000000000u)};
+      pthread_cond_timedwait(&r->wake, &r->mu, &ts);
+    }
+    r->sleep_until = 0;
+  }
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
+
+int ordo__rn_start(ordo__renewer *r, const ordo__rn_ops *ops, void *place) {
+  r->txns = NULL;
+  r->lost_cb = NULL;
+  r->lost_arg = NULL;
+  r->stop = r->in_pass = r->kicked = false;
+  r->sleep_until = UINT64_MAX;
+  r->err[0] = 0;
+  r->ops = ops;
+  r->place = place;
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&r->wake, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_cond_init(&r->cb_done, NULL);
+  /* Created with every signal blocked, so that not even in its first
+   * instants can it take a process-directed signal that a thread of the
+   * program waits for with sigwait. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&r->thread, NULL, renewer_main, r);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    pthread_cond_destroy(&r->wake);
+    pthread_cond_destroy(&r->cb_done);
+    pthread_mutex_destroy(&r->mu);
+    return ORDO_ENOMEM;
+  }
+  return 0;
+}
+
+void ordo__rn_stop(ordo__renewer *r) {
+  pthread_mutex_lock(&r->mu);
+  ORDO_ASSERT(r->txns == NULL); /* every txn must have ended */
+  r->stop = true;
+  pthread_cond_signal(&r->wake);
+  pthread_mutex_unlock(&r->mu);
+  pthread_join(r->thread, NULL);
+  pthread_cond_destroy(&r->wake);
+  pthread_cond_destroy(&r->cb_done);
+  pthread_mutex_destroy(&r->mu);
+}
+
+void ordo__rn_link(ordo__renewer *r, ordo__rn_txn *t, ordo_txn_t *txn,
+                   pthread_mutex_t *mu) {
+  t->txn = txn;
+  t->mu = mu;
+  t->cb_running = false;
+  atomic_init(&t->holding, false);
+  atomic_init(&t->due_ns, UINT64_MAX);
+  pthread_mutex_lock(&r->mu);
+  t->prev = NULL;
+  t->next = r->txns;
+  if (r->txns)
+    r->txns->prev = t;
+  r->txns = t;
+  t->linked = true;
+  pthread_mutex_unlock(&r->mu);
+}
+
+void ordo__rn_unlink(ordo__renewer *r, ordo__rn_txn *t) {
+  pthread_mutex_lock(&r->mu);
+  if (t->prev)
+    t->prev->next = t->next;
+  else
+    r->txns = t->next;
+  if (t->next)
+    t->next->prev = t->prev;
+  t->linked = false;
+  while (t->cb_running)
+    pthread_cond_wait(&r->cb_done, &r->mu);
+  pthread_mutex_unlock(&r->mu);
+}
+
+void ordo__rn_kick(ordo__renewer *r, uint64_t due) {
+  pthread_mutex_lock(&r->mu);
+  if (r->in_pass)
+    r->kicked = true; /* the pass may have gone past the txn already */
+  else if (due < r->sleep_until)
+    pthread_cond_signal(&r->wake);
+  pthread_mutex_unlock(&r->mu);
+}
+
+void ordo__rn_on_lost(ordo__renewer *r, void (*cb)(ordo_txn_t *, void *),
+                      void *arg) {
+  pthread_mutex_lock(&r->mu);
+  r->lost_cb = cb;
+  r->lost_arg = arg;
+  pthread_mutex_unlock(&r->mu);
+}
+
+void ordo__rn_note(ordo__renewer *r, const char *what, const char *detail) {
+  pthread_mutex_lock(&r->mu);
+  snprintf(r->err, sizeof r->err, "%s: %s", what, detail);
+  pthread_mutex_unlock(&r->mu);
+}

@@ -1,0 +1,100 @@
+/*
+ * renewer.h -- the lease-renewal thread shared by the remote backends
+ * (ordod.c, redis.c, redlock.c).
+ *
+ * A place keeps one ordo__renewer; each of its txns embeds an ordo__rn_txn
+ * and links it at begin. The thread sleeps until the earliest renewal is
+ * due, then calls the backend's renew hook for each due txn whose mu it can
+ * take without waiting (a txn inside a call is looked at again soon), and
+ * calls the place's lease-lost callback, with no lock held, for a txn whose
+ * renewal says the lease is gone. The same mutex guards the place's txn
+ * list, so a backend's dump walks the list under it, and the text of the
+ * place's last failure (ordo__rn_note), which is written from under a txn's
+ * mu.
+ *
+ * Lock order: a txn's mu, then the renewer's mu. With the renewer's mu held
+ * a txn's mu is only ever tried, never waited for; the renew hook runs with
+ * the txn's mu held and the renewer's mu not held; the callback runs with
+ * neither.
+ */
+#ifndef ORDO_BACKEND_RENEWER_H
+#define ORDO_BACKEND_RENEWER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ordo.h"
+
+typedef struct ordo__rn_txn ordo__rn_txn;
+
+struct ordo__rn_txn {
+  /* Guarded by the renewer's mu. */
+  ordo__rn_txn *next, *prev;
+  bool linked;     /* in the list: the thread may visit it */
+  bool cb_running; /* the lease-lost callback runs for it now */
+  /* Read-only while linked. */
+  ordo_txn_t *txn;     /* the backend's txn, given to the hooks */
+  pthread_mutex_t *mu; /* the txn's mu: held by renew, only tried here */
+  /* Written under *mu, read by the thread without it. */
+  _Atomic bool holding;    /* some key is held: renewals are due */
+  _Atomic uint64_t due_ns; /* the next renewal (unless a due hook says) */
+};
+
+typedef struct ordo__rn_ops {
+  /* Renews every hold of t; called with t's mu held and nothing else.
+   * Returns true when the lease was lost (the backend has already marked
+   * the txn and let its holds go). Sets t's next due time otherwise. */
+  bool (*renew)(void *place, ordo_txn_t *t);
+  /* When t's renewal is due; NULL reads due_ns. */
+  uint64_t (*due)(void *place, ordo__rn_txn *t);
+  /* How long to wait before looking again at a due txn that is inside a
+   * call (its mu is taken). */
+  uint64_t (*busy)(void *place, ordo__rn_txn *t);
+} ordo__rn_ops;
+
+typedef struct ordo__renewer {
+  /*
+   * mu guards: txns and every link's next, prev, linked and cb_running;
+   * the callback (lost_cb, lost_arg); the thread's state (stop, in_pass,
+   * kicked, sleep_until); and err. wake wakes the thread (its clock is
+   * CLOCK_MONOTONIC); cb_done wakes an unlink waiting for a callback on its
+   * txn to return. Lock order: a txn's mu, then mu.
+   */
+  pthread_mutex_t mu;
+  pthread_cond_t wake, cb_done;
+  ordo__rn_txn *txns;
+  void (*lost_cb)(ordo_txn_t *t, void *arg);
+  void *lost_arg;
+  bool stop, in_pass, kicked;
+  uint64_t sleep_until; /* the thread's wake-up, UINT64_MAX: none */
+  char err[320];        /* the place's last failure, for dumps */
+  /* Read-only after start. */
+  const ordo__rn_ops *ops;
+  void *place;
+  pthread_t thread;
+} ordo__renewer;
+
+/* Starts the thread (with every signal blocked). 0 or ORDO_ENOMEM; on
+ * failure nothing is left to stop. */
+int ordo__rn_start(ordo__renewer *r, const ordo__rn_ops *ops, void *place);
+/* Stops and joins the thread; every txn must have been unlinked. */
+void ordo__rn_stop(ordo__renewer *r);
+/* Links t (holding nothing yet) into the list. */
+void ordo__rn_link(ordo__renewer *r, ordo__rn_txn *t, ordo_txn_t *txn,
+                   pthread_mutex_t *mu);
+/* Unlinks t and waits out a lease-lost callback running for it. The caller
+ * then takes t's mu once to wait out a renewal in progress; after that no
+ * other thread knows t. Caller holds no lock. */
+void ordo__rn_unlink(ordo__renewer *r, ordo__rn_txn *t);
+/* A txn began to hold; its renewal is due at due. Caller holds at most a
+ * txn's mu. */
+void ordo__rn_kick(ordo__renewer *r, uint64_t due);
+/* Sets the lease-lost callback. */
+void ordo__rn_on_lost(ordo__renewer *r, void (*cb)(ordo_txn_t *, void *),
+                      void *arg);
+/* Keeps "what: detail" as the place's last failure. Takes mu. */
+void ordo__rn_note(ordo__renewer *r, const char *what, const char *detail);
+
+#endif

@@ -1,0 +1,173 @@
+/*
+ * it_redis.h -- what the tests of the Redis-backed places (test_redis.c,
+ * test_redlock.c) share: a stale holder's process and a bounded line read
+ * from it, ordo_dump's text, and side connections to a node for looking at
+ * its keys. Header-only, for test programs; every wait is bounded.
+ *
+ *   it_stale_child(url, key)    the body of "--stale-child URL KEY": locks
+ *                               KEY, says "locked TOKEN", waits for a line,
+ *                               unlocks, says "unlock OK|ERRNAME"
+ *   it_read_line(fd, ...)       one line within a bound, false on time-out
+ *   it_dump_text(o, buf, cap)   ordo_dump into buf (NUL-terminated)
+ *   it_side(port, pass)         a blocking hiredis connection (5 s bound)
+ *   it_int(c, fmt, ...)         a command whose reply must be an integer
+ *   it_ms_since(t0)             milliseconds since tu_now_ns() was t0
+ *   it_stale_holder(url, key, t)
+ *                               the stale holder's story: a child process
+ *                               locks key, is stopped (SIGSTOP) past its
+ *                               lease, t takes key, the child runs again
+ *                               and its unlock must say ORDO_ELEASE
+ */
+#ifndef ORDO_IT_REDIS_H
+#define ORDO_IT_REDIS_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "../common/testutil.h"
+
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static inline int it_stale_child(const char *url, const char *key) {
+  ordo_t *o;
+  ordo_txn_t *t;
+  uint64_t tok = 0;
+  if (ordo_open(&o, url, NULL) != 0 || ordo_txn_begin(o, &t, NULL) != 0 ||
+      ordo_lock(t, key, strlen(key), ORDO_MODE_X, 2000) != 0 ||
+      ordo_fence(t, key, strlen(key), &tok) != 0)
+    return 2;
+  printf("locked %llu\n", (unsigned long long)tok);
+  fflush(stdout);
+  char line[64];
+  if (!fgets(line, sizeof line, stdin))
+    return 3;
+  int rc = ordo_unlock(t, key, strlen(key));
+  printf("unlock %s\n", rc == 0 ? "OK" : ordo_err_name(rc));
+  fflush(stdout);
+  ordo_txn_end(t);
+  ordo_close(o);
+  return 0;
+}
+
+static inline bool it_read_line(int fd, char *buf, size_t cap, int ms) {
+  size_t n = 0;
+  uint64_t end = tu_now_ns() + (uint64_t)ms * 1000000u;
+  while (n + 1 < cap) {
+    uint64_t now = tu_now_ns();
+    if (now >= end)
+      return false;
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, (int)((end - now) / 1000000u) + 1) <= 0)
+      continue;
+    ssize_t r = read(fd, buf + n, 1);
+    if (r <= 0)
+      return false;
+    if (buf[n] == '\n') {
+      buf[n] = 0;
+      return true;
+    }
+    n++;
+  }
+  return false;
+}
+
+static inline void it_dump_text(ordo_t *o, char *buf, size_t cap) {
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  ordo_dump(o, fileno(f));
+  rewind(f);
+  size_t n = fread(buf, 1, cap - 1, f);
+  buf[n] = 0;
+  fclose(f);
+}
+
+static inline redisContext *it_side(int port, const char *pass) {
+  struct timeval tv = {5, 0};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  assert_non_null(c);
+  if (c->err)
+    print_error("side connection: %s\n", c->errstr);
+  assert_int_equal(c->err, 0);
+  if (pass) {
+    redisReply *r = redisCommand(c, "AUTH %s", pass);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+  }
+  return c;
+}
+
+static inline long long it_int(redisContext *c, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  redisReply *r = redisvCommand(c, fmt, ap);
+  va_end(ap);
+  assert_non_null(r);
+  if (r->type != REDIS_REPLY_INTEGER)
+    print_error("expected an integer, got type %d (%s)\n", r->type,
+                r->type == REDIS_REPLY_ERROR ? r->str : "");
+  assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+  long long v = r->integer;
+  freeReplyObject(r);
+  return v;
+}
+
+static inline uint64_t it_ms_since(uint64_t t0) {
+  return (tu_now_ns() - t0) / 1000000u;
+}
+
+/* The program running it must call it_stale_child when started as
+ * "--stale-child URL KEY". t takes key after the child's lease ran out
+ * (within 3 s) with a greater token than the child's. */
+static inline void it_stale_holder(const char *url, const char *key,
+                                   ordo_txn_t *t) {
+  size_t klen = strlen(key);
+  int to_child[2], from_child[2];
+  assert_int_equal(pipe(to_child), 0);
+  assert_int_equal(pipe(from_child), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(to_child[0], 0);
+    dup2(from_child[1], 1);
+    close(to_child[1]);
+    close(from_child[0]);
+    execl("/proc/self/exe", "stale-child", "--stale-child", url, key,
+          (char *)NULL);
+    _exit(127);
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  char line[128];
+  assert_true(it_read_line(from_child[0], line, sizeof line, 5000));
+  unsigned long long child_tok = 0;
+  assert_int_equal(sscanf(line, "locked %llu", &child_tok), 1);
+  assert_int_equal(kill(pid, SIGSTOP), 0);
+  uint64_t t0 = tu_now_ns();
+  assert_int_equal(ordo_lock(t, key, klen, ORDO_MODE_X, 3000), 0);
+  /* It waited out the stale lease. */
+  assert_true(tu_now_ns() - t0 >= 100 * 1000000ull);
+  uint64_t tok;
+  assert_int_equal(ordo_fence(t, key, klen, &tok), 0);
+  assert_true(tok > child_tok);
+  assert_int_equal(kill(pid, SIGCONT), 0);
+  assert_int_equal(write(to_child[1], "go\n", 3), 3);
+  assert_true(it_read_line(from_child[0], line, sizeof line, 5000));
+  assert_string_equal(line, "unlock ELEASE");
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  close(to_child[1]);
+  close(from_child[0]);
+}
+
+#endif

@@ -1,0 +1,592 @@
+/*
+ * test_redlock.c -- the redlock:// backend against real redis-server
+ * processes that tests/integration/redlock_it.sh starts (redis_fixture.sh):
+ * five plain nodes (ORDO_RL_PORTS, ORDO_RL_PIDS, comma-separated) and three
+ * with the password "s3cret" (ORDO_RL_AUTH_PORTS).
+ *
+ * The cases: malformed URLs; unreachable nodes, ports where no Redis
+ * listens and listeners that never answer (a clean ORDO_EQUORUM, never a
+ * wait beyond the acquisition timeout); wrong passwords; a stale holder
+ * (its process stopped past its lease) that can neither unlock nor extend
+ * the next holder's lock, on any node; an upgrade from S to X that some
+ * nodes granted but no majority did, taken back to S; and one node stopped
+ * (SIGSTOP) for longer than the lease under six workers, with an owner
+ * register that checks every grant and its token: never two holders of a
+ * key at once. Every wait is bounded; the concurrent case has a watchdog
+ * that dumps the place.
+ *
+ * Run as "test_redlock --stale-child URL KEY" it is the stale holder's
+ * process (test_stale_holder).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "it_redis.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+static int PORT[5], AUTH[3];
+static pid_t PID[5];
+static int NPORT, NAUTH;
+
+#define NEED(n, have)                                                          \
+  do {                                                                         \
+    if ((have) < (n)) {                                                        \
+      print_message("fewer than %d servers for this case: skipped\n", (n));    \
+      skip();                                                                  \
+    }                                                                          \
+  } while (0)
+
+static int parse_list(const char *env, long *out, int cap) {
+  const char *s = getenv(env);
+  int n = 0;
+  while (s && *s && n < cap) {
+    char *end;
+    out[n++] = strtol(s, &end, 10);
+    s = *end == ',' ? end + 1 : end;
+    if (end == s && *s)
+      break;
+  }
+  return n;
+}
+
+/* "redlock://127.0.0.1:P1,...,127.0.0.1:Pn" + query, over the first n
+ * plain nodes (or the given ports). */
+static void url_of(char *buf, size_t cap, const int *ports, int n,
+                   const char *userinfo, const char *query) {
+  size_t o = (size_t)snprintf(buf, cap, "redlock://");
+  for (int i = 0; i < n; i++)
+    o += (size_t)snprintf(buf + o, cap - o, "%s%s127.0.0.1:%d", i ? "," : "",
+                          userinfo ? userinfo : "", ports[i]);
+  snprintf(buf + o, cap - o, "%s", query ? query : "");
+}
+
+static ordo_t *open_url(const char *url) {
+  ordo_t *o = NULL;
+  int rc = ordo_open(&o, url, NULL);
+  if (rc != 0)
+    print_error("ordo_open(%s) -> %s\n", url, ordo_err_name(rc));
+  assert_int_equal(rc, 0);
+  return o;
+}
+
+static ordo_txn_t *txn(ordo_t *o) {
+  ordo_txn_t *t = NULL;
+  assert_int_equal(ordo_txn_begin(o, &t, NULL), 0);
+  return t;
+}
+
+/* The fields of the lock hash key on a node: their count, and in *modes
+ * the first letter of each value (its mode), up to cap - 1 of them. */
+static size_t fields(redisContext *c, const char *key, char *modes,
+                     size_t cap) {
+  redisReply *r = redisCommand(c, "HGETALL %s", key);
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+  size_t n = r->elements / 2, m = 0;
+  for (size_t i = 0; i < n && m + 1 < cap; i++)
+    modes[m++] = r->element[2 * i + 1]->str[0];
+  if (cap)
+    modes[m] = 0;
+  freeReplyObject(r);
+  return n;
+}
+
+/* ---- URLs ------------------------------------------------------------------
+ */
+
+static void test_urls(void **state) {
+  (void)state;
+  static const char *const bad[] = {
+      "redlock://",
+      "redlock://127.0.0.1:1,",
+      "redlock://,127.0.0.1:1",
+      "redlock://127.0.0.1:1,,127.0.0.1:2",
+      "redlock://127.0.0.1:99999",
+      "redlock://127.0.0.1:x",
+      "redlock://127.0.0.1:1?",
+      "redlock://127.0.0.1:1?lease_ms=abc",
+      "redlock://127.0.0.1:1?lease_ms=5",
+      "redlock://127.0.0.1:1?timeout_ms=0",
+      "redlock://127.0.0.1:1?mode=fastest",
+      "redlock://127.0.0.1:1?bogus=1",
+      "redlock://127.0.0.1:1?lease_ms=100&",
+      "redlock://127.0.0.1:1,127.0.0.1:1,127.0.0.1:2", /* one node twice */
+      "redlock://127.0.0.1:1/0,127.0.0.1:1/1,127.0.0.1:2",
+      "redlock://user@127.0.0.1:1",
+      "redlock://127.0.0.1:1/x",
+      "redlock://bad host:1",
+      "redis://127.0.0.1:1,127.0.0.1:2", /* a list is redlock's only */
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    ordo_t *o = NULL;
+    int rc = ordo_open(&o, bad[i], NULL);
+    if (rc != ORDO_EURL)
+      print_error("%s -> %s, not EURL\n", bad[i], ordo_err_name(rc));
+    assert_int_equal(rc, ORDO_EURL);
+    assert_null(o);
+  }
+  /* Sixteen nodes: one more than a place may have. */
+  char many[512];
+  size_t o = (size_t)snprintf(many, sizeof many, "redlock://");
+  for (int i = 0; i < 16; i++)
+    o += (size_t)snprintf(many + o, sizeof many - o, "%s127.0.0.1:%d",
+                          i ? "," : "", 7000 + i);
+  ordo_t *p = NULL;
+  assert_int_equal(ordo_open(&p, many, NULL), ORDO_EURL);
+  static const char *const good[] = {
+      "redlock://127.0.0.1:1",
+      "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?lease_ms=1000&"
+      "timeout_ms=500&mode=sequential",
+      "redlock://:pw@127.0.0.1:1,u:pw@[::1]:2/3,/tmp/x.sock?mode=parallel",
+  };
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+    p = open_url(good[i]); /* opening connects to nothing */
+    ordo_close(p);
+  }
+}
+
+/* ---- Bad input -------------------------------------------------------------
+ */
+
+/* A listening socket that never accepts nor answers, and a bound one that
+ * does not listen (connections to it are refused). */
+static int socket_on_port(bool do_listen, int *port) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(s >= 0);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t len = sizeof a;
+  assert_int_equal(getsockname(s, (struct sockaddr *)&a, &len), 0);
+  if (do_listen)
+    assert_int_equal(listen(s, 4), 0);
+  *port = ntohs(a.sin_port);
+  return s;
+}
+
+/* lock_all on url returns want, within bound_ms. */
+static void lock_fails(const char *url, int want, uint64_t bound_ms,
+                       const char *in_dump) {
+  ordo_t *o = open_url(url);
+  ordo_txn_t *t = txn(o);
+  uint64_t t0 = tu_now_ns();
+  int rc = ordo_lock(t, "bi", 2, ORDO_MODE_X, 5000);
+  uint64_t ms = it_ms_since(t0);
+  print_message("%s: %s after %llu ms\n", url, ordo_err_name(rc),
+                (unsigned long long)ms);
+  assert_int_equal(rc, want);
+  assert_true(ms <= bound_ms);
+  assert_int_equal(ordo_held(t, "bi", 2, NULL), 0);
+  char buf[4096];
+  it_dump_text(o, buf, sizeof buf);
+  if (in_dump && !strstr(buf, in_dump))
+    print_error("the dump lacks '%s':\n%s\n", in_dump, buf);
+  assert_true(!in_dump || strstr(buf, in_dump));
+  ordo_txn_end(t);
+  ordo_close(o);
+}
+
+static void test_unreachable(void **state) {
+  (void)state;
+  int refused, silent;
+  int s1 = socket_on_port(false, &refused);
+  int s2 = socket_on_port(true, &silent);
+  char url[512];
+  /* No node at all: TEST-NET-1 (no answer, or no route), nothing
+   * listening, a listener that never answers. The acquisition timeout
+   * (400 ms) bounds it, plus one exchange (a third of the lease). */
+  snprintf(url, sizeof url,
+           "redlock://192.0.2.1:6379,127.0.0.1:%d,127.0.0.1:%d"
+           "?lease_ms=600&timeout_ms=400",
+           refused, silent);
+  lock_fails(url, ORDO_EQUORUM, 400 + 200 + 300, "no majority");
+  if (NPORT >= 1) {
+    /* One good node of three is not a majority either. */
+    snprintf(url, sizeof url,
+             "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d"
+             "?lease_ms=600&timeout_ms=400",
+             PORT[0], refused, silent);
+    lock_fails(url, ORDO_EQUORUM, 400 + 200 + 300, NULL);
+  }
+  if (NPORT >= 2) {
+    /* Two of three are: granted at once, the silent node not waited for. */
+    snprintf(url, sizeof url,
+             "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d"
+             "?lease_ms=600&timeout_ms=400",
+             PORT[0], PORT[1], silent);
+    ordo_t *o = open_url(url);
+    ordo_txn_t *t = txn(o);
+    uint64_t t0 = tu_now_ns();
+    assert_int_equal(ordo_lock(t, "bi2", 3, ORDO_MODE_X, 2000), 0);
+    assert_true(it_ms_since(t0) < 190); /* under one exchange's bound (200) */
+    assert_int_equal(ordo_unlock_all(t), 1);
+    ordo_txn_end(t);
+    ordo_close(o);
+  }
+  close(s1);
+  close(s2);
+}
+
+static void test_password(void **state) {
+  (void)state;
+  NEED(3, NAUTH);
+  char url[512];
+  url_of(url, sizeof url, AUTH, 3, ":wrong@", "?timeout_ms=500");
+  lock_fails(url, ORDO_EAUTH, 500 + 500, "WRONGPASS");
+  url_of(url, sizeof url, AUTH, 3, NULL, "?timeout_ms=500");
+  lock_fails(url, ORDO_EAUTH, 500 + 500, "NOAUTH");
+  url_of(url, sizeof url, AUTH, 3, ":s3cret@", "?timeout_ms=500");
+  ordo_t *o = open_url(url);
+  ordo_txn_t *t = txn(o);
+  assert_int_equal(ordo_lock(t, "pw", 2, ORDO_MODE_X, 1000), 0);
+  assert_int_equal(ordo_unlock_all(t), 1);
+  ordo_txn_end(t);
+  ordo_close(o);
+  /* One node of three with the wrong password: the other two grant, and
+   * the dump names the refusal. */
+  snprintf(url, sizeof url,
+           "redlock://:s3cret@127.0.0.1:%d,:s3cret@127.0.0.1:%d,"
+           ":wrong@127.0.0.1:%d?timeout_ms=500",
+           AUTH[0], AUTH[1], AUTH[2]);
+  o = open_url(url);
+  t = txn(o);
+  /* The majority may decide before the refusal arrives; a later exchange
+   * reads it. Bounded: 50 rounds. */
+  char buf[4096] = "";
+  for (int i = 0; i < 50 && !strstr(buf, "WRONGPASS"); i++) {
+    assert_int_equal(ordo_lock(t, "pw", 2, ORDO_MODE_X, 1000), 0);
+    assert_int_equal(ordo_unlock_all(t), 1);
+    it_dump_text(o, buf, sizeof buf);
+  }
+  assert_non_null(strstr(buf, "WRONGPASS"));
+  ordo_txn_end(t);
+  ordo_close(o);
+}
+
+/* ---- A stale holder --------------------------------------------------------
+ */
+
+/* A holder on three nodes is stopped (SIGSTOP) past its 300 ms lease, its
+ * renewal thread with it. Another takes the key; once the stale process
+ * runs again, its renewal finds the keys gone and its unlock says
+ * ORDO_ELEASE; on every node the key is the new holder's alone, and its
+ * expiry was not stretched by the stale renewal. */
+static void test_stale_holder(void **state) {
+  (void)state;
+  NEED(3, NPORT);
+  char url[512];
+  url_of(url, sizeof url, PORT, 3, NULL, "?lease_ms=300&timeout_ms=3000");
+  ordo_t *o = open_url(url);
+  ordo_txn_t *t = txn(o);
+  it_stale_holder(url, "sh", t);
+  assert_int_equal(ordo_held(t, "sh", 2, NULL), 1);
+  /* On every node the key is t's alone or absent (a node where the stale
+   * lease was renewed last may have refused t, which a majority did not),
+   * and its expiry is t's lease, not stretched by the stale renewal. */
+  int have = 0;
+  for (int i = 0; i < 3; i++) {
+    redisContext *c = it_side(PORT[i], NULL);
+    char modes[8];
+    size_t nf = fields(c, "sh", modes, sizeof modes);
+    assert_true(nf <= 1);
+    if (nf == 1) {
+      have++;
+      assert_string_equal(modes, "X");
+      long long ms = it_int(c, "PTTL sh");
+      assert_true(ms > 0 && ms <= 300);
+    }
+    redisFree(c);
+  }
+  assert_true(have >= 2);
+  /* Still ours: another owner is refused. */
+  ordo_txn_t *u = txn(o);
+  assert_int_equal(ordo_lock(u, "sh", 2, ORDO_MODE_X, 0), ORDO_ETIMEDOUT);
+  ordo_txn_end(u);
+  assert_int_equal(ordo_unlock(t, "sh", 2), 0);
+  ordo_txn_end(t);
+  ordo_close(o);
+}
+
+/* ---- An upgrade no majority granted ----------------------------------------
+ */
+
+/* t holds "up" in S on three nodes; another owner holds it in S on nodes
+ * 2 and 3 only (put there by the script, as a partial grant of someone
+ * else's). t asks for X: node 1 grants the upgrade, nodes 2 and 3 refuse,
+ * so the call times out, and node 1 must be back to S for t (a reader
+ * there is not shut out), while t keeps its S hold. */
+static void test_partial_upgrade(void **state) {
+  (void)state;
+  NEED(3, NPORT);
+  char url[512];
+  url_of(url, sizeof url, PORT, 3, NULL, "?lease_ms=1000&timeout_ms=300");
+  ordo_t *o = open_url(url);
+  ordo_txn_t *t = txn(o);
+  assert_int_equal(ordo_lock(t, "up", 2, ORDO_MODE_S, 1000), 0);
+  /* The other owner's S on nodes 2 and 3 (through the backend too: a
+   * second place over those two nodes alone). */
+  char url2[256];
+  url_of(url2, sizeof url2, PORT + 1, 2, NULL, "?lease_ms=5000");
+  ordo_t *o2 = open_url(url2);
+  ordo_txn_t *r2 = txn(o2);
+  assert_int_equal(ordo_lock(r2, "up", 2, ORDO_MODE_S, 1000), 0);
+  assert_int_equal(ordo_lock(t, "up", 2, ORDO_MODE_X, 300), ORDO_ETIMEDOUT);
+  ordo_mode_t m;
+  assert_int_equal(ordo_held(t, "up", 2, &m), 1);
+  assert_int_equal(m, ORDO_MODE_S);
+  redisContext *c = it_side(PORT[0], NULL);
+  char modes[8];
+  assert_int_equal(fields(c, "up", modes, sizeof modes), 1);
+  assert_string_equal(modes, "S"); /* not left in X */
+  redisFree(c);
+  /* A reader gets all three nodes. */
+  ordo_txn_t *r3 = txn(o);
+  assert_int_equal(ordo_lock(r3, "up", 2, ORDO_MODE_S, 500), 0);
+  for (int i = 0; i < 3; i++) {
+    c = it_side(PORT[i], NULL);
+    size_t want = i == 0 ? 2 : 3;
+    assert_int_equal(fields(c, "up", modes, sizeof modes), want);
+    assert_null(strchr(modes, 'X'));
+    redisFree(c);
+  }
+  ordo_txn_end(r3);
+  ordo_txn_end(r2);
+  ordo_close(o2);
+  assert_int_equal(ordo_unlock_all(t), 1);
+  ordo_txn_end(t);
+  ordo_close(o);
+}
+
+/* ---- One node stopped past the lease, an owner register --------------------
+ */
+
+#define SR_KEYS 6
+#define SR_WORKERS 6
+
+typedef struct sr_slot {
+  _Atomic uint64_t owner; /* the holder's worker number + 1, 0: none */
+  _Atomic uint64_t token; /* the last grant's token */
+} sr_slot;
+
+typedef struct sr_shared {
+  ordo_t *o;
+  sr_slot reg[SR_KEYS];
+  _Atomic bool stop;
+  _Atomic uint64_t grants, timeouts, regressions, long_holds;
+  _Atomic uint64_t violations, errors, bad_tokens;
+  _Atomic int last_error;
+  char what[256]; /* the first violation, written once */
+  _Atomic bool what_set;
+} sr_shared;
+
+typedef struct sr_worker {
+  sr_shared *s;
+  int id;
+  pthread_t th;
+} sr_worker;
+
+static void sr_note(sr_shared *s, const char *fmt, ...) {
+  bool no = false;
+  if (!atomic_compare_exchange_strong(&s->what_set, &no, true))
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->what, sizeof s->what, fmt, ap);
+  va_end(ap);
+}
+
+static void *sr_main(void *arg) {
+  sr_worker *w = arg;
+  sr_shared *s = w->s;
+  uint64_t me = (uint64_t)w->id + 1, seed = me * 0x9E3779B97F4A7C15ull;
+  ordo_txn_t *t = NULL;
+  if (ordo_txn_begin(s->o, &t, NULL) != 0) {
+    atomic_fetch_add(&s->errors, 1);
+    return NULL;
+  }
+  unsigned n = 0;
+  while (!atomic_load(&s->stop)) {
+    seed ^= seed << 13;
+    seed ^= seed >> 7;
+    seed ^= seed << 17;
+    int a = (int)(seed % SR_KEYS), b = (int)((seed >> 8) % (SR_KEYS - 1));
+    if (b >= a)
+      b++;
+    char ka[8], kb[8];
+    snprintf(ka, sizeof ka, "sr:%d", a);
+    snprintf(kb, sizeof kb, "sr:%d", b);
+    ordo_req_t r[2] = {ORDO_REQ_X(ka, strlen(ka)), ORDO_REQ_X(kb, strlen(kb))};
+    int rc = ordo_lock_all(t, r, 2, 3000);
+    if (rc == ORDO_ETIMEDOUT) {
+      atomic_fetch_add(&s->timeouts, 1);
+      continue;
+    }
+    if (rc != 0) {
+      atomic_fetch_add(&s->errors, 1);
+      atomic_store(&s->last_error, rc);
+      continue;
+    }
+    int ks[2] = {a, b};
+    const char *names[2] = {ka, kb};
+    for (int i = 0; i < 2; i++) {
+      uint64_t none = 0, tok = 0;
+      if (!atomic_compare_exchange_strong(&s->reg[ks[i]].owner, &none, me)) {
+        atomic_fetch_add(&s->violations, 1);
+        sr_note(s, "worker %d was granted %s while worker %llu held it", w->id,
+                names[i], (unsigned long long)none - 1);
+      }
+      if (ordo_fence(t, names[i], strlen(names[i]), &tok) != 0 || tok == 0) {
+        atomic_fetch_add(&s->bad_tokens, 1);
+        sr_note(s, "worker %d: no token for %s", w->id, names[i]);
+      }
+      uint64_t prev = atomic_exchange(&s->reg[ks[i]].token, tok);
+      if (tok <= prev)
+        atomic_fetch_add(&s->regressions, 1); /* best effort: counted */
+    }
+    atomic_fetch_add(&s->grants, 1);
+    /* Mostly short holds; every eighth outlives a third of the lease, so
+     * renewals run while the node is stopped. */
+    if (++n % 8 == 0) {
+      atomic_fetch_add(&s->long_holds, 1);
+      tu_sleep_us(400 * 1000);
+    } else {
+      tu_sleep_us((long)(seed % 2000));
+    }
+    for (int i = 0; i < 2; i++) {
+      uint64_t mine = me;
+      if (!atomic_compare_exchange_strong(&s->reg[ks[i]].owner, &mine, 0)) {
+        atomic_fetch_add(&s->violations, 1);
+        sr_note(s, "worker %d held %s but the register says worker %llu", w->id,
+                names[i], (unsigned long long)mine - 1);
+      }
+    }
+    rc = ordo_unlock_all(t);
+    if (rc != 2) {
+      atomic_fetch_add(&s->errors, 1);
+      atomic_store(&s->last_error, rc);
+    }
+  }
+  ordo_txn_end(t);
+  return NULL;
+}
+
+/* Waits (bounded) until at least n grants happened. */
+static bool sr_wait_grants(sr_shared *s, uint64_t n, int ms) {
+  uint64_t end = tu_now_ns() + (uint64_t)ms * 1000000u;
+  while (atomic_load(&s->grants) < n) {
+    if (tu_now_ns() >= end)
+      return false;
+    tu_sleep_us(2000);
+  }
+  return true;
+}
+
+static void test_node_stopped(void **state) {
+  (void)state;
+  NEED(5, NPORT);
+  char url[512];
+  url_of(url, sizeof url, PORT, 5, NULL, "?lease_ms=1000&timeout_ms=3000");
+  static sr_shared s;
+  memset(&s, 0, sizeof s);
+  s.o = open_url(url);
+  tu_watchdog_start(s.o, 60, "redlock: a node stopped past the lease");
+  sr_worker w[SR_WORKERS];
+  for (int i = 0; i < SR_WORKERS; i++) {
+    w[i] = (sr_worker){&s, i, 0};
+    assert_int_equal(pthread_create(&w[i].th, NULL, sr_main, &w[i]), 0);
+  }
+  bool ok = sr_wait_grants(&s, 40, 20000);
+  /* Node 5 stops for 1.5 leases: the keys it holds for anyone outlive
+   * their leases there, and its votes are missing meanwhile. */
+  assert_int_equal(kill(PID[4], SIGSTOP), 0);
+  uint64_t at_stop = atomic_load(&s.grants), t_stop = tu_now_ns();
+  tu_sleep_us(1500 * 1000);
+  uint64_t during = atomic_load(&s.grants) - at_stop;
+  assert_int_equal(kill(PID[4], SIGCONT), 0);
+  uint64_t stopped_ms = it_ms_since(t_stop);
+  uint64_t at_cont = atomic_load(&s.grants);
+  ok = ok && sr_wait_grants(&s, at_cont + 40, 20000);
+  atomic_store(&s.stop, true);
+  for (int i = 0; i < SR_WORKERS; i++)
+    pthread_join(w[i].th, NULL);
+  tu_watchdog_stop();
+  print_message("grants %llu (%llu while node 5 was stopped %llu ms), "
+                "timeouts %llu, long holds %llu, token regressions %llu, "
+                "errors %llu (last %s), violations %llu%s%s\n",
+                (unsigned long long)atomic_load(&s.grants),
+                (unsigned long long)during, (unsigned long long)stopped_ms,
+                (unsigned long long)atomic_load(&s.timeouts),
+                (unsigned long long)atomic_load(&s.long_holds),
+                (unsigned long long)atomic_load(&s.regressions),
+                (unsigned long long)atomic_load(&s.errors),
+                ordo_err_name(atomic_load(&s.last_error)),
+                (unsigned long long)atomic_load(&s.violations),
+                s.what_set ? ": " : "", s.what_set ? s.what : "");
+  assert_true(ok);
+  assert_true(during > 0); /* four of five still decide */
+  assert_true(stopped_ms >= 1000);
+  assert_int_equal(atomic_load(&s.violations), 0);
+  assert_int_equal(atomic_load(&s.bad_tokens), 0);
+  assert_int_equal(atomic_load(&s.errors), 0);
+  ordo_close(s.o);
+  /* Nothing of ours is left on any node, the stopped one included, once
+   * its leases ran out there. */
+  for (int i = 0; i < 5; i++) {
+    redisContext *c = it_side(PORT[i], NULL);
+    uint64_t end = tu_now_ns() + 3000000000ull;
+    for (;;) {
+      size_t live = 0;
+      char modes[8];
+      for (int k = 0; k < SR_KEYS; k++) {
+        char key[8];
+        snprintf(key, sizeof key, "sr:%d", k);
+        live += fields(c, key, modes, sizeof modes);
+      }
+      if (live == 0)
+        break;
+      assert_true(tu_now_ns() < end);
+      tu_sleep_us(50 * 1000);
+    }
+    redisFree(c);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "--stale-child") == 0)
+    return it_stale_child(argv[2], argv[3]);
+  long v[8];
+  NPORT = parse_list("ORDO_RL_PORTS", v, 5);
+  for (int i = 0; i < NPORT; i++)
+    PORT[i] = (int)v[i];
+  int np = parse_list("ORDO_RL_PIDS", v, 5);
+  for (int i = 0; i < np; i++)
+    PID[i] = (pid_t)v[i];
+  if (np < NPORT)
+    NPORT = np;
+  NAUTH = parse_list("ORDO_RL_AUTH_PORTS", v, 3);
+  for (int i = 0; i < NAUTH; i++)
+    AUTH[i] = (int)v[i];
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_urls),
+      cmocka_unit_test(test_unreachable),
+      cmocka_unit_test(test_password),
+      cmocka_unit_test(test_stale_holder),
+      cmocka_unit_test(test_partial_upgrade),
+      cmocka_unit_test(test_node_stopped),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
