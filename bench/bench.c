@@ -86,6 +86,27 @@
   PAIRS_ROW(id_, "ordod lock+unlock of 1 key, " title_,                        \
             "redis SET NX + Lua DEL", clients, pipeline, 1, target_)
 
+/* One client's lock_all+unlock_all latency on redlock:// (3 nodes, parallel)
+ * against a sequential Redlock or one Redis node; see redlock.c. */
+#define REDLOCK_ROW(id_, keys_, peer_, run_peer_, kpl, target_)                \
+  {                                                                            \
+    .id = id_, .title = "redlock:// on 3 nodes, lock+unlock of " keys_,        \
+    .metric = "us p50", .higher_is_better = 0, .peer_name = peer_,             \
+    .target = target_,                                                         \
+    .params = {{"keys_per_lock", kpl, NULL},                                   \
+               {"nodes", 3, NULL},                                             \
+               {"keys", 100000, NULL}},                                        \
+    .setup = redlock_setup, .teardown = redlock_teardown,                      \
+    .run_ordo = redlock_run_parallel, .run_peer = run_peer_,                   \
+    .extras = {"p99_us", "ops_per_s"},                                         \
+  }
+#define REDLOCK_SEQ_ROW(id_, keys_, kpl)                                       \
+  REDLOCK_ROW(id_, keys_, "Redlock sequential (key by key, node by node)",     \
+              redlock_run_sequential, kpl, 1.8)
+#define REDLOCK_NODE_ROW(id_, keys_, kpl)                                      \
+  REDLOCK_ROW(id_, keys_, "one Redis node, one script", redlock_run_node, kpl, \
+              0.87)
+
 /*
  * Every row the harness knows, in the order it runs them. To add a row, write
  * its two side functions (and setup/teardown if it needs a server or a
@@ -148,6 +169,12 @@ static const bench_row_t bench_rows[] = {
     PAIRS1_ROW("ordod_pairs_c50_p16", "50 clients, pipeline 16", 50, 16, 1.0),
     PAIRS_ROW("ordod_lock16", "ordod lock+unlock of 16 keys at once, 8 clients",
               "redis Lua all-or-nothing", 8, 1, 16, 2.0),
+    REDLOCK_SEQ_ROW("redlock_par_vs_seq_k1", "1 key", 1),
+    REDLOCK_SEQ_ROW("redlock_par_vs_seq_k4", "4 keys", 4),
+    REDLOCK_SEQ_ROW("redlock_par_vs_seq_k16", "16 keys", 16),
+    REDLOCK_NODE_ROW("redlock_vs_node_k1", "1 key", 1),
+    REDLOCK_NODE_ROW("redlock_vs_node_k4", "4 keys", 4),
+    REDLOCK_NODE_ROW("redlock_vs_node_k16", "16 keys", 16),
 };
 
 #define BENCH_NROWS (sizeof bench_rows / sizeof bench_rows[0])

@@ -1,7 +1,7 @@
 /*
  * bench.h -- the types shared by the ordo benchmark harness (bench.c) and
- * its workloads (bank.c, uncontended.c, detect.c, victim.c, pairs.c). See
- * README.md.
+ * its workloads (bank.c, uncontended.c, detect.c, victim.c, pairs.c,
+ * redlock.c). See README.md.
  *
  * A row compares ordo with one peer on one workload. The harness owns the
  * schedule (warm-up, alternating ordo and peer runs, medians, the ratio); a
@@ -16,7 +16,8 @@
  *   bench_error()                  reports a failed run on stderr
  *   bench_extra()                  reports a further value of one run
  *   bank_*, uncontended_*,
- *   detect_*, victim_*, pairs_*    the workloads' entry points
+ *   detect_*, victim_*, pairs_*,
+ *   redlock_*                      the workloads' entry points
  */
 #ifndef ORDO_BENCH_H
 #define ORDO_BENCH_H
@@ -139,5 +140,18 @@ int pairs_run_ordod(const bench_row_t *row, void *state, double seconds,
                     double *out);
 int pairs_run_redis(const bench_row_t *row, void *state, double seconds,
                     double *out);
+
+/* redlock.c: the latency of lock_all+unlock_all of k random keys on a
+ * redlock:// place of 3 nodes (parallel or sequential) or a redis:// node,
+ * one client; params keys_per_lock, nodes, keys. The setup starts the three
+ * redis-servers (servers.c). */
+int redlock_setup(const bench_row_t *row, void **state);
+void redlock_teardown(const bench_row_t *row, void *state);
+int redlock_run_parallel(const bench_row_t *row, void *state, double seconds,
+                         double *out);
+int redlock_run_sequential(const bench_row_t *row, void *state, double seconds,
+                           double *out);
+int redlock_run_node(const bench_row_t *row, void *state, double seconds,
+                     double *out);
 
 #endif /* ORDO_BENCH_H */

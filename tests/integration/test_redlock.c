@@ -148,8 +148,8 @@ static void test_urls(void **state) {
   assert_int_equal(ordo_open(&p, many, NULL), ORDO_EURL);
   static const char *const good[] = {
       "redlock://127.0.0.1:1",
-      "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?lease_ms=1000&"
-      "timeout_ms=500&mode=sequential",
+      ("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?lease_ms=1000&"
+       "timeout_ms=500&mode=sequential"),
       "redlock://:pw@127.0.0.1:1,u:pw@[::1]:2/3,/tmp/x.sock?mode=parallel",
   };
   for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
