@@ -107,6 +107,21 @@
   REDLOCK_ROW(id_, keys_, "one Redis node, one script", redlock_run_node, kpl, \
               0.87)
 
+/* The bank as a ledger on PostgreSQL rows, ordered locking against naive
+ * locking that PostgreSQL's detector breaks; see ledger.c. */
+#define LEDGER_ROW(id_, accounts, workers)                                     \
+  {                                                                            \
+    .id = id_,                                                                 \
+    .title =                                                                   \
+        "PostgreSQL ledger, " #accounts " accounts, " #workers " workers",     \
+    .metric = "transfers/s", .higher_is_better = 1,                            \
+    .peer_name = "naive order, PostgreSQL's deadlock detector", .target = NAN, \
+    .params = {{"accounts", accounts, NULL}, {"workers", workers, NULL}},      \
+    .setup = ledger_setup, .teardown = ledger_teardown,                        \
+    .run_ordo = ledger_run_ordered, .run_peer = ledger_run_naive,              \
+    .extras = {"retries", "deadlocks"},                                        \
+  }
+
 /*
  * Every row the harness knows, in the order it runs them. To add a row, write
  * its two side functions (and setup/teardown if it needs a server or a
@@ -175,6 +190,8 @@ static const bench_row_t bench_rows[] = {
     REDLOCK_NODE_ROW("redlock_vs_node_k1", "1 key", 1),
     REDLOCK_NODE_ROW("redlock_vs_node_k4", "4 keys", 4),
     REDLOCK_NODE_ROW("redlock_vs_node_k16", "16 keys", 16),
+    LEDGER_ROW("pg_ledger_a2", 2, 8),
+    LEDGER_ROW("pg_ledger_a64", 64, 8),
 };
 
 #define BENCH_NROWS (sizeof bench_rows / sizeof bench_rows[0])

@@ -1,7 +1,7 @@
 /*
  * bench.h -- the types shared by the ordo benchmark harness (bench.c) and
  * its workloads (bank.c, uncontended.c, detect.c, victim.c, pairs.c,
- * redlock.c). See README.md.
+ * redlock.c, ledger.c). See README.md.
  *
  * A row compares ordo with one peer on one workload. The harness owns the
  * schedule (warm-up, alternating ordo and peer runs, medians, the ratio); a
@@ -17,7 +17,7 @@
  *   bench_extra()                  reports a further value of one run
  *   bank_*, uncontended_*,
  *   detect_*, victim_*, pairs_*,
- *   redlock_*                      the workloads' entry points
+ *   redlock_*, ledger_*            the workloads' entry points
  */
 #ifndef ORDO_BENCH_H
 #define ORDO_BENCH_H
@@ -152,6 +152,18 @@ int redlock_run_parallel(const bench_row_t *row, void *state, double seconds,
 int redlock_run_sequential(const bench_row_t *row, void *state, double seconds,
                            double *out);
 int redlock_run_node(const bench_row_t *row, void *state, double seconds,
+                     double *out);
+
+/* ledger.c: `ordo bank --backend postgres://...` as a child process, the
+ * ledger on real PostgreSQL rows, ordered (both rows in one SELECT ... ORDER
+ * BY id FOR UPDATE) or naive (from, then to; PostgreSQL finds the
+ * deadlocks); params accounts, workers. The setup starts a throw-away
+ * cluster (tests/integration/pg_fixture.sh) with one database per side. */
+int ledger_setup(const bench_row_t *row, void **state);
+void ledger_teardown(const bench_row_t *row, void *state);
+int ledger_run_ordered(const bench_row_t *row, void *state, double seconds,
+                       double *out);
+int ledger_run_naive(const bench_row_t *row, void *state, double seconds,
                      double *out);
 
 #endif /* ORDO_BENCH_H */

@@ -19,9 +19,13 @@ set -euo pipefail
 #   redis-tools, python3-redis          peers' clients that drive ordod in the tests
 #   tmux                                shows redis-cli -3 its interactive mode, for the RESP3 test
 #   redis-server                        the redis:// backends' real server, and the bench peer
+#   libpq-dev                           the postgres:// backend and the ledger's client
+#   postgresql, postgresql-contrib      the real server the tests start (initdb, pg_ctl),
+#                                       psql, and pgbench (the bench peer)
 PACKAGES=(build-essential g++ cmake pkg-config libcmocka-dev clang python3
           libclang-rt-14-dev clang-format graphviz libuv1-dev libhiredis-dev
-          redis-tools redis-server python3-redis tmux)
+          redis-tools redis-server python3-redis tmux libpq-dev postgresql
+          postgresql-contrib)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -116,6 +116,7 @@ extern const ordo__backend ordo__backend_mem;
 extern const ordo__backend ordo__backend_ordod;
 extern const ordo__backend ordo__backend_redis;
 extern const ordo__backend ordo__backend_redlock;
+extern const ordo__backend ordo__backend_postgres;
 
 /* Sorts reqs into the canonical order and merges duplicates (the strongest
  * mode wins) in place; returns the new count. */

@@ -16,6 +16,7 @@
  * Interface: ordo__backend_ordod.
  */
 #include "ordo_int.h"
+#include "backend/remote.h"
 #include "backend/renewer.h"
 
 #include <errno.h>
@@ -80,22 +81,6 @@ static int pct_decode(const char *s, size_t n, char *out, size_t cap) {
   return 0;
 }
 
-/* A whole decimal number s[0..n) within [lo, hi]. */
-static int parse_long(const char *s, size_t n, long lo, long hi, long *out) {
-  if (n == 0 || n > 18)
-    return ORDO_EURL;
-  long v = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (s[i] < '0' || s[i] > '9')
-      return ORDO_EURL;
-    v = v * 10 + (s[i] - '0');
-  }
-  if (v < lo || v > hi)
-    return ORDO_EURL;
-  *out = v;
-  return 0;
-}
-
 static int parse_query(const char *q, od_url *u) {
   while (*q) {
     size_t len = strcspn(q, "&");
@@ -105,9 +90,9 @@ static int parse_query(const char *q, od_url *u) {
     size_t nlen = (size_t)(eq - q), vlen = len - nlen - 1;
     int rc;
     if (nlen == 8 && memcmp(q, "lease_ms", 8) == 0)
-      rc = parse_long(eq + 1, vlen, 10, 86400000L, &u->lease_ms);
+      rc = ordo__parse_long(eq + 1, vlen, 10, 86400000L, &u->lease_ms);
     else if (nlen == 10 && memcmp(q, "timeout_ms", 10) == 0)
-      rc = parse_long(eq + 1, vlen, 1, 3600000L, &u->timeout_ms);
+      rc = ordo__parse_long(eq + 1, vlen, 1, 3600000L, &u->timeout_ms);
     else
       rc = ORDO_EURL;
     if (rc)
@@ -204,7 +189,7 @@ static int od_parse_url(const char *url, od_url *u) {
   u->host[nh] = 0;
   if (port) {
     long v;
-    if (parse_long(port, (size_t)(hp + hlen - port), 1, 65535, &v))
+    if (ordo__parse_long(port, (size_t)(hp + hlen - port), 1, 65535, &v))
       return ORDO_EURL;
     u->port = (int)v;
   }
@@ -215,13 +200,7 @@ static int od_parse_url(const char *url, od_url *u) {
 
 /* One key the txn holds: its own copy, hold count, strongest mode and the
  * fencing token of its latest grant. */
-typedef struct od_hold {
-  uint8_t *key;
-  size_t len;
-  unsigned count;
-  ordo_mode_t mode;
-  uint64_t token;
-} od_hold;
+typedef ordo__hold od_hold; /* remote.h */
 
 typedef struct od_txn od_txn;
 typedef void (*od_lost_cb)(ordo_txn_t *t, void *arg);
@@ -474,20 +453,8 @@ static int od_connect(od_place *p, redisContext **out, long *lease_ms,
 
 /* ---- The hold record (caller holds t->mu) -------------------------------- */
 
-/* The index of key in t->h, or -(insertion point) - 1. */
 static long hold_find(const od_txn *t, const void *key, size_t len) {
-  size_t lo = 0, hi = t->nh;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    int c = ordo_key_cmp(t->h[mid].key, t->h[mid].len, key, len);
-    if (c == 0)
-      return (long)mid;
-    if (c < 0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return -(long)lo - 1;
+  return ordo__hold_find(t->h, t->nh, sizeof *t->h, key, len);
 }
 
 static void hold_remove(od_txn *t, size_t i) {
@@ -973,15 +940,8 @@ static int od_held(ordo_txn_t *tx, const void *key, size_t len,
                    ordo_mode_t *mode, uint64_t *fence) {
   od_txn *t = ot(tx);
   pthread_mutex_lock(&t->mu);
-  long at = hold_find(t, key, len);
-  int count = 0;
-  if (at >= 0) {
-    count = (int)t->h[at].count;
-    if (mode)
-      *mode = t->h[at].mode;
-    if (fence)
-      *fence = t->h[at].token;
-  }
+  int count =
+      ordo__hold_report(t->h, t->nh, sizeof *t->h, key, len, mode, fence);
   pthread_mutex_unlock(&t->mu);
   return count;
 }
@@ -1074,19 +1034,6 @@ static int od_stats(ordo_t *o, ordo_stats_t *out) {
   return rc;
 }
 
-static int write_all(int fd, const char *s, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, s, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return ORDO_EINVAL;
-    s += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 static int od_graph(ordo_t *o, int fd, ordo_graph_fmt_t fmt) {
   od_place *p = op(o);
   const char *av[2] = {"GRAPH", fmt == ORDO_GRAPH_JSON ? "JSON" : "DOT"};
@@ -1095,23 +1042,13 @@ static int od_graph(ordo_t *o, int fd, ordo_graph_fmt_t fmt) {
   redisReply *r = ctl_call(p, 2, av, al);
   int rc = ORDO_EBACKEND;
   if (r && r->type == REDIS_REPLY_STRING)
-    rc = write_all(fd, r->str, r->len);
+    rc = ordo__write_all(fd, r->str, r->len);
   else if (r)
     note_err(p, "GRAPH", r->type == REDIS_REPLY_ERROR ? r->str : "no text");
   if (r)
     freeReplyObject(r);
   pthread_mutex_unlock(&p->ctl_mu);
   return rc;
-}
-
-/* Writes key to f, bytes outside printable ASCII as \xNN. */
-static void put_key(FILE *f, const uint8_t *k, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    if (k[i] >= 0x21 && k[i] < 0x7f && k[i] != '\\')
-      fputc(k[i], f);
-    else
-      fprintf(f, "\\x%02x", k[i]);
-  }
 }
 
 /*
@@ -1150,7 +1087,7 @@ static void od_dump(ordo_t *o, int fd) {
             atomic_load(&t->lease_lost) ? ", LEASE LOST" : "");
     for (size_t i = 0; i < t->nh; i++) {
       fputs("  ", f);
-      put_key(f, t->h[i].key, t->h[i].len);
+      ordo__put_key(f, t->h[i].key, t->h[i].len);
       fprintf(f, " %s holds=%u token=%llu\n",
               t->h[i].mode == ORDO_MODE_S ? "S" : "X", t->h[i].count,
               (unsigned long long)t->h[i].token);
@@ -1160,14 +1097,14 @@ static void od_dump(ordo_t *o, int fd) {
   pthread_mutex_unlock(&p->rn.mu);
   fputs("server wait-for graph (GRAPH DOT):\n", f);
   fclose(f);
-  write_all(fd, buf, len);
+  ordo__write_all(fd, buf, len);
   free(buf);
   if (od_graph(o, fd, ORDO_GRAPH_DOT) != 0) {
     char line[320];
     pthread_mutex_lock(&p->rn.mu);
     int n = snprintf(line, sizeof line, "(unavailable: %s)\n", p->rn.err);
     pthread_mutex_unlock(&p->rn.mu);
-    write_all(fd, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : 0);
+    ordo__write_all(fd, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : 0);
   }
 }
 

@@ -18,6 +18,7 @@
  * Interface: ordo__backend_redis.
  */
 #include "backend/redis_script.h"
+#include "backend/remote.h"
 #include "backend/renewer.h"
 
 #include <errno.h>
@@ -62,11 +63,11 @@ static int parse_query(const char *q, rd_url *u, bool *db_given) {
     int rc;
     long v = 0;
     if (nlen == 8 && memcmp(q, "lease_ms", 8) == 0) {
-      rc = ordo__rs_parse_long(eq + 1, vlen, 10, 86400000L, &u->lease_ms);
+      rc = ordo__parse_long(eq + 1, vlen, 10, 86400000L, &u->lease_ms);
     } else if (nlen == 10 && memcmp(q, "timeout_ms", 10) == 0) {
-      rc = ordo__rs_parse_long(eq + 1, vlen, 1, 3600000L, &u->timeout_ms);
+      rc = ordo__parse_long(eq + 1, vlen, 1, 3600000L, &u->timeout_ms);
     } else if (nlen == 2 && memcmp(q, "db", 2) == 0) {
-      rc = ordo__rs_parse_long(eq + 1, vlen, 0, 1L << 20, &v);
+      rc = ordo__parse_long(eq + 1, vlen, 0, 1L << 20, &v);
       u->node.db = (int)v;
       *db_given = true;
     } else {
@@ -113,13 +114,7 @@ static int rd_parse_url(const char *url, rd_url *u) {
 
 /* One key the txn holds: its own copy, hold count, strongest mode and the
  * fencing token of its latest grant. */
-typedef struct rd_hold {
-  uint8_t *key;
-  size_t len;
-  unsigned count;
-  ordo_mode_t mode;
-  uint64_t token;
-} rd_hold;
+typedef ordo__hold rd_hold; /* remote.h */
 
 typedef struct rd_txn rd_txn;
 typedef void (*rd_lost_cb)(ordo_txn_t *t, void *arg);
@@ -194,20 +189,8 @@ static void atomic_max(_Atomic uint64_t *a, uint64_t v) {
 
 /* ---- The hold record (caller holds t->mu) -------------------------------- */
 
-/* The index of key in t->h, or -(insertion point) - 1. */
 static long hold_find(const rd_txn *t, const void *key, size_t len) {
-  size_t lo = 0, hi = t->nh;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    int c = ordo_key_cmp(t->h[mid].key, t->h[mid].len, key, len);
-    if (c == 0)
-      return (long)mid;
-    if (c < 0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return -(long)lo - 1;
+  return ordo__hold_find(t->h, t->nh, sizeof *t->h, key, len);
 }
 
 static void hold_remove(rd_place *p, rd_txn *t, size_t i) {
@@ -225,16 +208,6 @@ static void holds_clear(rd_place *p, rd_txn *t) {
   atomic_fetch_sub(&p->keys, t->nh);
   t->nh = 0;
   atomic_store(&t->rn.holding, false);
-}
-
-/* Writes key to f, bytes outside printable ASCII as \xNN. */
-static void put_key(FILE *f, const uint8_t *k, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    if (k[i] >= 0x21 && k[i] < 0x7f && k[i] != '\\')
-      fputc(k[i], f);
-    else
-      fprintf(f, "\\x%02x", k[i]);
-  }
 }
 
 /* ---- Exchanges (caller holds t->mu) -------------------------------------- */
@@ -553,7 +526,7 @@ static bool rd_renew(void *place, ordo_txn_t *tx) {
     for (size_t i = 0; f && i < t->nh; i++)
       if (lost[i]) {
         fputc(' ', f);
-        put_key(f, t->h[i].key, t->h[i].len);
+        ordo__put_key(f, t->h[i].key, t->h[i].len);
       }
     if (f)
       fclose(f);
@@ -1269,15 +1242,8 @@ static int rd_held(ordo_txn_t *tx, const void *key, size_t len,
                    ordo_mode_t *mode, uint64_t *fence) {
   rd_txn *t = rt(tx);
   pthread_mutex_lock(&t->mu);
-  long at = hold_find(t, key, len);
-  int count = 0;
-  if (at >= 0) {
-    count = (int)t->h[at].count;
-    if (mode)
-      *mode = t->h[at].mode;
-    if (fence)
-      *fence = t->h[at].token;
-  }
+  int count =
+      ordo__hold_report(t->h, t->nh, sizeof *t->h, key, len, mode, fence);
   pthread_mutex_unlock(&t->mu);
   return count;
 }
@@ -1299,19 +1265,6 @@ static int rd_stats(ordo_t *o, ordo_stats_t *out) {
   out->max_wait_us = atomic_load(&p->max_wait_us);
   for (int i = 0; i < ORDO_HIST_BUCKETS; i++)
     out->wait_hist[i] = atomic_load(&p->wait_hist[i]);
-  return 0;
-}
-
-static int write_all(int fd, const char *s, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, s, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return ORDO_EINVAL;
-    s += w;
-    n -= (size_t)w;
-  }
   return 0;
 }
 
@@ -1351,7 +1304,7 @@ static void rd_dump(ordo_t *o, int fd) {
             atomic_load(&t->lease_lost) ? ", LEASE LOST" : "");
     for (size_t i = 0; i < t->nh; i++) {
       fputs("  ", f);
-      put_key(f, t->h[i].key, t->h[i].len);
+      ordo__put_key(f, t->h[i].key, t->h[i].len);
       fprintf(f, " %s holds=%u token=%llu\n",
               t->h[i].mode == ORDO_MODE_S ? "S" : "X", t->h[i].count,
               (unsigned long long)t->h[i].token);
@@ -1369,7 +1322,7 @@ static void rd_dump(ordo_t *o, int fd) {
           (unsigned long long)atomic_load(&p->wakeups),
           (unsigned long long)atomic_load(&p->pokes));
   fclose(f);
-  write_all(fd, buf, len);
+  ordo__write_all(fd, buf, len);
   free(buf);
 }
 

@@ -11,13 +11,14 @@
  *
  * Interface: ordo__rs_script_text, ordo__rs_script_sha, ordo__rs_sha1_hex,
  * ordo__rs_fence_key, ordo__rs_key_reserved, ordo__rs_channel_prefix,
- * ordo__rs_has_tag, ordo__rs_slot, ordo__rs_parse_node, ordo__rs_parse_long,
+ * ordo__rs_has_tag, ordo__rs_slot, ordo__rs_parse_node,
  * ordo__rs_conn_init, ordo__rs_connect, ordo__rs_close, ordo__rs_open,
  * ordo__rs_append, ordo__rs_append_loose, ordo__rs_append_script, ordo__rs_run,
  * ordo__rs_take, ordo__rs_done, ordo__rs_eval, ordo__rs_next,
  * ordo__rs_err_code.
  */
 #include "backend/redis_script.h"
+#include "backend/remote.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -338,21 +339,6 @@ static int pct_decode(const char *s, size_t n, char *out, size_t cap) {
   return 0;
 }
 
-int ordo__rs_parse_long(const char *s, size_t n, long lo, long hi, long *out) {
-  if (n == 0 || n > 18)
-    return ORDO_EURL;
-  long v = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (s[i] < '0' || s[i] > '9')
-      return ORDO_EURL;
-    v = v * 10 + (s[i] - '0');
-  }
-  if (v < lo || v > hi)
-    return ORDO_EURL;
-  *out = v;
-  return 0;
-}
-
 /* A host name or IPv4 address: letters, digits, '.', '-', '_'; in brackets
  * (v6) also ':' and '%' (a zone). */
 static bool host_ok(const char *s, size_t n, bool v6) {
@@ -402,7 +388,7 @@ int ordo__rs_parse_node(const char *s, size_t n, ordo__rs_node *u) {
   size_t alen = slash ? (size_t)(slash - hp) : hlen;
   if (slash) {
     long db;
-    if (ordo__rs_parse_long(slash + 1, hlen - alen - 1, 0, 1L << 20, &db))
+    if (ordo__parse_long(slash + 1, hlen - alen - 1, 0, 1L << 20, &db))
       return ORDO_EURL;
     u->db = (int)db;
     u->db_set = true;
@@ -433,7 +419,7 @@ int ordo__rs_parse_node(const char *s, size_t n, ordo__rs_node *u) {
   u->host[nh] = 0;
   if (port) {
     long v;
-    if (ordo__rs_parse_long(port, (size_t)(hp + alen - port), 1, 65535, &v))
+    if (ordo__parse_long(port, (size_t)(hp + alen - port), 1, 65535, &v))
       return ORDO_EURL;
     u->port = (int)v;
   }

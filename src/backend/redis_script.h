@@ -90,8 +90,6 @@ typedef struct ordo__rs_node {
  * user, password and path are percent-decoded. Returns 0 or ORDO_EURL.
  */
 int ordo__rs_parse_node(const char *s, size_t n, ordo__rs_node *node);
-/* A whole decimal number s[0..n) within [lo, hi] into *out: 0 or ORDO_EURL. */
-int ordo__rs_parse_long(const char *s, size_t n, long lo, long hi, long *out);
 
 /* ---- Connections ------------------------------------------------------------
  * A connection is a non-blocking hiredis context with the bookkeeping of

@@ -23,6 +23,7 @@
  * Interface: ordo__backend_redlock.
  */
 #include "backend/redis_script.h"
+#include "backend/remote.h"
 #include "backend/renewer.h"
 
 #include <errno.h>
@@ -59,9 +60,9 @@ static int parse_query(const char *q, rl_url *u) {
     size_t nlen = (size_t)(eq - q), vlen = len - nlen - 1;
     int rc;
     if (nlen == 8 && memcmp(q, "lease_ms", 8) == 0) {
-      rc = ordo__rs_parse_long(eq + 1, vlen, 10, 86400000L, &u->lease_ms);
+      rc = ordo__parse_long(eq + 1, vlen, 10, 86400000L, &u->lease_ms);
     } else if (nlen == 10 && memcmp(q, "timeout_ms", 10) == 0) {
-      rc = ordo__rs_parse_long(eq + 1, vlen, 1, 3600000L, &u->timeout_ms);
+      rc = ordo__parse_long(eq + 1, vlen, 1, 3600000L, &u->timeout_ms);
     } else if (nlen == 4 && memcmp(q, "mode", 4) == 0) {
       rc = 0;
       if (vlen == 10 && memcmp(eq + 1, "sequential", 10) == 0)
@@ -128,13 +129,7 @@ static int rl_parse_url(const char *url, rl_url *u) {
 
 /* ---- Places and txns ----------------------------------------------------- */
 
-typedef struct rl_hold {
-  uint8_t *key;
-  size_t len;
-  unsigned count;
-  ordo_mode_t mode;
-  uint64_t token;
-} rl_hold;
+typedef ordo__hold rl_hold; /* remote.h */
 
 typedef struct rl_txn rl_txn;
 typedef void (*rl_lost_cb)(ordo_txn_t *t, void *arg);
@@ -184,18 +179,7 @@ static void note_err(rl_place *p, const char *what, const char *detail) {
 }
 
 static long hold_find(const rl_txn *t, const void *key, size_t len) {
-  size_t lo = 0, hi = t->nh;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    int c = ordo_key_cmp(t->h[mid].key, t->h[mid].len, key, len);
-    if (c == 0)
-      return (long)mid;
-    if (c < 0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return -(long)lo - 1;
+  return ordo__hold_find(t->h, t->nh, sizeof *t->h, key, len);
 }
 
 static void hold_remove(rl_place *p, rl_txn *t, size_t i) {
@@ -1002,15 +986,8 @@ static int rl_held(ordo_txn_t *tx, const void *key, size_t len,
                    ordo_mode_t *mode, uint64_t *fence) {
   rl_txn *t = rt(tx);
   pthread_mutex_lock(&t->mu);
-  long at = hold_find(t, key, len);
-  int count = 0;
-  if (at >= 0) {
-    count = (int)t->h[at].count;
-    if (mode)
-      *mode = t->h[at].mode;
-    if (fence)
-      *fence = t->h[at].token;
-  }
+  int count =
+      ordo__hold_report(t->h, t->nh, sizeof *t->h, key, len, mode, fence);
   pthread_mutex_unlock(&t->mu);
   return count;
 }
@@ -1041,15 +1018,8 @@ static void rl_dump(ordo_t *o, int fd) {
   pthread_mutex_unlock(&p->rn.mu);
   if (len > (int)sizeof buf - 1)
     len = (int)sizeof buf - 1;
-  for (const char *s = buf; len > 0;) {
-    ssize_t w = write(fd, s, (size_t)len);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      break;
-    s += w;
-    len -= (int)w;
-  }
+  if (len > 0)
+    ordo__write_all(fd, buf, (size_t)len);
 }
 
 static void rl_on_lease_lost(ordo_t *o, rl_lost_cb cb, void *arg) {

@@ -16,6 +16,11 @@
  *   cli_bank_usage   prints the help of `ordo bank`, every flag
  *   cli_graph_main   runs `ordo graph [options]`, returns the exit status
  *   cli_graph_usage  prints the help of `ordo graph`, every flag
+ * and, for ledger.c (declared in bank.h): bank_mode_names,
+ * bank_locks_names, bank_mix64, bank_plan, bank_now_ns, bank_latency,
+ * bank_verdict_add, bank_json_str, bank_url_redact, bank_watchdog_start,
+ * bank_watchdog_stop. A PostgreSQL --backend (unless --locks advisory) is
+ * handed to ledger_main once the flags are settled.
  *
  * Inside, running and reporting are apart: bank_run() fills a bank_result_t
  * and prints nothing but errors; bank_print_human(), bank_print_json() and
@@ -23,7 +28,7 @@
  * at the end, because it shares the flag table machinery and the backend
  * opening with the bank (README.md, below the table of files).
  */
-#include "cli/cli.h"
+#include "cli/bank.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -232,19 +237,11 @@ static int flags_parse(const cli_flags_t *fs, int argc, char **argv, void *o) {
 /* ---- Options of ordo bank -------------------------------------------------
  */
 
-/*
- * How a transfer takes its two locks: the ordered mode asks for both keys in
- * one ordo_lock_all, which the engine takes in the canonical order and which
- * cannot deadlock; the naive mode asks for them one at a time with ordo_lock,
- * from then to, as a program that never heard of lock order would, and so
- * deadlocks whenever two transfers cross (bank_body_naive).
- */
-typedef enum bank_mode_e {
-  BANK_MODE_ORDERED = 0,
-  BANK_MODE_NAIVE = 1
-} bank_mode_t;
-
-static const char *const bank_mode_names[] = {"ordered", "naive"};
+/* bank_mode_t and bank_locks_t are in bank.h, shared with ledger.c. */
+const char *const bank_mode_names[] = {"ordered", "naive"};
+const char *const bank_locks_names[] = {"rows", "advisory", NULL};
+_Static_assert(BANK_LOCKS_ROWS == 0 && BANK_LOCKS_ADVISORY == 1,
+               "bank_locks_names is indexed by bank_locks_t");
 
 /* --detect's values, indexed by ordo_detect_t: a name's index is its mode. */
 static const char *const detect_names[] = {"immediate", "delayed", "off", NULL};
@@ -268,22 +265,7 @@ static const char *const victim_names[ORDO_VICTIM__COUNT] = {
 /* The lock timeout of --compare's detect-off run, unless --lock-timeout. */
 #define BANK_COMPARE_OFF_TIMEOUT_MS 50L
 
-typedef struct bank_opts_s {
-  const char *url;          /* backend URL as given (default "mem://") */
-  long accounts;            /* 2.. */
-  long transfers;           /* each way: the run makes 2 * transfers */
-  long workers;             /* 1..1024 */
-  long lock_timeout_ms;     /* bound on each lock call; -1 until given */
-  long deadlock_timeout_ms; /* opts.deadlock_timeout_ms (5) */
-  long attempts;            /* per transfer, 0 = until done; -1 until given */
-  long watchdog_s;          /* dump the lock table and exit 3 after this */
-  int naive;                /* --naive: one ordo_lock per key */
-  int detect;               /* an ordo_detect_t: index in detect_names */
-  int compare;              /* --compare: three runs, one table */
-  int json;                 /* print one JSON object instead of text */
-  const char *graph;        /* --graph FILE, or NULL */
-  bank_mode_t mode;         /* from naive, once parsed */
-} bank_opts_t;
+/* bank_opts_t is in bank.h. */
 
 static void bank_opts_init(bank_opts_t *o) {
   o->url = "mem://";
@@ -291,13 +273,14 @@ static void bank_opts_init(bank_opts_t *o) {
   o->transfers = 1000;
   o->workers = 8;
   o->lock_timeout_ms = -1;
-  o->deadlock_timeout_ms = BANK_DEFAULT_DEADLOCK_TIMEOUT_MS;
+  o->deadlock_timeout_ms = -1;
   o->attempts = -1;
   o->watchdog_s = 0;
   o->naive = 0;
   o->detect = ORDO_DETECT_IMMEDIATE;
   o->compare = 0;
   o->json = 0;
+  o->locks = -1;
   o->graph = NULL;
   o->mode = BANK_MODE_ORDERED;
 }
@@ -316,7 +299,15 @@ static const cli_flag_t bank_flag_rows[] = {
     {"--backend", NULL, "URL", FLAG_STR, offsetof(bank_opts_t, url), 0, 0, NULL,
      "where the locks live (default mem://); accepted forms: " CLI_URL_FORMS
      "; options in the URL's query (mem://?detect=off&victim=oldest) win "
-     "over the flags below, and the report shows a detect= of the URL"},
+     "over the flags below, and the report shows a detect= of the URL; a "
+     "PostgreSQL URL runs the ledger on real rows (see below)"},
+    {"--locks", NULL, "KIND", FLAG_ENUM, offsetof(bank_opts_t, locks), 0, 0,
+     bank_locks_names,
+     "only with a PostgreSQL URL: rows (the default: the ledger, each "
+     "transfer one transaction that locks its two rows of "
+     "ordo_bank.accounts with SELECT ... FOR UPDATE, PostgreSQL detecting "
+     "the deadlocks; the run resets schema ordo_bank) or advisory (the bank "
+     "over ordo_open(URL), the postgres:// backend's advisory locks)"},
     {"--accounts", NULL, "N", FLAG_NUM, offsetof(bank_opts_t, accounts), 2,
      BANK_MAX_ACCOUNTS, NULL,
      "accounts in the ledger, 2..1000000 (default 2); with 2, transfers go "
@@ -387,7 +378,8 @@ static const cli_flags_t bank_flags = {
     "bank", bank_flag_rows, sizeof(bank_flag_rows) / sizeof(bank_flag_rows[0])};
 
 void cli_bank_usage(FILE *f) {
-  fputs("usage: ordo bank [--backend URL] [--accounts N] [--transfers N]\n"
+  fputs("usage: ordo bank [--backend URL] [--locks rows|advisory]\n"
+        "                 [--accounts N] [--transfers N]\n"
         "                 [--workers N] [--lock-timeout MS] [--attempts N]\n"
         "                 [--naive] [--detect immediate|delayed|off]\n"
         "                 [--deadlock-timeout MS] [--compare] [--graph FILE]\n"
@@ -417,14 +409,19 @@ void cli_bank_usage(FILE *f) {
         "not be used), 2 bad usage, 3 the watchdog fired: the run had not\n"
         "finished within --watchdog SEC seconds; stderr then holds one\n"
         "'ordo bank: watchdog: ...' line and the lock table, stdout nothing.\n"
-        "\n"
+        "\n",
+        f);
+  ledger_usage(f);
+  fputs("\n"
         "Examples:\n"
         "  ordo bank --naive                  deadlocks, detected and retried\n"
         "  ordo bank --naive --detect off --lock-timeout 20\n"
         "                                     the same, ended by time-outs\n"
         "  ordo bank --compare                the three side by side\n"
         "  ordo bank --naive --graph cycle.dot && dot -Tpng cycle.dot -o "
-        "c.png\n",
+        "c.png\n"
+        "  ordo bank --backend postgres://me:pw@localhost/test --naive\n"
+        "                                     PostgreSQL's own deadlocks\n",
         f);
 }
 
@@ -448,16 +445,48 @@ static int bank_parse(int argc, char **argv, bank_opts_t *o) {
     return PARSE_ERR;
   }
   o->mode = o->naive ? BANK_MODE_NAIVE : BANK_MODE_ORDERED;
+  /* --locks chooses between two ways of using PostgreSQL; any other place
+   * has only one, so the flag there is a mistake worth naming. */
+  char shown[512];
+  int pg = ledger_is_url(o->url);
+  if (!pg && o->locks >= 0) {
+    bank_url_redact(o->url, shown, sizeof(shown));
+    fprintf(stderr,
+            "ordo bank: --locks applies only to PostgreSQL backends "
+            "(postgres://, postgresql://, postgres:CONNINFO), not '%s': "
+            "drop --locks\n",
+            shown);
+    return PARSE_ERR;
+  }
+  if (pg && o->locks != BANK_LOCKS_ADVISORY) {
+    /* The ledger's deadlocks are PostgreSQL's to find (after its own
+     * deadlock_timeout), so the flags that tune or draw ordo's detector,
+     * and --compare's detect-off run, mean nothing there. */
+    const char *bad = o->compare                           ? "--compare"
+                      : o->graph != NULL                   ? "--graph"
+                      : o->detect != ORDO_DETECT_IMMEDIATE ? "--detect"
+                      : o->deadlock_timeout_ms >= 0 ? "--deadlock-timeout"
+                                                    : NULL;
+    if (bad != NULL) {
+      fprintf(stderr,
+              "ordo bank: %s cannot be used with the PostgreSQL ledger "
+              "(--locks rows, the default for postgres URLs), where "
+              "PostgreSQL detects deadlocks itself after its "
+              "deadlock_timeout: drop %s, or add --locks advisory\n",
+              bad, bad);
+      return PARSE_ERR;
+    }
+  }
   return PARSE_OK;
 }
 
 /*
- * url_redact -- copies url into out with any password replaced by "***", for
- * error lines printed before ordo_url() can do it (the open failed). The
+ * bank_url_redact -- copies url into out with any password replaced by "***",
+ * for error lines printed before ordo_url() can do it (the open failed). The
  * password is what lies between the ':' after the user and the '@' that ends
  * the authority, as in redis://user:secret@host.
  */
-static void url_redact(const char *url, char *out, size_t cap) {
+void bank_url_redact(const char *url, char *out, size_t cap) {
   snprintf(out, cap, "%s", url);
   const char *auth = strstr(url, "://");
   if (auth == NULL)
@@ -480,8 +509,6 @@ static void url_redact(const char *url, char *out, size_t cap) {
  */
 
 #define BANK_KEY_CAP 16
-#define BANK_OPENING_BALANCE 1000
-#define BANK_MAX_AMOUNT 100
 /* Fixed so that a run's pairs and amounts can be reproduced (invariant 8). */
 #define BANK_SEED UINT64_C(0x6f72646f62616e6b)
 
@@ -534,21 +561,6 @@ typedef struct bank_s {
   int go, abort;
 } bank_t;
 
-/* What a run measured; filled by bank_run, printed by bank_print_*. */
-typedef struct bank_result_s {
-  char *backend; /* ordo_url(), without password; malloc'd */
-  uint64_t expected, completed, twice, failed;
-  uint64_t forward; /* with 2 accounts: transfers from 0 to 1 */
-  double seconds;
-  double p50_us, p99_us;
-  uint64_t retries, timeouts, deadlocks, victims, violations;
-  int64_t total_before, total_after;
-  int hard_err; /* a non-retryable error stopped the run, or 0 */
-  int last_err; /* the error of some failed transfer, or 0 */
-  int ok;
-  char verdict[512];
-} bank_result_t;
-
 /* One transfer, handed to the retry body. */
 typedef struct bank_xfer_s {
   bank_t *bank;
@@ -559,19 +571,19 @@ typedef struct bank_xfer_s {
   int unlock_err; /* ordo_unlock_all failed after the money moved */
 } bank_xfer_t;
 
-static uint64_t now_ns(void) {
+uint64_t bank_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /*
- * mix64 -- the SplitMix64 finalizer (Steele, Lea and Flood, "Fast splittable
- * pseudorandom number generators", OOPSLA 2014): a bijection whose output
- * bits each depend on every input bit, so consecutive indices give unrelated
- * draws without any shared generator state between workers.
+ * bank_mix64 -- the SplitMix64 finalizer (Steele, Lea and Flood, "Fast
+ * splittable pseudorandom number generators", OOPSLA 2014): a bijection whose
+ * output bits each depend on every input bit, so consecutive indices give
+ * unrelated draws without any shared generator state between workers.
  */
-static uint64_t mix64(uint64_t z) {
+uint64_t bank_mix64(uint64_t z) {
   z += UINT64_C(0x9e3779b97f4a7c15);
   z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
   z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
@@ -582,22 +594,24 @@ static uint64_t mix64(uint64_t z) {
  * bank_plan -- what transfer idx does, a pure function of idx (invariant 8).
  * With two accounts even indices go 0 -> 1 and odd ones 1 -> 0: exactly N
  * each way, and since workers claim consecutive indices both directions are
- * in flight at once whenever there are two workers or more.
+ * in flight at once whenever there are two workers or more. The ledger
+ * (ledger.c) runs the same plan, and checks its journal against it.
  */
-static void bank_plan(const bank_t *b, bank_xfer_t *x) {
-  uint64_t r = mix64(BANK_SEED ^ x->idx);
-  if (b->naccounts == 2) {
-    x->from = (size_t)(x->idx & 1);
-    x->to = 1 - x->from;
+void bank_plan(size_t naccounts, uint64_t idx, size_t *from, size_t *to,
+               int64_t *amount) {
+  uint64_t r = bank_mix64(BANK_SEED ^ idx);
+  if (naccounts == 2) {
+    *from = (size_t)(idx & 1);
+    *to = 1 - *from;
   } else {
-    x->from = (size_t)(r % b->naccounts);
-    r = mix64(r);
-    x->to = (size_t)(r % (b->naccounts - 1));
-    if (x->to >= x->from)
-      x->to++; /* distinct from from, uniform over the others */
+    *from = (size_t)(r % naccounts);
+    r = bank_mix64(r);
+    *to = (size_t)(r % (naccounts - 1));
+    if (*to >= *from)
+      (*to)++; /* distinct from from, uniform over the others */
   }
-  r = mix64(r);
-  x->amount = 1 + (int64_t)(r % BANK_MAX_AMOUNT);
+  r = bank_mix64(r);
+  *amount = 1 + (int64_t)(r % BANK_MAX_AMOUNT);
 }
 
 /*
@@ -751,11 +765,11 @@ static void *bank_worker(void *arg) {
     if (i >= b->ntransfers)
       break;
     bank_xfer_t x = {.bank = b, .w = w, .idx = i};
-    bank_plan(b, &x);
+    bank_plan(b->naccounts, i, &x.from, &x.to, &x.amount);
     unsigned attempts = 0;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bank_now_ns();
     int rc = ordo_retry(w->txn, &b->retry, b->body, &x, &attempts);
-    b->lat_ns[i] = now_ns() - t0;
+    b->lat_ns[i] = bank_now_ns() - t0;
     if (attempts > 1)
       w->retries += attempts - 1;
     if (rc < 0) {
@@ -802,6 +816,12 @@ static double percentile_us(const uint64_t *v, uint64_t n, unsigned pct) {
   return (double)v[rank - 1] / 1000.0;
 }
 
+void bank_latency(bank_result_t *r, uint64_t *lat_ns, uint64_t n) {
+  qsort(lat_ns, n, sizeof(*lat_ns), cmp_u64);
+  r->p50_us = percentile_us(lat_ns, n, 50);
+  r->p99_us = percentile_us(lat_ns, n, 99);
+}
+
 /*
  * bank_fault -- a test hook read from ORDO_BANK_FAULT, so that the suite can
  * prove the check fails when it should: "leak" credits one extra unit in
@@ -830,26 +850,12 @@ static void bank_fault(bank_t *b) {
 /* ---- The watchdog ---------------------------------------------------------
  */
 
-/*
- * The watchdog of --watchdog SEC (README.md, "The watchdog"): one thread that
- * sleeps in a timed wait on cv until deadline (CLOCK_MONOTONIC), or until the
- * main thread sets cancel after the last worker has exited. It never polls:
- * it wakes once, either cancelled or at the deadline. At the deadline it
- * stops the progress bar, prints one line and the lock table on stderr and
- * ends the process with _exit(CLI_EXIT_WATCHDOG).
- */
-typedef struct bank_watchdog_s {
-  ordo_t *o;
-  cli_progress_t *bar; /* started before the watchdog; stopped when it fires */
-  long seconds;
-  struct timespec deadline; /* CLOCK_MONOTONIC */
-  int active;               /* a thread was started and must be joined */
-  pthread_t thread;
-  /* mu guards cancel; cv announces it. A leaf: see README.md, lock order. */
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int cancel;
-} bank_watchdog_t;
+/* bank_watchdog_t is in bank.h: the ledger (ledger.c) arms it too. */
+
+/* The bank's watchdog dump: ordo's lock table, holders and queues. */
+static void bank_dump_ordo(void *arg) {
+  ordo_dump(arg, STDERR_FILENO);
+}
 
 static void *bank_watchdog_thread(void *arg) {
   bank_watchdog_t *wd = arg;
@@ -863,29 +869,26 @@ static void *bank_watchdog_thread(void *arg) {
     return NULL;
   /* From here on the main thread is blocked in a pthread_join (of a worker,
    * or of this thread in bank_watchdog_stop) that can only end with the
-   * process: it has not stopped the bar or closed o, and never will. So the
-   * bar is ours to stop and o stays valid for the dump. No lock is held. */
+   * process: it has not stopped the bar or closed the place, and never
+   * will. So the bar is ours to stop and what dump reads stays valid. No
+   * lock is held. */
   cli_progress_stop(wd->bar);
   fprintf(stderr,
-          "ordo bank: watchdog: the run did not finish within %ld s; lock "
-          "table follows:\n",
-          wd->seconds);
+          "ordo bank: watchdog: the run did not finish within %ld s; %s "
+          "follows:\n",
+          wd->seconds, wd->what);
   fflush(stderr);
-  ordo_dump(wd->o, STDERR_FILENO);
+  wd->dump(wd->arg);
   fflush(stderr);
   _exit(CLI_EXIT_WATCHDOG);
 }
 
-/*
- * bank_watchdog_start -- arms the watchdog for seconds from now, or does
- * nothing when seconds is 0. Returns 0, or an error number when the
- * condition variable (on CLOCK_MONOTONIC), its mutex or the thread could not
- * be set up (then nothing is left to stop).
- */
-static int bank_watchdog_start(bank_watchdog_t *wd, ordo_t *o,
-                               cli_progress_t *bar, long seconds) {
+int bank_watchdog_start(bank_watchdog_t *wd, long seconds, cli_progress_t *bar,
+                        const char *what, bank_dump_cb dump, void *arg) {
   memset(wd, 0, sizeof(*wd));
-  wd->o = o;
+  wd->dump = dump;
+  wd->arg = arg;
+  wd->what = what;
   wd->bar = bar;
   wd->seconds = seconds;
   if (seconds == 0)
@@ -919,12 +922,7 @@ static int bank_watchdog_start(bank_watchdog_t *wd, ordo_t *o,
   return 0;
 }
 
-/*
- * bank_watchdog_stop -- cancels the watchdog and joins it; safe when it was
- * never armed. If it has already fired, the join never returns: the
- * watchdog ends the process.
- */
-static void bank_watchdog_stop(bank_watchdog_t *wd) {
+void bank_watchdog_stop(bank_watchdog_t *wd) {
   if (!wd->active)
     return;
   pthread_mutex_lock(&wd->mu);
@@ -1122,11 +1120,7 @@ static void bank_free(bank_t *b) {
   free(b->w);
 }
 
-/* Appends "; reason" (or "reason" first) to the verdict. */
-static void verdict_add(bank_result_t *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void verdict_add(bank_result_t *r, const char *fmt, ...) {
+void bank_verdict_add(bank_result_t *r, const char *fmt, ...) {
   size_t len = strlen(r->verdict);
   if (len + 3 >= sizeof(r->verdict))
     return;
@@ -1147,26 +1141,28 @@ static void verdict_add(bank_result_t *r, const char *fmt, ...) {
 static void bank_judge(const bank_opts_t *o, bank_result_t *r) {
   r->verdict[0] = '\0';
   if (r->total_after != r->total_before)
-    verdict_add(r, "balance changed from %" PRId64 " to %" PRId64,
-                r->total_before, r->total_after);
+    bank_verdict_add(r, "balance changed from %" PRId64 " to %" PRId64,
+                     r->total_before, r->total_after);
   if (r->completed != r->expected)
-    verdict_add(r, "%" PRIu64 "/%" PRIu64 " transfers completed", r->completed,
-                r->expected);
+    bank_verdict_add(r, "%" PRIu64 "/%" PRIu64 " transfers completed",
+                     r->completed, r->expected);
   if (r->twice != 0)
-    verdict_add(r, "%" PRIu64 " transfers applied more than once", r->twice);
+    bank_verdict_add(r, "%" PRIu64 " transfers applied more than once",
+                     r->twice);
   if (r->failed != 0)
-    verdict_add(r, "%" PRIu64 " transfers failed (last error %s: %s)",
-                r->failed, ordo_err_name(r->last_err),
-                ordo_strerror(r->last_err));
+    bank_verdict_add(r, "%" PRIu64 " transfers failed (last error %s: %s)",
+                     r->failed, ordo_err_name(r->last_err),
+                     ordo_strerror(r->last_err));
   if (r->hard_err != 0)
-    verdict_add(r, "stopped early on %s (%s)", ordo_err_name(r->hard_err),
-                ordo_strerror(r->hard_err));
+    bank_verdict_add(r, "stopped early on %s (%s)", ordo_err_name(r->hard_err),
+                     ordo_strerror(r->hard_err));
   if (r->violations != 0)
-    verdict_add(r, "%" PRIu64 " mutual-exclusion violations", r->violations);
+    bank_verdict_add(r, "%" PRIu64 " mutual-exclusion violations",
+                     r->violations);
   /* The naive mode deadlocks on purpose: there the count is a measure, and
    * the checks above show that the victims' retries lost nothing. */
   if (o->mode == BANK_MODE_ORDERED && r->deadlocks != 0)
-    verdict_add(r, "%" PRIu64 " deadlocks in ordered mode", r->deadlocks);
+    bank_verdict_add(r, "%" PRIu64 " deadlocks in ordered mode", r->deadlocks);
   r->ok = r->verdict[0] == '\0';
   if (r->ok)
     snprintf(r->verdict, sizeof(r->verdict),
@@ -1186,7 +1182,7 @@ static int open_place(const char *cmd, const char *url,
   if (rc == 0)
     return CLI_EXIT_OK;
   char shown[512];
-  url_redact(url, shown, sizeof(shown));
+  bank_url_redact(url, shown, sizeof(shown));
   if (rc == ORDO_EURL) {
     fprintf(stderr,
             "ordo %s: unknown or malformed backend URL '%s': accepted "
@@ -1222,7 +1218,11 @@ static int bank_open(const bank_opts_t *o, ordo_t **out) {
   oo.detect = (ordo_detect_t)o->detect;
   if (oo.detect == ORDO_DETECT_OFF)
     oo.sweep_ms = 0;
-  oo.deadlock_timeout_ms = o->deadlock_timeout_ms;
+  /* -1 until given: the ledger must tell a given --deadlock-timeout from
+   * the default, which it refuses (bank_parse). */
+  oo.deadlock_timeout_ms = o->deadlock_timeout_ms >= 0
+                               ? o->deadlock_timeout_ms
+                               : BANK_DEFAULT_DEADLOCK_TIMEOUT_MS;
   return open_place("bank", o->url, &oo, out);
 }
 
@@ -1337,7 +1337,8 @@ static int bank_run(const bank_opts_t *o, ordo_t *ordo, const char *label,
    * SEC seconds count from the start of the transfers too (a few
    * microseconds early, never late). */
   if (status == CLI_EXIT_OK) {
-    int rc = bank_watchdog_start(&wd, ordo, &bar, o->watchdog_s);
+    int rc = bank_watchdog_start(&wd, o->watchdog_s, &bar, "lock table",
+                                 bank_dump_ordo, ordo);
     if (rc != 0) {
       fprintf(stderr,
               "ordo bank: cannot start the watchdog thread: %s; try without "
@@ -1405,9 +1406,7 @@ static int bank_run(const bank_opts_t *o, ordo_t *ordo, const char *label,
     uint64_t claimed = atomic_load(&b.next);
     if (claimed > b.ntransfers)
       claimed = b.ntransfers;
-    qsort(b.lat_ns, claimed, sizeof(*b.lat_ns), cmp_u64);
-    r->p50_us = percentile_us(b.lat_ns, claimed, 50);
-    r->p99_us = percentile_us(b.lat_ns, claimed, 99);
+    bank_latency(r, b.lat_ns, claimed);
     bank_judge(o, r);
   }
   bank_free(&b);
@@ -1442,8 +1441,7 @@ static int bank_once(const bank_opts_t *o, bank_graph_t *g, const char *label,
 /* ---- Reports --------------------------------------------------------------
  */
 
-/* Writes s as a JSON string literal. */
-static void json_str(FILE *f, const char *s) {
+void bank_json_str(FILE *f, const char *s) {
   fputc('"', f);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     if (*p == '"' || *p == '\\')
@@ -1461,7 +1459,9 @@ static void bank_json_fields(FILE *f, const bank_opts_t *o,
                              const bank_result_t *r) {
   double rate = r->seconds > 0 ? (double)r->completed / r->seconds : 0.0;
   fputs("\"backend\": ", f);
-  json_str(f, r->backend ? r->backend : "");
+  bank_json_str(f, r->backend ? r->backend : "");
+  if (o->locks >= 0)
+    fprintf(f, ", \"locks\": \"%s\"", bank_locks_names[o->locks]);
   fprintf(f,
           ", \"mode\": \"%s\", \"detect\": \"%s\", \"accounts\": %ld, "
           "\"workers\": %ld, \"lock_timeout_ms\": %ld, \"attempts\": %ld, "
@@ -1477,7 +1477,7 @@ static void bank_json_fields(FILE *f, const bank_opts_t *o,
           r->expected, r->failed, r->seconds, rate, r->p50_us, r->p99_us,
           r->retries, r->timeouts, r->deadlocks, r->victims, r->violations,
           r->total_before, r->total_after, r->ok ? "true" : "false");
-  json_str(f, r->verdict);
+  bank_json_str(f, r->verdict);
 }
 
 /* "graph": null, or what --graph FILE holds. */
@@ -1488,7 +1488,7 @@ static void bank_json_graph(FILE *f, const bank_graph_t *g) {
     return;
   }
   fputs("{\"file\": ", f);
-  json_str(f, g->path);
+  bank_json_str(f, g->path);
   if (atomic_load(&g->claimed))
     fprintf(f,
             ", \"deadlock\": %" PRIu64 ", \"edges\": %zu, \"victim\": %" PRIu64
@@ -1528,11 +1528,12 @@ static void bank_print_human(const bank_opts_t *o, const bank_result_t *r,
     snprintf(att, sizeof(att), "until done");
   else
     snprintf(att, sizeof(att), "at most %ld", o->attempts);
-  printf("ordo bank: %s, %s mode, detect %s, %ld accounts, %ld workers, lock "
-         "timeout %ld ms, attempts %s\n",
-         r->backend ? r->backend : "", bank_mode_names[o->mode],
-         detect_names[o->detect], o->accounts, o->workers, o->lock_timeout_ms,
-         att);
+  printf("ordo bank: %s%s%s, %s mode, detect %s, %ld accounts, %ld workers, "
+         "lock timeout %ld ms, attempts %s\n",
+         r->backend ? r->backend : "", o->locks >= 0 ? ", locks " : "",
+         o->locks >= 0 ? bank_locks_names[o->locks] : "",
+         bank_mode_names[o->mode], detect_names[o->detect], o->accounts,
+         o->workers, o->lock_timeout_ms, att);
   if (o->accounts == 2)
     printf("transfers     %" PRIu64 "/%" PRIu64 " (%" PRIu64
            " from 0 to 1, %" PRIu64 " from 1 to 0)\n",
@@ -1699,6 +1700,11 @@ int cli_bank_main(int argc, char **argv) {
 
   bank_opts_t cfg[BANK_NCOMPARE];
   size_t n = bank_configs(&o, cfg);
+  /* A PostgreSQL URL runs the ledger on its rows unless --locks advisory
+   * asks for ordo's own locks over the postgres:// backend (bank_parse has
+   * refused the flags the ledger cannot honour, --compare among them). */
+  if (ledger_is_url(o.url) && o.locks != BANK_LOCKS_ADVISORY)
+    return ledger_main(&cfg[0]);
   bank_graph_t graph;
   bank_graph_t *g = NULL;
   if (o.graph != NULL) {

@@ -38,7 +38,10 @@ enum {
   "ordod://[:password@]/path/to/socket[?options], "                            \
   "redis://[:password@]host[:port][/db][?options], "                           \
   "redis://[:password@]/path/to/socket[?options], "                            \
-  "redlock://host:port,host:port,...[?options]"
+  "redlock://host:port,host:port,...[?options], "                              \
+  "postgres://[user[:password]@]host[:port]/db[?options] (or "                 \
+  "postgresql://), postgres:CONNINFO (a libpq conninfo string: "               \
+  "postgres:host=H port=P dbname=D user=U)"
 
 /*
  * A subcommand: main.c keeps a table of these. run() gets argv with argv[0]
@@ -52,7 +55,8 @@ typedef struct cli_cmd_s {
   void (*usage)(FILE *f);
 } cli_cmd_t;
 
-/* bank.c: `ordo bank`, and `ordo graph`, which shares its flag tables */
+/* bank.c: `ordo bank`, and `ordo graph`, which shares its flag tables; the
+ * bank's PostgreSQL ledger is ledger.c (declared in bank.h) */
 int cli_bank_main(int argc, char **argv);
 void cli_bank_usage(FILE *f);
 int cli_graph_main(int argc, char **argv);

@@ -152,11 +152,35 @@ static int parse_query(const char *q, ordo_options_t *o) {
   return 0;
 }
 
+/* Cuts the value of each "password=" out of s, in place: a libpq conninfo
+ * string (postgres:host=... password=...) or a URI's query. */
+static void redact_password_params(char *s) {
+  for (char *p = s; (p = strstr(p, "password=")) != NULL;) {
+    if (p != s && p[-1] != ' ' && p[-1] != '?' && p[-1] != '&') {
+      p += 9;
+      continue;
+    }
+    char *v = p + 9, *e = v;
+    if (*e == '\'') {
+      for (e++; *e && *e != '\''; e++)
+        if (*e == '\\' && e[1])
+          e++;
+      if (*e)
+        e++;
+    } else {
+      e += strcspn(e, " &");
+    }
+    memmove(v, e, strlen(e) + 1);
+    p = v;
+  }
+}
+
 /* The URL with any password cut out of its user-info part. */
 static char *redact(const char *url) {
   char *r = strdup(url);
   if (!r)
     return NULL;
+  redact_password_params(r);
   char *p = strstr(r, "://");
   if (!p)
     return r;
@@ -199,6 +223,9 @@ int ordo_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
     be = &ordo__backend_redis; /* likewise */
   } else if (strncmp(url, "redlock://", 10) == 0) {
     be = &ordo__backend_redlock; /* likewise */
+  } else if (strncmp(url, "postgres:", 9) == 0 ||
+             strncmp(url, "postgresql://", 13) == 0) {
+    be = &ordo__backend_postgres; /* a URI or a conninfo string */
   } else {
     return ORDO_EURL;
   }

@@ -1,0 +1,990 @@
+/*
+ * postgres.c -- the "postgres://" backend: PostgreSQL advisory locks over
+ * libpq, one connection (one server session) per txn. docs/backend-postgres.md
+ * has the URL, the design and the trade-offs; this comment is the summary.
+ *
+ * Keys. Each key is mapped to the 64-bit value actually locked
+ * (ordo__pg_key_value: FNV-1a 64 of its bytes, then the SplitMix64
+ * finalizer, as a signed bigint). A set is deduplicated by value (the
+ * strongest mode wins) and taken in ascending signed order of the values,
+ * not of the keys, one by one by a single statement, so that two txns can
+ * never wait on each other's values in opposite orders (DESIGN §4: where we
+ * do not own the table, keys are taken one by one in the canonical order).
+ * Two keys with one value (a collision) share one server lock.
+ *
+ * Scopes. scope=session (the default): pg_advisory_lock and friends, held
+ * until unlocked or until the session ends; one key at a time can be let
+ * go. A failed statement keeps what it took (session locks ignore
+ * transaction rollback), so the call releases every value it asked for that
+ * was not held before (an unlock of a value not held only warns, and the
+ * warning is dropped). scope=xact: pg_advisory_xact_lock inside a
+ * transaction the first grant opens; each statement runs under a savepoint
+ * that a failure rolls back (which lets go exactly what it took); ordo_unlock
+ * of a last hold is ORDO_ENOTSUP and ordo_unlock_all commits.
+ *
+ * Waits run on the server: lock_timeout is the time left (SQLSTATE 55P03,
+ * ORDO_ETIMEDOUT) and statement_timeout a little more (57014); a deadline
+ * already past tries once with pg_try_advisory_lock. 40P01 (a deadlock the
+ * server found among incremental calls) is ORDO_EDEADLK after every lock of
+ * the txn was released; 40001 is ORDO_EDEADLK too. Every exchange is bounded
+ * on the client as well (poll(2) on the socket, then a cancel request, then
+ * the connection is dropped): nothing waits on a dead server.
+ *
+ * Tokens: nextval of the sequence ordo_fence (created when first needed),
+ * taken in the statement after each lock: strictly increasing for every
+ * grant of every key, and never going back, restarts included.
+ *
+ * A lost connection is ORDO_EBACKEND with libpq's message; the server has
+ * released the session's locks, so the record is cleared and the txn's next
+ * call returns ORDO_ELEASE once. While a txn holds keys, the renewal thread
+ * (renewer.c) checks its connection every third of lease_ms and reports a
+ * dead one through ordo_on_lease_lost.
+ *
+ * Lock order: a txn's mu, then the place's rn.mu (renewer.h); nothing else
+ * nests.
+ */
+#include "backend/remote.h"
+#include "backend/renewer.h"
+#include "ordo_int.h"
+
+#include <errno.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PG_MS 1000000u
+#define PG_DEFAULT_TIMEOUT_MS 5000L
+#define PG_DEFAULT_LEASE_MS 30000L
+/* statement_timeout is lock_timeout plus this: the lock wait's own error
+ * (55P03) comes first whenever one wait is all that is left. */
+#define PG_STMT_SLACK_MS 50
+
+/* ---- Keys to values ------------------------------------------------------ */
+
+int64_t ordo__pg_key_value(const void *key, size_t len);
+
+int64_t ordo__pg_key_value(const void *key, size_t len) {
+  const uint8_t *k = key;
+  uint64_t h = UINT64_C(0xcbf29ce484222325); /* FNV-1a 64 */
+  for (size_t i = 0; i < len; i++) {
+    h ^= k[i];
+    h *= UINT64_C(0x100000001b3);
+  }
+  /* SplitMix64's finalizer spreads FNV's weak low bits over the word. */
+  h += UINT64_C(0x9e3779b97f4a7c15);
+  h = (h ^ (h >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  h = (h ^ (h >> 27)) * UINT64_C(0x94d049bb133111eb);
+  h ^= h >> 31;
+  return (int64_t)h;
+}
+
+/* ---- The URL --------------------------------------------------------------
+ * postgres://... or postgresql://... (a libpq URI: its own parameters, such
+ * as sslmode or application_name, pass through), with ordo's parameters
+ * taken out of the query: scope=session|xact, timeout_ms=N (the bound of a
+ * connect and of every exchange that does not wait for a lock), lease_ms=N
+ * (how often a holding txn's connection is checked: a third of it).
+ * postgres:KEY=VALUE ... is a libpq conninfo string, with no ordo
+ * parameters.
+ */
+
+typedef struct pg_url {
+  char *conninfo; /* what libpq gets; malloc'd */
+  bool xact;
+  long timeout_ms, lease_ms;
+} pg_url;
+
+/* Takes ordo's parameters out of the query of uri (in place). */
+static int take_params(char *uri, pg_url *u) {
+  char *q = strchr(uri, '?');
+  if (!q)
+    return 0;
+  char *w = q + 1, *r = q + 1;
+  while (*r) {
+    size_t len = strcspn(r, "&");
+    char *eq = memchr(r, '=', len);
+    size_t nlen = eq ? (size_t)(eq - r) : len;
+    const char *v = eq ? eq + 1 : "";
+    size_t vlen = eq ? len - nlen - 1 : 0;
+    int rc = -1;
+    if (nlen == 5 && memcmp(r, "scope", 5) == 0) {
+      if (vlen == 7 && memcmp(v, "session", 7) == 0)
+        u->xact = false, rc = 0;
+      else if (vlen == 4 && memcmp(v, "xact", 4) == 0)
+        u->xact = true, rc = 0;
+      else
+        return ORDO_EURL;
+    } else if (nlen == 10 && memcmp(r, "timeout_ms", 10) == 0) {
+      rc = ordo__parse_long(v, vlen, 1, 3600000L, &u->timeout_ms);
+    } else if (nlen == 8 && memcmp(r, "lease_ms", 8) == 0) {
+      rc = ordo__parse_long(v, vlen, 30, 86400000L, &u->lease_ms);
+    }
+    if (rc > 0 || rc < -1)
+      return rc;
+    if (rc == -1) { /* libpq's: kept */
+      if (w != q + 1)
+        *w++ = '&';
+      memmove(w, r, len);
+      w += len;
+    }
+    r += len;
+    if (*r == '&')
+      r++;
+  }
+  *w = 0;
+  if (w == q + 1)
+    *q = 0; /* nothing left for libpq */
+  return 0;
+}
+
+static int pg_parse_url(const char *url, pg_url *u) {
+  memset(u, 0, sizeof *u);
+  u->timeout_ms = PG_DEFAULT_TIMEOUT_MS;
+  u->lease_ms = PG_DEFAULT_LEASE_MS;
+  bool uri = strncmp(url, "postgres://", 11) == 0 ||
+             strncmp(url, "postgresql://", 13) == 0;
+  if (!uri && strncmp(url, "postgres:", 9) != 0)
+    return ORDO_EURL;
+  u->conninfo = strdup(uri ? url : url + 9);
+  if (!u->conninfo)
+    return ORDO_ENOMEM;
+  int rc = uri ? take_params(u->conninfo, u) : 0;
+  char *err = NULL;
+  PQconninfoOption *opts = rc ? NULL : PQconninfoParse(u->conninfo, &err);
+  if (!rc && !opts)
+    rc = err ? ORDO_EURL : ORDO_ENOMEM;
+  PQfreemem(err);
+  PQconninfoFree(opts);
+  if (!rc && !uri && u->conninfo[strspn(u->conninfo, " \t")] == 0)
+    rc = ORDO_EURL; /* "postgres:" and nothing */
+  if (rc) {
+    free(u->conninfo);
+    u->conninfo = NULL;
+  }
+  return rc;
+}
+
+/* ---- Places and txns ----------------------------------------------------- */
+
+typedef struct pg_hold {
+  ordo__hold k;      /* the key, its hold count, mode and token (remote.h) */
+  int64_t v;         /* the value locked for it */
+  bool srv_x, srv_s; /* this hold carries v's server lock in X / S */
+} pg_hold;
+
+typedef struct pg_place {
+  struct ordo_s base;
+  pg_url u; /* read-only after open */
+  uint64_t lease_ns;
+  _Atomic uint64_t next_id;
+  _Atomic bool have_seq; /* ordo_fence exists */
+  _Atomic uint64_t acquired, timeouts, deadlocks, released, keys, lost;
+  /* The renewal thread, the txn list and the last failure's text, all
+   * under rn.mu (renewer.h). Lock order: a txn's mu, then rn.mu. */
+  ordo__renewer rn;
+} pg_place;
+
+typedef struct pg_txn {
+  struct ordo_txn_s base;
+  /* The place's list and renewal state: links under the place's rn.mu,
+   * rn.holding and rn.due_ns written under mu. */
+  ordo__rn_txn rn;
+  /* mu guards c, the settings cache (lock_ms, in_xact) and the record (h,
+   * nh, caph). The txn's own thread holds it through each call (a waiting
+   * statement included); the renewal thread and ordo_dump only try it. */
+  pthread_mutex_t mu;
+  PGconn *c;    /* NULL after a loss: the next call connects again */
+  long lock_ms; /* lock_timeout as last set on c; -1 unknown */
+  bool in_xact; /* scope=xact: a transaction is open on c */
+  pg_hold *h;   /* sorted in the canonical key order */
+  size_t nh, caph;
+  /* Written under mu, read without it. */
+  _Atomic bool lease_lost; /* the next call returns ORDO_ELEASE */
+  _Atomic int backend_pid;
+} pg_txn;
+
+static pg_txn *pt(ordo_txn_t *t) {
+  return (pg_txn *)t;
+}
+static pg_place *pp(ordo_t *o) {
+  return (pg_place *)o;
+}
+
+static void note_err(pg_place *p, const char *what, const char *detail) {
+  char d[240];
+  snprintf(d, sizeof d, "%s", detail ? detail : "");
+  size_t n = strlen(d);
+  while (n > 0 && (d[n - 1] == '\n' || d[n - 1] == ' '))
+    d[--n] = 0; /* libpq's messages end in a newline */
+  ordo__rn_note(&p->rn, what, d);
+}
+
+static long hold_find(const pg_txn *t, const void *key, size_t len) {
+  return ordo__hold_find(t->h, t->nh, sizeof *t->h, key, len);
+}
+
+/* Does some hold carry v's server lock in X (x) or in S (!x)? */
+static pg_hold *carrier(pg_txn *t, int64_t v, bool x) {
+  for (size_t i = 0; i < t->nh; i++)
+    if (t->h[i].v == v && (x ? t->h[i].srv_x : t->h[i].srv_s))
+      return &t->h[i];
+  return NULL;
+}
+
+static void holds_clear(pg_place *p, pg_txn *t) {
+  for (size_t i = 0; i < t->nh; i++)
+    free(t->h[i].k.key);
+  atomic_fetch_sub(&p->keys, t->nh);
+  t->nh = 0;
+  atomic_store(&t->rn.holding, false);
+}
+
+/* ---- Exchanges (caller holds t->mu) ---------------------------------------
+ */
+
+static void quiet(void *arg, const char *msg) {
+  ORDO_UNUSED(arg);
+  ORDO_UNUSED(msg); /* the "you don't own a lock" warnings of an undo */
+}
+
+/* The connection is gone: the server let go of the session's locks. */
+static void drop(pg_place *p, pg_txn *t, const char *what) {
+  if (t->c) {
+    note_err(p, what, PQerrorMessage(t->c));
+    PQfinish(t->c);
+    t->c = NULL;
+  }
+  t->lock_ms = -1;
+  t->in_xact = false;
+  atomic_store(&t->backend_pid, 0);
+  if (t->nh > 0) {
+    atomic_fetch_add(&p->lost, 1);
+    holds_clear(p, t);
+    atomic_store(&t->lease_lost, true);
+  }
+}
+
+static int connect_txn(pg_place *p, pg_txn *t) {
+  char tmo[24];
+  long s = (p->u.timeout_ms + 999) / 1000;
+  snprintf(tmo, sizeof tmo, "%ld", s < 2 ? 2 : s);
+  /* Ours first, then the URL's (expand_dbname: dbname is the whole URL or
+   * conninfo), whose settings win: later ones override earlier. */
+  const char *const kw[] = {"connect_timeout", "application_name", "keepalives",
+                            "keepalives_idle", "dbname",           NULL};
+  const char *const val[] = {tmo, "ordo", "1", "10", p->u.conninfo, NULL};
+  PGconn *c = PQconnectdbParams(kw, val, 1);
+  if (!c)
+    return ORDO_ENOMEM;
+  if (PQstatus(c) != CONNECTION_OK) {
+    const char *m = PQerrorMessage(c);
+    int rc = strstr(m, "password") || strstr(m, "authentication")
+                 ? ORDO_EAUTH
+                 : ORDO_EBACKEND;
+    note_err(p, "connect", m);
+    PQfinish(c);
+    return rc;
+  }
+  PQsetNoticeProcessor(c, quiet, NULL);
+  t->c = c;
+  t->lock_ms = -1;
+  t->in_xact = false;
+  atomic_store(&t->backend_pid, PQbackendPID(c));
+  return 0;
+}
+
+/*
+ * run -- sends sql and returns its last result (the caller PQclears it), or
+ * NULL when the connection failed (dropped, noted). The wait is bounded by
+ * until_ns (UINT64_MAX: none): past it a cancel request is sent and the
+ * result waited for timeout_ms more; after that the connection is dropped.
+ */
+static PGresult *run(pg_place *p, pg_txn *t, const char *sql,
+                     uint64_t until_ns) {
+  if (!PQsendQuery(t->c, sql)) {
+    drop(p, t, "send");
+    return NULL;
+  }
+  bool cancelled = false;
+  PGresult *last = NULL;
+  for (;;) {
+    while (!PQisBusy(t->c)) {
+      PGresult *r = PQgetResult(t->c);
+      if (!r)
+        return last;
+      PQclear(last);
+      last = r;
+    }
+    uint64_t now = ordo__now_ns();
+    int ms = -1;
+    if (until_ns != ORDO_NO_DEADLINE) {
+      if (now >= until_ns) {
+        if (cancelled) {
+          PQclear(last);
+          drop(p, t, "no reply after a cancel request");
+          return NULL;
+        }
+        char eb[256];
+        PGcancel *cx = PQgetCancel(t->c);
+        if (cx) {
+          PQcancel(cx, eb, sizeof eb);
+          PQfreeCancel(cx);
+        }
+        cancelled = true;
+        until_ns = now + (uint64_t)p->u.timeout_ms * PG_MS;
+        continue;
+      }
+      uint64_t left = (until_ns - now) / PG_MS + 1;
+      ms = left > 60000 ? 60000 : (int)left;
+    }
+    struct pollfd pf = {PQsocket(t->c), POLLIN, 0};
+    int n = poll(&pf, 1, ms);
+    if (n < 0 && errno != EINTR) {
+      PQclear(last);
+      drop(p, t, "poll");
+      return NULL;
+    }
+    if (n > 0 && !PQconsumeInput(t->c)) {
+      PQclear(last);
+      drop(p, t, "read");
+      return NULL;
+    }
+  }
+}
+
+/* The SQLSTATE of a failed result, "" when there is none. */
+static const char *state_of(const PGresult *r) {
+  const char *s = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+  return s ? s : "";
+}
+
+/* Runs sql that must succeed (no rows needed); 0, or an error (noted). */
+static int run_ok(pg_place *p, pg_txn *t, const char *sql) {
+  PGresult *r = run(p, t, sql, ordo__now_ns() + p->u.timeout_ms * PG_MS);
+  if (!r)
+    return ORDO_EBACKEND;
+  ExecStatusType st = PQresultStatus(r);
+  int rc = 0;
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    note_err(p, sql, PQresultErrorMessage(r));
+    rc = ORDO_EBACKEND;
+  }
+  PQclear(r);
+  return rc;
+}
+
+/* Creates the sequence of fencing tokens once per place (a race with
+ * another client creating it is fine). */
+static int ensure_seq(pg_place *p, pg_txn *t) {
+  if (atomic_load(&p->have_seq))
+    return 0;
+  PGresult *r = run(p, t, "CREATE SEQUENCE IF NOT EXISTS ordo_fence",
+                    ordo__now_ns() + p->u.timeout_ms * PG_MS);
+  if (!r)
+    return ORDO_EBACKEND;
+  const char *s = state_of(r);
+  bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || strcmp(s, "23505") == 0 ||
+            strcmp(s, "42P07") == 0;
+  if (!ok)
+    note_err(p, "CREATE SEQUENCE ordo_fence", PQresultErrorMessage(r));
+  PQclear(r);
+  if (ok)
+    atomic_store(&p->have_seq, true);
+  return ok ? 0 : ORDO_EBACKEND;
+}
+
+/* Lets go of every server lock of the txn and forgets its record: after a
+ * deadlock, and at the end. */
+static void release_everything(pg_place *p, pg_txn *t) {
+  if (t->c) {
+    const char *sql =
+        t->in_xact ? "ROLLBACK" : "SELECT pg_advisory_unlock_all()";
+    PGresult *r = run(p, t, sql, ordo__now_ns() + p->u.timeout_ms * PG_MS);
+    PQclear(r);
+    t->in_xact = false;
+  }
+  holds_clear(p, t);
+}
+
+/* ---- The renewal hooks: a holding txn's connection is checked ------------ */
+
+static bool pg_check(void *place, ordo_txn_t *tx) {
+  pg_place *p = place;
+  pg_txn *t = pt(tx);
+  if (t->nh == 0 || !t->c)
+    return false;
+  PGresult *r = run(p, t, "SELECT 1", ordo__now_ns() + p->u.timeout_ms * PG_MS);
+  bool ok = r && PQresultStatus(r) == PGRES_TUPLES_OK;
+  PQclear(r);
+  if (!ok && t->c)
+    drop(p, t, "connection check");
+  atomic_store(&t->rn.due_ns, ordo__now_ns() + p->lease_ns / 3);
+  return !ok && atomic_load(&t->lease_lost);
+}
+
+static uint64_t pg_busy(void *place, ordo__rn_txn *t) {
+  ORDO_UNUSED(t);
+  return ((pg_place *)place)->lease_ns / 6 + PG_MS;
+}
+
+static const ordo__rn_ops pg_rn_ops = {.renew = pg_check, .busy = pg_busy};
+
+/* ---- Open, close, begin, end --------------------------------------------- */
+
+static int pg_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
+  ORDO_UNUSED(opts);
+  pg_place *p = calloc(1, sizeof *p);
+  if (!p)
+    return ORDO_ENOMEM;
+  int rc = pg_parse_url(url, &p->u);
+  if (rc) {
+    free(p);
+    return rc;
+  }
+  p->lease_ns = (uint64_t)p->u.lease_ms * PG_MS;
+  atomic_init(&p->next_id, 1);
+  atomic_init(&p->have_seq, false);
+  rc = ordo__rn_start(&p->rn, &pg_rn_ops, p);
+  if (rc) {
+    free(p->u.conninfo);
+    free(p);
+    return rc;
+  }
+  *out = &p->base;
+  return 0;
+}
+
+static void pg_close(ordo_t *o) {
+  pg_place *p = pp(o);
+  ordo__rn_stop(&p->rn);
+  free(p->u.conninfo);
+  free(p);
+}
+
+/* A txn is a server session: connected here, so that a bad password or a
+ * missing database shows at once. */
+static int pg_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
+  ORDO_UNUSED(priority);
+  pg_place *p = pp(o);
+  pg_txn *t = calloc(1, sizeof *t);
+  if (!t)
+    return ORDO_ENOMEM;
+  int rc = connect_txn(p, t);
+  if (!rc)
+    rc = ensure_seq(p, t);
+  if (rc) {
+    if (t->c)
+      PQfinish(t->c);
+    free(t);
+    return rc;
+  }
+  t->base.id = atomic_fetch_add(&p->next_id, 1);
+  pthread_mutex_init(&t->mu, NULL);
+  atomic_init(&t->lease_lost, false);
+  ordo__rn_link(&p->rn, &t->rn, &t->base, &t->mu);
+  *out = &t->base;
+  return 0;
+}
+
+static void pg_txn_end(ordo_txn_t *tx) {
+  pg_txn *t = pt(tx);
+  pg_place *p = pp(tx->o);
+  ordo__rn_unlink(&p->rn, &t->rn);
+  pthread_mutex_lock(&t->mu); /* waits out a check in progress */
+  /* Closing the session would let go of its locks too, but the server
+   * sees the close after the client has moved on: a release it answers
+   * first means that the next lock of another session finds them free. */
+  if (t->c && t->nh > 0)
+    release_everything(p, t);
+  holds_clear(p, t);
+  if (t->c)
+    PQfinish(t->c);
+  free(t->h);
+  pthread_mutex_unlock(&t->mu);
+  pthread_mutex_destroy(&t->mu);
+  free(t);
+}
+
+/* ---- lock_all ------------------------------------------------------------ */
+
+typedef struct pg_want {
+  int64_t v;
+  bool x;
+} pg_want;
+
+static int want_cmp(const void *a, const void *b) {
+  int64_t x = ((const pg_want *)a)->v, y = ((const pg_want *)b)->v;
+  return x < y ? -1 : x > y;
+}
+
+/* Appends "{v1,v2,...}" and "{t,f,...}" array literals of w[0..n). */
+static void put_arrays(FILE *f, const pg_want *w, size_t n) {
+  fputc('\'', f);
+  fputc('{', f);
+  for (size_t i = 0; i < n; i++)
+    fprintf(f, "%s%lld", i ? "," : "", (long long)w[i].v);
+  fputs("}'::int8[], '{", f);
+  for (size_t i = 0; i < n; i++)
+    fprintf(f, "%s%c", i ? "," : "", w[i].x ? 't' : 'f');
+  fputs("}'::bool[]", f);
+}
+
+/*
+ * The statement that takes w[0..n) in order and returns, for each value
+ * granted, its ordinal and a token. try: the pg_try_ forms (rows only for
+ * what was granted); else the waiting forms (an error takes the lot).
+ */
+static char *lock_sql(const pg_place *p, const pg_txn *t, const pg_want *w,
+                      size_t n, bool try, long lock_ms) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f)
+    return NULL;
+  const char *xa = p->u.xact ? "_xact" : "";
+  if (p->u.xact)
+    fputs(t->in_xact ? "SAVEPOINT ordo; " : "BEGIN; SAVEPOINT ordo; ", f);
+  if (!try && lock_ms != t->lock_ms)
+    fprintf(f, "SET%s lock_timeout = %ld; SET%s statement_timeout = %ld; ",
+            p->u.xact ? " LOCAL" : "", lock_ms, p->u.xact ? " LOCAL" : "",
+            lock_ms ? lock_ms + PG_STMT_SLACK_MS : 0);
+  fputs("SELECT u.o, nextval('ordo_fence') FROM unnest(", f);
+  put_arrays(f, w, n);
+  if (try)
+    fprintf(f,
+            ") WITH ORDINALITY AS u(v, x, o) WHERE CASE WHEN u.x THEN "
+            "pg_try_advisory%s_lock(u.v) ELSE "
+            "pg_try_advisory%s_lock_shared(u.v) END",
+            xa, xa);
+  else
+    fprintf(f,
+            ") WITH ORDINALITY AS u(v, x, o) WHERE (CASE WHEN u.x THEN "
+            "pg_advisory%s_lock(u.v)::text ELSE "
+            "pg_advisory%s_lock_shared(u.v)::text END) IS NOT NULL",
+            xa, xa);
+  fclose(f);
+  return buf;
+}
+
+/* Session scope: lets go of the values of w[0..n) that the failed call may
+ * have taken (granted[i], or all when granted is NULL). */
+static void undo_session(pg_place *p, pg_txn *t, const pg_want *w, size_t n,
+                         const bool *granted) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f)
+    return;
+  fputs("SELECT CASE WHEN u.x THEN pg_advisory_unlock(u.v) ELSE "
+        "pg_advisory_unlock_shared(u.v) END FROM unnest(",
+        f);
+  pg_want *sel = malloc(n * sizeof *sel);
+  size_t m = 0;
+  for (size_t i = 0; sel && i < n; i++)
+    if (!granted || granted[i])
+      sel[m++] = w[i];
+  put_arrays(f, sel ? sel : w, sel ? m : n);
+  fputs(") AS u(v, x)", f);
+  fclose(f);
+  if (t->c && (!sel || m > 0))
+    PQclear(run(p, t, buf, ordo__now_ns() + p->u.timeout_ms * PG_MS));
+  free(sel);
+  free(buf);
+}
+
+/* Maps a failed lock statement's SQLSTATE. */
+static int lock_error(pg_place *p, const PGresult *r) {
+  const char *s = state_of(r);
+  if (strcmp(s, "55P03") == 0 || strcmp(s, "57014") == 0) {
+    atomic_fetch_add(&p->timeouts, 1);
+    return ORDO_ETIMEDOUT;
+  }
+  if (strcmp(s, "40P01") == 0 || strcmp(s, "40001") == 0) {
+    atomic_fetch_add(&p->deadlocks, 1);
+    return ORDO_EDEADLK;
+  }
+  note_err(p, "lock", PQresultErrorMessage(r));
+  return ORDO_EBACKEND;
+}
+
+/* Records the grant of r[0..n): tokens by value from w/tok. */
+static void record(pg_place *p, pg_txn *t, const ordo_req_t *r, size_t n,
+                   const pg_want *w, const uint64_t *tok, size_t nw,
+                   const bool *sent_x, const bool *sent_s, uint8_t **copies) {
+  for (size_t i = 0; i < n; i++) {
+    int64_t v = ordo__pg_key_value(r[i].key, r[i].len);
+    uint64_t token = 0;
+    for (size_t j = 0; j < nw; j++)
+      if (w[j].v == v)
+        token = tok[j];
+    long at = hold_find(t, r[i].key, r[i].len);
+    pg_hold *h;
+    if (at >= 0) {
+      h = &t->h[at];
+      h->k.count++;
+      if (r[i].mode > h->k.mode)
+        h->k.mode = r[i].mode;
+    } else {
+      size_t ins = (size_t)(-at - 1);
+      memmove(&t->h[ins + 1], &t->h[ins], (t->nh - ins) * sizeof *t->h);
+      h = &t->h[ins];
+      *h = (pg_hold){{copies[i], r[i].len, 1, r[i].mode, 0}, v, false, false};
+      copies[i] = NULL;
+      t->nh++;
+      atomic_fetch_add(&p->keys, 1);
+    }
+    if (token)
+      h->k.token = token;
+    /* The first hold of v in this grant carries what was sent for v. */
+    if (sent_x[i] && !carrier(t, v, true))
+      h->srv_x = true;
+    if (sent_s[i] && !carrier(t, v, false))
+      h->srv_s = true;
+  }
+}
+
+static int pg_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
+                       uint64_t deadline_ns) {
+  pg_txn *t = pt(tx);
+  pg_place *p = pp(tx->o);
+  pg_want *w = malloc(n * sizeof *w);
+  uint64_t *tok = calloc(n, sizeof *tok);
+  bool *sent_x = calloc(n, sizeof *sent_x), *sent_s = calloc(n, sizeof *sent_s);
+  bool *granted = calloc(n, sizeof *granted);
+  uint8_t **copies = calloc(n, sizeof *copies);
+  char *sql = NULL;
+  int rc = 0;
+  pthread_mutex_lock(&t->mu);
+  if (!w || !tok || !sent_x || !sent_s || !granted || !copies) {
+    rc = ORDO_ENOMEM;
+    goto out;
+  }
+  if (atomic_exchange(&t->lease_lost, false)) {
+    rc = ORDO_ELEASE;
+    goto out;
+  }
+  if (!t->c && (rc = connect_txn(p, t)) != 0)
+    goto out;
+  if (t->nh + n > t->caph) {
+    size_t cap = t->caph ? t->caph : 8;
+    while (cap < t->nh + n)
+      cap *= 2;
+    pg_hold *h = realloc(t->h, cap * sizeof *h);
+    if (!h) {
+      rc = ORDO_ENOMEM;
+      goto out;
+    }
+    t->h = h;
+    t->caph = cap;
+  }
+  /* What the server must grant: per value, the strongest mode asked that
+   * no hold of this txn already carries. */
+  size_t nw = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (hold_find(t, r[i].key, r[i].len) < 0) {
+      if (!(copies[i] = malloc(r[i].len))) {
+        rc = ORDO_ENOMEM;
+        goto out;
+      }
+      memcpy(copies[i], r[i].key, r[i].len);
+    }
+    int64_t v = ordo__pg_key_value(r[i].key, r[i].len);
+    bool x = r[i].mode == ORDO_MODE_X;
+    if (carrier(t, v, true) || (!x && carrier(t, v, false)))
+      continue; /* the server already gives this txn v in that mode */
+    size_t j = 0;
+    while (j < nw && w[j].v != v)
+      j++;
+    if (j == nw)
+      w[nw++] = (pg_want){v, x};
+    else
+      w[j].x = w[j].x || x;
+  }
+  qsort(w, nw, sizeof *w, want_cmp);
+  for (size_t i = 0; i < n; i++) {
+    int64_t v = ordo__pg_key_value(r[i].key, r[i].len);
+    for (size_t j = 0; j < nw; j++)
+      if (w[j].v == v) {
+        sent_x[i] = w[j].x;
+        sent_s[i] = !w[j].x;
+      }
+  }
+  if (nw > 0) {
+    uint64_t now = ordo__now_ns();
+    bool try = deadline_ns != ORDO_NO_DEADLINE && deadline_ns <= now;
+    long lock_ms = 0;
+    uint64_t until = ORDO_NO_DEADLINE;
+    if (deadline_ns != ORDO_NO_DEADLINE && !try) {
+      lock_ms = (long)((deadline_ns - now + PG_MS - 1) / PG_MS);
+      until = deadline_ns + (PG_STMT_SLACK_MS + p->u.timeout_ms) * PG_MS;
+    } else if (try) {
+      until = now + p->u.timeout_ms * PG_MS;
+    }
+    sql = lock_sql(p, t, w, nw, try, lock_ms);
+    if (!sql) {
+      rc = ORDO_ENOMEM;
+      goto out;
+    }
+    PGresult *res = run(p, t, sql, until);
+    if (!res) {
+      rc = ORDO_EBACKEND; /* the connection was dropped, and noted */
+      goto out;
+    }
+    bool ok = PQresultStatus(res) == PGRES_TUPLES_OK;
+    size_t rows = ok ? (size_t)PQntuples(res) : 0;
+    if (ok) {
+      if (!try)
+        t->lock_ms = lock_ms;
+      if (p->u.xact)
+        t->in_xact = true;
+      for (size_t k = 0; k < rows; k++) {
+        long o = strtol(PQgetvalue(res, (int)k, 0), NULL, 10);
+        if (o >= 1 && (size_t)o <= nw) {
+          granted[o - 1] = true;
+          tok[o - 1] = strtoull(PQgetvalue(res, (int)k, 1), NULL, 10);
+        }
+      }
+    } else {
+      rc = lock_error(p, res);
+      t->lock_ms = -1; /* the failed statement rolled back the SETs */
+    }
+    PQclear(res);
+    if (ok && rows != nw) {
+      rc = ORDO_ETIMEDOUT; /* a try found some value taken */
+      atomic_fetch_add(&p->timeouts, 1);
+    }
+    if (rc) {
+      if (rc == ORDO_EDEADLK) {
+        /* The victim lets go of everything before it hears (DESIGN §5). */
+        release_everything(p, t);
+      } else if (p->u.xact) {
+        run_ok(p, t,
+               ok ? "ROLLBACK TO SAVEPOINT ordo; RELEASE SAVEPOINT ordo"
+                  : (t->in_xact ? "ROLLBACK TO SAVEPOINT ordo; RELEASE "
+                                  "SAVEPOINT ordo"
+                                : "ROLLBACK"));
+        if (!t->in_xact || !ok)
+          t->lock_ms = -1;
+      } else {
+        undo_session(p, t, w, nw, ok ? granted : NULL);
+      }
+      goto out;
+    }
+    if (p->u.xact)
+      run_ok(p, t, "RELEASE SAVEPOINT ordo");
+  }
+  record(p, t, r, n, w, tok, nw, sent_x, sent_s, copies);
+  atomic_fetch_add(&p->acquired, 1);
+  if (!atomic_load(&t->rn.holding) && t->nh > 0) {
+    uint64_t due = ordo__now_ns() + p->lease_ns / 3;
+    atomic_store(&t->rn.due_ns, due);
+    atomic_store(&t->rn.holding, true);
+    ordo__rn_kick(&p->rn, due);
+  }
+out:
+  pthread_mutex_unlock(&t->mu);
+  for (size_t i = 0; copies && i < n; i++)
+    free(copies[i]);
+  free(copies);
+  free(sql);
+  free(w);
+  free(tok);
+  free(sent_x);
+  free(sent_s);
+  free(granted);
+  return rc;
+}
+
+/* ---- unlock, held -------------------------------------------------------- */
+
+/* Lets go of hold i (its last count): its server locks pass to another
+ * hold of the same value, or are unlocked. Session scope only. */
+static int let_go(pg_place *p, pg_txn *t, size_t i) {
+  pg_hold *h = &t->h[i];
+  pg_hold *heir = NULL;
+  for (size_t j = 0; j < t->nh; j++)
+    if (j != i && t->h[j].v == h->v)
+      heir = &t->h[j];
+  int rc = 0;
+  if (heir) {
+    heir->srv_x = heir->srv_x || h->srv_x;
+    heir->srv_s = heir->srv_s || h->srv_s;
+  } else if (h->srv_x || h->srv_s) {
+    char sql[160];
+    if (h->srv_x && h->srv_s)
+      snprintf(sql, sizeof sql,
+               "SELECT pg_advisory_unlock(%lld), "
+               "pg_advisory_unlock_shared(%lld)",
+               (long long)h->v, (long long)h->v);
+    else
+      snprintf(sql, sizeof sql, "SELECT %s(%lld)",
+               h->srv_x ? "pg_advisory_unlock" : "pg_advisory_unlock_shared",
+               (long long)h->v);
+    if (!t->c)
+      rc = ORDO_EBACKEND;
+    else
+      rc = run_ok(p, t, sql);
+  }
+  free(h->k.key);
+  memmove(&t->h[i], &t->h[i + 1], (t->nh - i - 1) * sizeof *t->h);
+  t->nh--;
+  atomic_fetch_sub(&p->keys, 1);
+  atomic_store(&t->rn.holding, t->nh > 0);
+  return rc;
+}
+
+static int pg_unlock(ordo_txn_t *tx, const void *key, size_t len) {
+  pg_txn *t = pt(tx);
+  pg_place *p = pp(tx->o);
+  int rc = 0;
+  pthread_mutex_lock(&t->mu);
+  if (atomic_exchange(&t->lease_lost, false)) {
+    rc = ORDO_ELEASE;
+    goto out;
+  }
+  long at = hold_find(t, key, len);
+  if (at < 0) {
+    rc = ORDO_ENOTHELD;
+    goto out;
+  }
+  if (t->h[at].k.count > 1) {
+    t->h[at].k.count--;
+    goto out;
+  }
+  if (p->u.xact) {
+    rc = ORDO_ENOTSUP; /* a transaction lock lasts until the commit */
+    goto out;
+  }
+  rc = let_go(p, t, (size_t)at);
+  if (rc == 0)
+    atomic_fetch_add(&p->released, 1);
+out:
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+static int pg_unlock_all(ordo_txn_t *tx) {
+  pg_txn *t = pt(tx);
+  pg_place *p = pp(tx->o);
+  int rc = 0;
+  pthread_mutex_lock(&t->mu);
+  if (atomic_exchange(&t->lease_lost, false)) {
+    rc = ORDO_ELEASE;
+    goto out;
+  }
+  if (t->nh == 0)
+    goto out;
+  size_t n = t->nh;
+  if (!t->c) {
+    rc = ORDO_EBACKEND;
+  } else {
+    rc = run_ok(p, t, p->u.xact ? "COMMIT" : "SELECT pg_advisory_unlock_all()");
+    t->in_xact = false;
+    t->lock_ms = p->u.xact ? -1 : t->lock_ms;
+  }
+  holds_clear(p, t);
+  if (rc == 0) {
+    rc = (int)n;
+    atomic_fetch_add(&p->released, n);
+  }
+out:
+  pthread_mutex_unlock(&t->mu);
+  return rc;
+}
+
+static int pg_held(ordo_txn_t *tx, const void *key, size_t len,
+                   ordo_mode_t *mode, uint64_t *fence) {
+  pg_txn *t = pt(tx);
+  pthread_mutex_lock(&t->mu);
+  int count =
+      ordo__hold_report(t->h, t->nh, sizeof *t->h, key, len, mode, fence);
+  pthread_mutex_unlock(&t->mu);
+  return count;
+}
+
+static int pg_stats(ordo_t *o, ordo_stats_t *out) {
+  pg_place *p = pp(o);
+  memset(out, 0, sizeof *out);
+  out->acquired = atomic_load(&p->acquired);
+  out->timeouts = atomic_load(&p->timeouts);
+  out->deadlocks = atomic_load(&p->deadlocks);
+  out->released = atomic_load(&p->released);
+  out->locks = atomic_load(&p->keys);
+  return 0;
+}
+
+/* What this place knows: each txn's session and record (a txn inside a
+ * call, perhaps a waiting lock, is named busy, not waited for). */
+static void pg_dump(ordo_t *o, int fd) {
+  pg_place *p = pp(o);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f)
+    return;
+  fprintf(f, "%s: advisory locks, %s scope; timeout %ld ms\n", o->url,
+          p->u.xact ? "transaction" : "session", p->u.timeout_ms);
+  pthread_mutex_lock(&p->rn.mu);
+  if (p->rn.err[0])
+    fprintf(f, "last error: %s\n", p->rn.err);
+  for (ordo__rn_txn *l = p->rn.txns; l; l = l->next) {
+    pg_txn *t = pt(l->txn);
+    fprintf(f, "txn %llu (server pid %d):", (unsigned long long)t->base.id,
+            atomic_load(&t->backend_pid));
+    if (pthread_mutex_trylock(&t->mu) != 0) {
+      fputs(" busy (inside a call, perhaps a waiting lock)\n", f);
+      continue;
+    }
+    fprintf(f, " %s, holds %zu key(s)%s\n",
+            t->c ? "connected" : "not connected", t->nh,
+            atomic_load(&t->lease_lost) ? ", LOCKS LOST" : "");
+    for (size_t i = 0; i < t->nh; i++) {
+      fputs("  ", f);
+      ordo__put_key(f, t->h[i].k.key, t->h[i].k.len);
+      fprintf(f, " %s holds=%u value=%lld token=%llu\n",
+              t->h[i].k.mode == ORDO_MODE_S ? "S" : "X", t->h[i].k.count,
+              (long long)t->h[i].v, (unsigned long long)t->h[i].k.token);
+    }
+    pthread_mutex_unlock(&t->mu);
+  }
+  pthread_mutex_unlock(&p->rn.mu);
+  fprintf(f,
+          "counters: acquired %llu, timeouts %llu, deadlocks %llu, "
+          "released %llu, sessions lost while holding %llu\n",
+          (unsigned long long)atomic_load(&p->acquired),
+          (unsigned long long)atomic_load(&p->timeouts),
+          (unsigned long long)atomic_load(&p->deadlocks),
+          (unsigned long long)atomic_load(&p->released),
+          (unsigned long long)atomic_load(&p->lost));
+  fclose(f);
+  ordo__write_all(fd, buf, len);
+  free(buf);
+}
+
+static void pg_on_lease_lost(ordo_t *o, void (*cb)(ordo_txn_t *, void *),
+                             void *arg) {
+  ordo__rn_on_lost(&pp(o)->rn, cb, arg);
+}
+
+const ordo__backend ordo__backend_postgres = {
+    .scheme = "postgres",
+    .caps = ORDO_CAP_SHARED | ORDO_CAP_FENCE | ORDO_CAP_FENCE_DURABLE |
+            ORDO_CAP_INCREMENTAL | ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE,
+    .open = pg_open,
+    .close = pg_close,
+    .txn_begin = pg_txn_begin,
+    .txn_end = pg_txn_end,
+    .lock_all = pg_lock_all,
+    .lock_all_async = NULL,
+    .unlock = pg_unlock,
+    .unlock_all = pg_unlock_all,
+    .cancel = NULL,
+    .held = pg_held,
+    .stats = pg_stats,
+    .dump = pg_dump,
+    .on_lease_lost = pg_on_lease_lost,
+};

@@ -1,0 +1,82 @@
+/*
+ * holds.c -- a remote txn's record of its holds, and dump helpers
+ * (remote.h).
+ */
+#include "remote.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../ordo_int.h"
+
+static const ordo__hold *at(const void *arr, size_t i, size_t stride) {
+  return (const ordo__hold *)((const char *)arr + i * stride);
+}
+
+long ordo__hold_find(const void *arr, size_t n, size_t stride, const void *key,
+                     size_t len) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    const ordo__hold *h = at(arr, mid, stride);
+    int c = ordo_key_cmp(h->key, h->len, key, len);
+    if (c == 0)
+      return (long)mid;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return -(long)lo - 1;
+}
+
+int ordo__hold_report(const void *arr, size_t n, size_t stride, const void *key,
+                      size_t len, ordo_mode_t *mode, uint64_t *fence) {
+  long i = ordo__hold_find(arr, n, stride, key, len);
+  if (i < 0)
+    return 0;
+  const ordo__hold *h = at(arr, (size_t)i, stride);
+  if (mode)
+    *mode = h->mode;
+  if (fence)
+    *fence = h->token;
+  return (int)h->count;
+}
+
+void ordo__put_key(FILE *f, const uint8_t *k, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (k[i] >= 0x21 && k[i] < 0x7f && k[i] != '\\')
+      fputc(k[i], f);
+    else
+      fprintf(f, "\\x%02x", k[i]);
+  }
+}
+
+int ordo__write_all(int fd, const char *s, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return ORDO_EINVAL;
+    s += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+int ordo__parse_long(const char *s, size_t n, long lo, long hi, long *out) {
+  if (n == 0 || n > 18)
+    return ORDO_EURL;
+  long v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9')
+      return ORDO_EURL;
+    v = v * 10 + (s[i] - '0');
+  }
+  if (v < lo || v > hi)
+    return ORDO_EURL;
+  *out = v;
+  return 0;
+}

@@ -1,0 +1,53 @@
+/*
+ * remote.h -- what the remote backends (ordod.c, redis.c, redlock.c,
+ * postgres.c) share, besides the renewal thread (renewer.h): a txn's own
+ * record of its holds (one hold per key, kept sorted in the canonical key
+ * order so that a lookup is a binary search), writing it out, and reading
+ * the numbers of their URLs.
+ *
+ *   ordo__hold            one key held: a copy of it, its hold count (the
+ *                         txn's reentrant holds), its mode and its token
+ *   ordo__hold_find()     binary search of a record for a key
+ *   ordo__hold_report()   what ordo_held answers from a record
+ *   ordo__put_key()       a key for a dump: printable bytes as they are,
+ *                         others as \xNN
+ *   ordo__write_all()     write(2) until done, EINTR retried
+ *   ordo__parse_long()    a URL's decimal number, within bounds
+ *
+ * A backend whose hold needs more (postgres.c: the value locked) makes an
+ * ordo__hold the first member of its own and passes its element size as
+ * stride. The record itself belongs to the txn and is guarded by the txn's
+ * mutex (each backend's comment says so); nothing here takes a lock.
+ */
+#ifndef ORDO_BACKEND_REMOTE_H
+#define ORDO_BACKEND_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ordo.h"
+
+typedef struct ordo__hold {
+  uint8_t *key; /* malloc'd copy */
+  size_t len;
+  unsigned count; /* holds of the key by this txn */
+  ordo_mode_t mode;
+  uint64_t token; /* the latest grant's fencing token */
+} ordo__hold;
+
+/* Index of key among the n holds at arr (each stride bytes, starting with
+ * an ordo__hold, sorted by key), or -(insertion point) - 1. */
+long ordo__hold_find(const void *arr, size_t n, size_t stride, const void *key,
+                     size_t len);
+/* The hold count of key (0 when not held), with its mode and token. */
+int ordo__hold_report(const void *arr, size_t n, size_t stride, const void *key,
+                      size_t len, ordo_mode_t *mode, uint64_t *fence);
+void ordo__put_key(FILE *f, const uint8_t *k, size_t n);
+/* 0, or ORDO_EINVAL when fd would not take it all. */
+int ordo__write_all(int fd, const char *s, size_t n);
+/* A whole decimal number s[0..n) (at most 18 digits) within [lo, hi] into
+ * *out: 0, or ORDO_EURL. */
+int ordo__parse_long(const char *s, size_t n, long lo, long hi, long *out);
+
+#endif

@@ -1,0 +1,529 @@
+/*
+ * test_postgres.c -- the postgres:// backend (advisory locks) against a
+ * real PostgreSQL cluster that tests/integration/pg_it.sh starts
+ * (pg_fixture.sh), reached as ORDO_PG_URL (role ordo, password ordo, the
+ * cluster's deadlock_timeout 10 ms), with ORDO_PG_PORT its port.
+ *
+ * The cases: the key-to-value map's fixed values; URLs; bad input (nothing
+ * listening, a wrong password, a missing database) with clear errors in bounded
+ * time; the values actually locked (pg_locks shows ordo's key-to-value map); a
+ * timeout that takes nothing; a deadlock between incremental calls that
+ * PostgreSQL finds, the victim holding nothing when it hears, and ordo_retry
+ * finishing both; the fencing pattern (a storage write that refuses a stale
+ * holder's token); a session killed on the server (pg_terminate_backend)
+ * reported through the lease-lost callback and as ORDO_ELEASE; and the
+ * transaction scope. Every wait is bounded; concurrent cases have the watchdog.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "../common/testutil.h"
+
+#include <arpa/inet.h>
+#include <libpq-fe.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+
+int64_t ordo__pg_key_value(const void *key, size_t len);
+
+static const char *URL;
+static int PORT;
+
+#define NEED_PG()                                                              \
+  do {                                                                         \
+    if (!URL) {                                                                \
+      print_message("no ORDO_PG_URL: skipped\n");                              \
+      skip();                                                                  \
+    }                                                                          \
+  } while (0)
+
+static ordo_t *open_url(const char *fmt, ...) {
+  char url[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(url, sizeof url, fmt, ap);
+  va_end(ap);
+  ordo_t *o = NULL;
+  int rc = ordo_open(&o, url, NULL);
+  if (rc != 0)
+    print_error("ordo_open(%s) -> %s\n", url, ordo_err_name(rc));
+  assert_int_equal(rc, 0);
+  return o;
+}
+
+static ordo_txn_t *txn(ordo_t *o) {
+  ordo_txn_t *t = NULL;
+  int rc = ordo_txn_begin(o, &t, NULL);
+  if (rc != 0)
+    print_error("ordo_txn_begin -> %s\n", ordo_err_name(rc));
+  assert_int_equal(rc, 0);
+  return t;
+}
+
+static void dump_text(ordo_t *o, char *buf, size_t cap) {
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  ordo_dump(o, fileno(f));
+  rewind(f);
+  size_t n = fread(buf, 1, cap - 1, f);
+  buf[n] = 0;
+  fclose(f);
+}
+
+/* A side session for looking at the server. */
+static PGconn *side(void) {
+  PGconn *c = PQconnectdb(URL);
+  assert_non_null(c);
+  if (PQstatus(c) != CONNECTION_OK)
+    print_error("side session: %s\n", PQerrorMessage(c));
+  assert_int_equal(PQstatus(c), CONNECTION_OK);
+  return c;
+}
+
+static long long one_int(PGconn *c, const char *sql) {
+  PGresult *r = PQexec(c, sql);
+  if (PQresultStatus(r) != PGRES_TUPLES_OK)
+    print_error("%s: %s\n", sql, PQresultErrorMessage(r));
+  assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+  assert_int_equal(PQntuples(r), 1);
+  long long v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+  PQclear(r);
+  return v;
+}
+
+/* The number of advisory locks the server shows for backends other than
+ * the side session's. */
+static long long advisory_locks(PGconn *c) {
+  return one_int(c, "SELECT count(*) FROM pg_locks WHERE locktype = "
+                    "'advisory' AND pid <> pg_backend_pid()");
+}
+
+static uint64_t ms_since(uint64_t t0) {
+  return (tu_now_ns() - t0) / 1000000u;
+}
+
+/* ---- URLs and bad input ---------------------------------------------------
+ */
+
+/* The key-to-value map is part of the format (docs/backend-postgres.md
+ * spells it out for other languages): these values must never change. */
+static void test_key_values(void **state) {
+  (void)state;
+  assert_int_equal(ordo__pg_key_value("a", 1), 6857225946766476583LL);
+  assert_int_equal(ordo__pg_key_value("acct:1", 6), -2416821065840834145LL);
+  assert_int_equal(ordo__pg_key_value("\0\xff", 2), 6077478251463948767LL);
+}
+
+static void test_urls(void **state) {
+  (void)state;
+  static const char *const bad[] = {
+      "postgres:",
+      "postgres:   ",
+      "postgres:host=x nosuchkeyword=1",
+      "postgres:host='unterminated",
+      "postgres://h/db?scope=bogus",
+      "postgres://h/db?timeout_ms=0",
+      "postgres://h/db?timeout_ms=abc",
+      "postgres://h/db?lease_ms=5",
+      "postgres://h/db?nosuchparam=1",
+      "postgre://h/db",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    ordo_t *o = NULL;
+    int rc = ordo_open(&o, bad[i], NULL);
+    if (rc != ORDO_EURL)
+      print_error("%s -> %s, not EURL\n", bad[i], ordo_err_name(rc));
+    assert_int_equal(rc, ORDO_EURL);
+  }
+  static const char *const good[] = {
+      "postgres://u:p@h:5432/db",
+      "postgresql://h/db?sslmode=disable&scope=xact&timeout_ms=100",
+      "postgres://h/db?application_name=x&lease_ms=3000",
+      "postgres:host=/tmp dbname=x password='a b'",
+  };
+  for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+    ordo_t *o = open_url("%s", good[i]); /* connects to nothing */
+    /* The password is not shown. */
+    assert_null(strstr(ordo_url(o), "a b"));
+    assert_null(strstr(ordo_url(o), ":p@"));
+    ordo_close(o);
+  }
+}
+
+/* ordo_txn_begin on url fails with want within bound_ms, and the dump
+ * names why. */
+static void begin_fails(const char *url, int want, uint64_t bound_ms,
+                        const char *in_dump) {
+  ordo_t *o = open_url("%s", url);
+  ordo_txn_t *t = NULL;
+  uint64_t t0 = tu_now_ns();
+  int rc = ordo_txn_begin(o, &t, NULL);
+  uint64_t ms = ms_since(t0);
+  print_message("%s: %s after %llu ms\n", url, ordo_err_name(rc),
+                (unsigned long long)ms);
+  assert_int_equal(rc, want);
+  assert_true(ms <= bound_ms);
+  char buf[4096];
+  dump_text(o, buf, sizeof buf);
+  if (!strstr(buf, in_dump))
+    print_error("the dump lacks '%s':\n%s\n", in_dump, buf);
+  assert_non_null(strstr(buf, in_dump));
+  ordo_close(o);
+}
+
+static void test_bad_input(void **state) {
+  (void)state;
+  NEED_PG();
+  /* A port where nothing listens. */
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+  socklen_t len = sizeof a;
+  assert_int_equal(getsockname(s, (struct sockaddr *)&a, &len), 0);
+  char url[256];
+  snprintf(url, sizeof url, "postgres://ordo:ordo@127.0.0.1:%d/x",
+           ntohs(a.sin_port));
+  begin_fails(url, ORDO_EBACKEND, 3000, "refused");
+  close(s);
+  snprintf(url, sizeof url, "postgres://ordo:wrong@127.0.0.1:%d/ordo", PORT);
+  begin_fails(url, ORDO_EAUTH, 3000, "password authentication failed");
+  snprintf(url, sizeof url, "postgres://ordo:ordo@127.0.0.1:%d/nosuchdb", PORT);
+  begin_fails(url, ORDO_EBACKEND, 3000, "does not exist");
+}
+
+/* ---- Values, timeouts, deadlocks ------------------------------------------
+ */
+
+/* pg_locks shows the values of ordo's map, in the mode asked. */
+static void test_values(void **state) {
+  (void)state;
+  NEED_PG();
+  ordo_t *o = open_url("%s", URL);
+  ordo_txn_t *t = txn(o);
+  ordo_req_t r[] = {ORDO_REQ_X("acct:1", 6), ORDO_REQ_S("acct:2", 6)};
+  assert_int_equal(ordo_lock_all(t, r, 2, 1000), 0);
+  PGconn *c = side();
+  char sql[256];
+  for (int i = 0; i < 2; i++) {
+    int64_t v = ordo__pg_key_value(r[i].key, r[i].len);
+    uint64_t u = (uint64_t)v;
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+             "classid = %llu AND objid = %llu AND objsubid = 1 AND mode = "
+             "'%s' AND granted",
+             (unsigned long long)(u >> 32),
+             (unsigned long long)(u & 0xffffffffu),
+             i == 0 ? "ExclusiveLock" : "ShareLock");
+    assert_int_equal(one_int(c, sql), 1);
+  }
+  assert_int_equal(ordo_unlock(t, "acct:1", 6), 0);
+  assert_int_equal(advisory_locks(c), 1);
+  assert_int_equal(ordo_unlock_all(t), 1);
+  assert_int_equal(advisory_locks(c), 0);
+  PQfinish(c);
+  ordo_txn_end(t);
+  ordo_close(o);
+}
+
+/* A lock_all that times out on its last value holds none of the others,
+ * and waited about its bound. */
+static void test_timeout(void **state) {
+  (void)state;
+  NEED_PG();
+  ordo_t *o = open_url("%s", URL);
+  ordo_txn_t *h = txn(o), *t = txn(o);
+  /* h holds the value that sorts last among t's. */
+  const char *keys[3] = {"t:a", "t:b", "t:c"};
+  int last = 0;
+  for (int i = 1; i < 3; i++)
+    if (ordo__pg_key_value(keys[i], 3) > ordo__pg_key_value(keys[last], 3))
+      last = i;
+  assert_int_equal(ordo_lock(h, keys[last], 3, ORDO_MODE_X, 0), 0);
+  ordo_req_t r[3];
+  for (int i = 0; i < 3; i++)
+    r[i] = (ordo_req_t)ORDO_REQ_X(keys[i], 3);
+  uint64_t t0 = tu_now_ns();
+  assert_int_equal(ordo_lock_all(t, r, 3, 150), ORDO_ETIMEDOUT);
+  uint64_t ms = ms_since(t0);
+  assert_true(ms >= 140 && ms < 150 + 2000);
+  PGconn *c = side();
+  assert_int_equal(advisory_locks(c), 1); /* h's alone */
+  /* Try once (timeout 0): refused at once, nothing kept either. */
+  t0 = tu_now_ns();
+  assert_int_equal(ordo_lock_all(t, r, 3, 0), ORDO_ETIMEDOUT);
+  assert_true(ms_since(t0) < 1000);
+  assert_int_equal(advisory_locks(c), 1);
+  ordo_txn_end(h);
+  assert_int_equal(ordo_lock_all(t, r, 3, 1000), 0);
+  assert_int_equal(advisory_locks(c), 3);
+  PQfinish(c);
+  ordo_txn_end(t);
+  ordo_close(o);
+}
+
+typedef struct dl_arg {
+  ordo_t *o;
+  const char *first, *second;
+  pthread_barrier_t *both_hold;
+  int rc, victim;
+  unsigned attempts;
+} dl_arg;
+
+/* The body ordo_retry runs: the first key, a rendezvous (first attempt
+ * only), the second key; a victim holds nothing when it hears. */
+static int dl_body(ordo_txn_t *t, void *arg) {
+  dl_arg *a = arg;
+  a->attempts++;
+  int rc = ordo_lock(t, a->first, strlen(a->first), ORDO_MODE_X, 5000);
+  if (rc)
+    return rc;
+  if (a->attempts == 1)
+    pthread_barrier_wait(a->both_hold);
+  rc = ordo_lock(t, a->second, strlen(a->second), ORDO_MODE_X, 5000);
+  if (rc == ORDO_EDEADLK) {
+    a->victim++;
+    if (ordo_held(t, a->first, strlen(a->first), NULL) != 0)
+      a->victim += 1000; /* still holding: fails the test */
+    return rc;
+  }
+  if (rc)
+    return rc;
+  ordo_unlock_all(t);
+  return 0;
+}
+
+static void *dl_main(void *arg) {
+  dl_arg *a = arg;
+  ordo_txn_t *t = NULL;
+  if (ordo_txn_begin(a->o, &t, NULL) != 0) {
+    a->rc = ORDO_EBACKEND;
+    return NULL;
+  }
+  ordo_retry_options_t ro;
+  ordo_retry_options_init(&ro);
+  ro.max_attempts = 10;
+  a->rc = ordo_retry(t, &ro, dl_body, a, NULL);
+  ordo_txn_end(t);
+  return NULL;
+}
+
+/* Two incremental txns take two keys in opposite orders: PostgreSQL finds
+ * the cycle (deadlock_timeout 10 ms), one of them gets ORDO_EDEADLK with
+ * nothing held, and ordo_retry finishes both. */
+static void test_deadlock(void **state) {
+  (void)state;
+  NEED_PG();
+  ordo_t *o = open_url("%s", URL);
+  tu_watchdog_start(o, 30, "postgres incremental deadlock");
+  pthread_barrier_t b;
+  pthread_barrier_init(&b, NULL, 2);
+  dl_arg x = {o, "dl:a", "dl:b", &b, -1, 0, 0};
+  dl_arg y = {o, "dl:b", "dl:a", &b, -1, 0, 0};
+  pthread_t tx, ty;
+  assert_int_equal(pthread_create(&tx, NULL, dl_main, &x), 0);
+  assert_int_equal(pthread_create(&ty, NULL, dl_main, &y), 0);
+  pthread_join(tx, NULL);
+  pthread_join(ty, NULL);
+  tu_watchdog_stop();
+  pthread_barrier_destroy(&b);
+  print_message("victims %d + %d, attempts %u + %u\n", x.victim, y.victim,
+                x.attempts, y.attempts);
+  assert_int_equal(x.rc, 0);
+  assert_int_equal(y.rc, 0);
+  assert_true(x.victim + y.victim >= 1 && x.victim + y.victim < 1000);
+  ordo_stats_t st;
+  assert_int_equal(ordo_stats(o, &st), 0);
+  assert_true(st.deadlocks >= 1);
+  ordo_close(o);
+}
+
+/* ---- Fencing, a killed session, the transaction scope ---------------------
+ */
+
+/* The documented pattern: the storage keeps the greatest token it has seen
+ * and refuses a write that carries a smaller one. */
+static void test_fencing_pattern(void **state) {
+  (void)state;
+  NEED_PG();
+  PGconn *c = side();
+  PQclear(PQexec(c, "CREATE TABLE IF NOT EXISTS fenced (id int PRIMARY KEY, "
+                    "val text, fence bigint NOT NULL DEFAULT 0)"));
+  PQclear(PQexec(c, "INSERT INTO fenced VALUES (1, '', 0) ON CONFLICT DO "
+                    "NOTHING"));
+  ordo_t *o = open_url("%s", URL);
+  ordo_txn_t *a = txn(o), *b = txn(o);
+  uint64_t ta, tb;
+  assert_int_equal(ordo_lock(a, "doc:1", 5, ORDO_MODE_X, 1000), 0);
+  assert_int_equal(ordo_fence(a, "doc:1", 5, &ta), 0);
+  assert_int_equal(ordo_unlock(a, "doc:1", 5), 0); /* a is now stale */
+  assert_int_equal(ordo_lock(b, "doc:1", 5, ORDO_MODE_X, 1000), 0);
+  assert_int_equal(ordo_fence(b, "doc:1", 5, &tb), 0);
+  assert_true(tb > ta);
+  char sql[200];
+  snprintf(sql, sizeof sql,
+           "UPDATE fenced SET val = 'b', fence = %llu WHERE id = 1 AND fence "
+           "< %llu",
+           (unsigned long long)tb, (unsigned long long)tb);
+  PGresult *r = PQexec(c, sql);
+  assert_string_equal(PQcmdTuples(r), "1");
+  PQclear(r);
+  snprintf(sql, sizeof sql,
+           "UPDATE fenced SET val = 'a', fence = %llu WHERE id = 1 AND fence "
+           "< %llu",
+           (unsigned long long)ta, (unsigned long long)ta);
+  r = PQexec(c, sql);
+  assert_string_equal(PQcmdTuples(r), "0"); /* the stale write is refused */
+  PQclear(r);
+  r = PQexec(c, "SELECT val FROM fenced WHERE id = 1");
+  assert_string_equal(PQgetvalue(r, 0, 0), "b");
+  PQclear(r);
+  PQfinish(c);
+  ordo_txn_end(a);
+  ordo_txn_end(b);
+  ordo_close(o);
+}
+
+typedef struct lost_box {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int calls;
+} lost_box;
+
+static void on_lost(ordo_txn_t *t, void *arg) {
+  (void)t;
+  lost_box *b = arg;
+  pthread_mutex_lock(&b->mu);
+  b->calls++;
+  pthread_cond_signal(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+}
+
+/* The server ends the session (pg_terminate_backend, as an administrator or
+ * a failover would): the check at a third of lease_ms finds it, the
+ * callback runs, the next call says ORDO_ELEASE once, and the key is free
+ * for others at once. */
+static void test_session_killed(void **state) {
+  (void)state;
+  NEED_PG();
+  ordo_t *o = open_url("%s%clease_ms=300", URL, strchr(URL, '?') ? '&' : '?');
+  lost_box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  ordo_on_lease_lost(o, on_lost, &b);
+  ordo_txn_t *t = txn(o);
+  assert_int_equal(ordo_lock(t, "kill:1", 6, ORDO_MODE_X, 1000), 0);
+  PGconn *c = side();
+  assert_int_equal(one_int(c, "SELECT count(*) FROM (SELECT "
+                              "pg_terminate_backend(pid) FROM pg_locks WHERE "
+                              "locktype = 'advisory' AND pid <> "
+                              "pg_backend_pid()) k"),
+                   1);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 5;
+  pthread_mutex_lock(&b.mu);
+  while (b.calls == 0 && pthread_cond_timedwait(&b.cv, &b.mu, &ts) == 0)
+    ;
+  pthread_mutex_unlock(&b.mu);
+  assert_int_equal(b.calls, 1);
+  assert_int_equal(ordo_held(t, "kill:1", 6, NULL), 0);
+  ordo_txn_t *u = txn(o);
+  assert_int_equal(ordo_lock(u, "kill:1", 6, ORDO_MODE_X, 0), 0);
+  ordo_txn_end(u);
+  assert_int_equal(ordo_lock(t, "kill:1", 6, ORDO_MODE_X, 1000), ORDO_ELEASE);
+  assert_int_equal(ordo_lock(t, "kill:1", 6, ORDO_MODE_X, 1000), 0);
+  assert_int_equal(ordo_unlock_all(t), 1);
+  PQfinish(c);
+  ordo_txn_end(t);
+  ordo_close(o);
+}
+
+/* Without the check (a long lease_ms), the holder's own next call finds
+ * the killed session: ORDO_EBACKEND with libpq's message in the dump, then
+ * ORDO_ELEASE once (its keys went with the session), then it connects
+ * again. */
+static void test_session_killed_found_by_call(void **state) {
+  (void)state;
+  NEED_PG();
+  ordo_t *o =
+      open_url("%s%clease_ms=600000", URL, strchr(URL, '?') ? '&' : '?');
+  ordo_txn_t *t = txn(o);
+  assert_int_equal(ordo_lock(t, "kill:2", 6, ORDO_MODE_X, 1000), 0);
+  PGconn *c = side();
+  assert_int_equal(one_int(c, "SELECT count(*) FROM (SELECT "
+                              "pg_terminate_backend(pid) FROM pg_locks WHERE "
+                              "locktype = 'advisory' AND pid <> "
+                              "pg_backend_pid()) k"),
+                   1);
+  /* The backend is gone once pg_stat_activity stops showing it
+   * (bounded); only then is the next call sure to find a dead socket. */
+  uint64_t end = tu_now_ns() + 5000000000ull;
+  while (one_int(c, "SELECT count(*) FROM pg_stat_activity WHERE "
+                    "application_name = 'ordo'") > 0) {
+    assert_true(tu_now_ns() < end);
+    tu_sleep_us(10000);
+  }
+  assert_int_equal(ordo_lock(t, "kill:3", 6, ORDO_MODE_X, 1000), ORDO_EBACKEND);
+  char buf[4096];
+  dump_text(o, buf, sizeof buf);
+  if (!strstr(buf, "terminat"))
+    print_error("the dump lacks libpq's message:\n%s\n", buf);
+  assert_non_null(strstr(buf, "terminat"));
+  assert_int_equal(ordo_held(t, "kill:2", 6, NULL), 0);
+  assert_int_equal(ordo_lock(t, "kill:3", 6, ORDO_MODE_X, 1000), ORDO_ELEASE);
+  assert_int_equal(ordo_lock(t, "kill:3", 6, ORDO_MODE_X, 1000), 0);
+  assert_int_equal(ordo_unlock_all(t), 1);
+  PQfinish(c);
+  ordo_txn_end(t);
+  ordo_close(o);
+}
+
+/* scope=xact: the locks last until ordo_unlock_all commits; one key cannot
+ * be let go alone; a failed call keeps what the transaction held before. */
+static void test_xact_scope(void **state) {
+  (void)state;
+  NEED_PG();
+  ordo_t *o = open_url("%s%cscope=xact", URL, strchr(URL, '?') ? '&' : '?');
+  ordo_txn_t *t = txn(o), *h = txn(o);
+  assert_int_equal(ordo_lock(t, "x:1", 3, ORDO_MODE_X, 1000), 0);
+  assert_int_equal(ordo_lock(h, "x:2", 3, ORDO_MODE_X, 1000), 0);
+  ordo_req_t r[] = {ORDO_REQ_X("x:2", 3), ORDO_REQ_X("x:3", 3)};
+  assert_int_equal(ordo_lock_all(t, r, 2, 100), ORDO_ETIMEDOUT);
+  PGconn *c = side();
+  assert_int_equal(advisory_locks(c), 2); /* t's x:1 and h's x:2 */
+  assert_int_equal(ordo_held(t, "x:1", 3, NULL), 1);
+  assert_int_equal(ordo_unlock(t, "x:1", 3), ORDO_ENOTSUP);
+  assert_int_equal(ordo_lock(t, "x:1", 3, ORDO_MODE_X, 0), 0); /* count 2 */
+  assert_int_equal(ordo_unlock(t, "x:1", 3), 0);               /* count 1 */
+  assert_int_equal(ordo_unlock_all(t), 1);                     /* COMMIT */
+  assert_int_equal(advisory_locks(c), 1);
+  assert_int_equal(ordo_unlock_all(h), 1);
+  assert_int_equal(advisory_locks(c), 0);
+  PQfinish(c);
+  ordo_txn_end(t);
+  ordo_txn_end(h);
+  ordo_close(o);
+}
+
+int main(void) {
+  URL = getenv("ORDO_PG_URL");
+  const char *port = getenv("ORDO_PG_PORT");
+  PORT = port ? atoi(port) : 0;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_key_values),
+      cmocka_unit_test(test_urls),
+      cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_values),
+      cmocka_unit_test(test_timeout),
+      cmocka_unit_test(test_deadlock),
+      cmocka_unit_test(test_fencing_pattern),
+      cmocka_unit_test(test_session_killed),
+      cmocka_unit_test(test_session_killed_found_by_call),
+      cmocka_unit_test(test_xact_scope),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
