@@ -22,10 +22,13 @@ set -euo pipefail
 #   libpq-dev                           the postgres:// backend and the ledger's client
 #   postgresql, postgresql-contrib      the real server the tests start (initdb, pg_ctl),
 #                                       psql, and pgbench (the bench peer)
+#   libdb5.3-dev                        Berkeley DB's lock subsystem, a bench peer
+#   gnuplot-nox                         the bench's PNG plots
+#   valgrind                            callgrind's instruction counts in the bench
 PACKAGES=(build-essential g++ cmake pkg-config libcmocka-dev clang python3
           libclang-rt-14-dev clang-format graphviz libuv1-dev libhiredis-dev
           redis-tools redis-server python3-redis tmux libpq-dev postgresql
-          postgresql-contrib)
+          postgresql-contrib libdb5.3-dev gnuplot-nox valgrind)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
