@@ -18,7 +18,7 @@
 set -euo pipefail
 BIN=${1:?usage: $0 BINARY ORDOD}
 ORDOD=${2:?usage: $0 BINARY ORDOD}
-EX_NAME=split
+EX_NAME="split"
 INVARIANT='^invariant: sum of balances 0, ([0-9]+)/\1 balances equal a serial replay, ([0-9]+)/\2 expenses applied once: OK$'
 # shellcheck source=SCRIPTDIR/ex_lib.sh
 . "$(dirname "$0")/ex_lib.sh"
