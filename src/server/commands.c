@@ -42,11 +42,63 @@ static bool arg_num(const ordo__resp_arg *a, long long lo, long long hi,
 /* ---- Held keys of a session ------------------------------------------------
  */
 
-static struct sess_key *held_find(sess *ss, const void *k, size_t n) {
+static uint64_t key_hash(const void *k, size_t n) {
+  const uint8_t *p = k;
+  uint64_t h = UINT64_C(0xcbf29ce484222325); /* FNV-1a, then a mix */
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+  return h ^ (h >> 29);
+}
+
+/* The slot of hix that holds key k, or the empty slot where it would go. */
+static size_t hix_slot(const sess *ss, const void *k, size_t n) {
+  size_t mask = ss->hixcap - 1, i = (size_t)key_hash(k, n) & mask;
+  for (;; i = (i + 1) & mask) {
+    uint32_t v = ss->hix[i];
+    if (v == 0)
+      return i;
+    const struct sess_key *h = &ss->held[v - 1];
+    if (h->len == n && memcmp(h->key, k, n) == 0)
+      return i;
+  }
+}
+
+/* Rebuilds hix with cap slots. */
+static bool hix_rebuild(sess *ss, size_t cap) {
+  uint32_t *x = calloc(cap, sizeof *x);
+  if (!x)
+    return false;
+  free(ss->hix);
+  ss->hix = x;
+  ss->hixcap = cap;
   for (size_t i = 0; i < ss->nheld; i++)
-    if (ss->held[i].len == n && memcmp(ss->held[i].key, k, n) == 0)
-      return &ss->held[i];
-  return NULL;
+    ss->hix[hix_slot(ss, ss->held[i].key, ss->held[i].len)] = (uint32_t)i + 1;
+  return true;
+}
+
+/* Empties slot i, moving later entries of its run back (linear probing's
+ * deletion without tombstones). */
+static void hix_erase(sess *ss, size_t i) {
+  size_t mask = ss->hixcap - 1;
+  ss->hix[i] = 0;
+  for (size_t j = (i + 1) & mask; ss->hix[j] != 0; j = (j + 1) & mask) {
+    const struct sess_key *h = &ss->held[ss->hix[j] - 1];
+    size_t home = (size_t)key_hash(h->key, h->len) & mask;
+    /* Move j's entry into the hole unless its home lies in (i, j]. */
+    bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+    if (!stays) {
+      ss->hix[i] = ss->hix[j];
+      ss->hix[j] = 0;
+      i = j;
+    }
+  }
+}
+
+static struct sess_key *held_find(sess *ss, const void *k, size_t n) {
+  if (ss->nheld == 0)
+    return NULL;
+  uint32_t v = ss->hix[hix_slot(ss, k, n)];
+  return v ? &ss->held[v - 1] : NULL;
 }
 
 static bool held_add(sess *ss, const void *k, size_t n) {
@@ -63,26 +115,46 @@ static bool held_add(sess *ss, const void *k, size_t n) {
     ss->held = p;
     ss->capheld = cap;
   }
+  if ((ss->nheld + 1) * 2 > ss->hixcap &&
+      !hix_rebuild(ss, ss->hixcap ? ss->hixcap * 2 : 16))
+    return false;
   char *copy = malloc(n);
   if (!copy)
     return false;
   memcpy(copy, k, n);
-  ss->held[ss->nheld++] = (struct sess_key){copy, n, 1};
+  ss->held[ss->nheld] = (struct sess_key){copy, n, 1};
+  ss->hix[hix_slot(ss, k, n)] = (uint32_t)ss->nheld + 1;
+  ss->nheld++;
   return true;
 }
 
 static void held_drop(sess *ss, const void *k, size_t n) {
-  struct sess_key *h = held_find(ss, k, n);
-  if (!h || --h->holds > 0)
+  if (ss->nheld == 0)
     return;
+  size_t slot = hix_slot(ss, k, n);
+  if (ss->hix[slot] == 0)
+    return;
+  size_t at = ss->hix[slot] - 1;
+  struct sess_key *h = &ss->held[at];
+  if (--h->holds > 0)
+    return;
+  hix_erase(ss, slot);
   free(h->key);
-  *h = ss->held[--ss->nheld];
+  size_t last = --ss->nheld;
+  if (at != last) {
+    /* The last entry moves into at: its slot must say so. */
+    ss->held[at] = ss->held[last];
+    ss->hix[hix_slot(ss, ss->held[at].key, ss->held[at].len)] =
+        (uint32_t)at + 1;
+  }
 }
 
 void srv_held_clear(sess *ss) {
   for (size_t i = 0; i < ss->nheld; i++)
     free(ss->held[i].key);
   ss->nheld = 0;
+  if (ss->hix)
+    memset(ss->hix, 0, ss->hixcap * sizeof *ss->hix);
 }
 
 /* ---- LOCK -----------------------------------------------------------------

@@ -80,6 +80,7 @@ static void sess_free_cb(uv_handle_t *h) {
   sess *ss = h->data;
   srv_held_clear(ss);
   free(ss->held);
+  free(ss->hix);
   free(ss->req);
   free(ss->keybuf);
   free(ss);

@@ -90,6 +90,12 @@ struct sess {
     unsigned holds;
   } * held;
   size_t nheld, capheld;
+  /* An index over held: open addressing with linear probing, hixcap slots
+   * (a power of two, at least twice nheld), each 0 (empty) or an index of
+   * held plus 1; so a LOCK or UNLOCK finds a key in O(1) however many the
+   * session holds. */
+  uint32_t *hix;
+  size_t hixcap;
   bool lease_lost; /* the next command hears -LEASE */
   bool closing;
   sess *hnext; /* the server's id map */

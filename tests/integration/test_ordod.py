@@ -141,6 +141,43 @@ def case_lock_release_tokens(srv):
     b.close()
 
 
+def case_many_keys_one_session(srv):
+    """One session takes 20,000 keys (pipelined LOCKs, a few reentrant) and
+    lets them go in a random order, one by one: the server's index of a
+    session's held keys (open addressing, deletions by backward shift) must
+    find every key, whatever was removed before it, and LOCKS must shrink
+    by one per last hold."""
+    import random
+    n = 20000
+    a = srv.client()
+    keys = ["many:%d" % i for i in range(n)]
+    p = a.pipeline(transaction=False)
+    for k in keys:
+        p.execute_command("LOCK", 1, k, "X", "WAIT", 0)
+    for k in keys[:100]:
+        p.execute_command("LOCK", 1, k, "X", "WAIT", 0)  # a second hold
+    assert all(isinstance(r, list) for r in p.execute())
+    assert len(a.execute_command("LOCKS")) == n
+    rng = random.Random(7)
+    order = keys[:]
+    rng.shuffle(order)
+    p = a.pipeline(transaction=False)
+    for k in order:
+        p.execute_command("UNLOCK", k)
+    got = p.execute()
+    assert all(r == 1 for r in got), [r for r in got if r != 1][:5]
+    # The 100 keys held twice are held once still; the rest are gone.
+    left = a.execute_command("LOCKS")
+    assert sorted(e[0] for e in left) == sorted(k.encode() for k in keys[:100])
+    b = srv.client()
+    assert _try(b, keys[-1])
+    assert not _try(b, keys[0])
+    assert a.execute_command("UNLOCK") == 100
+    assert a.execute_command("LOCKS") == []
+    a.close()
+    b.close()
+
+
 def case_disconnect_releases(srv):
     a, b = srv.client(), srv.client()
     lock(a, "d1", wait=0)
@@ -528,7 +565,8 @@ def case_unix_socket(srv_unused):
     assert not os.path.exists(path), "the socket file was left behind"
 
 
-CASES = [case_lock_release_tokens, case_disconnect_releases,
+CASES = [case_lock_release_tokens, case_many_keys_one_session,
+         case_disconnect_releases,
          case_lease_expiry, case_resumable, case_deadlock_two_and_three,
          case_one_release_wakes_one, case_memory_steady, case_restart_tokens,
          case_limits_and_auth, case_per_request_limits, case_unix_socket]
