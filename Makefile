@@ -24,9 +24,11 @@ run: bootstrap
 test: bootstrap
 	scripts/test.sh
 
+# QUICK=1 and ROWS=... reach scripts/bench.sh through the environment;
+# PUBLISH=1 also refreshes docs/performance.md and docs/img/bench-*.png.
 bench: bootstrap
 	@$(MAKE) --no-print-directory build
-	scripts/bench.sh
+	scripts/bench.sh $(if $(filter-out 0,$(PUBLISH)),--publish)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')

@@ -15,16 +15,25 @@
  * computed from the two medians. A row meets its target when ratio >= target.
  *
  * Output: machine information and one Markdown table on stdout (and a
- * second one of the extra values, for rows that report some), the rows as
- * JSON (schema.json) in the file that --out names, and one progress line per
- * row on stderr when stderr is a terminal.
+ * second one of the extra values, for rows that report some, and a third of
+ * instruction counts when --instructions gives some), the rows as JSON
+ * (schema.json) in the file that --out names, and one progress line per row
+ * on stderr when stderr is a terminal.
+ *
+ * Instruction counts (--count, README.md "Instruction counts"): for rows with
+ * count hooks, ordo_bench --count runs exactly --iters iterations of each
+ * side between callgrind's client requests, so that valgrind --tool=callgrind
+ * --instr-atstart=no counts only those loops and dumps one count per side.
+ * scripts/bench.sh turns the dumps into the file that --instructions reads
+ * for the timed run, which adds them to the table and the JSON.
  *
  * Exit status: 0 when every row ran (targets missed or not), 1 when a run
  * failed (an ordo error, a balance that was not conserved, a system error),
  * 2 for a usage error such as an unknown row id.
  *
  * Interface: main(), and for the workloads bench_param_int(), bench_now(),
- * bench_sleep(), bench_error(), bench_extra() (declared in bench.h).
+ * bench_sleep(), bench_error(), bench_extra(), bench_count_start(),
+ * bench_count_stop() (declared in bench.h).
  */
 #include "bench.h"
 
@@ -41,8 +50,21 @@
 #include <time.h>
 #include <unistd.h>
 
+/* callgrind's client requests (the valgrind package's headers). Without
+ * them the markers do nothing and --count refuses to run. */
+#if defined(__has_include)
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define BENCH_HAVE_CALLGRIND 1
+#endif
+#endif
+#ifndef BENCH_HAVE_CALLGRIND
+#define BENCH_HAVE_CALLGRIND 0
+#endif
+
 /* ---- The rows ------------------------------------------------------------ */
 
+/* The bank (bank.c); both sides report the longest wait for the locks. */
 #define BANK_ROW(id_, accounts, workers, target_)                              \
   {                                                                            \
     .id = id_,                                                                 \
@@ -51,6 +73,7 @@
     .peer_name = "pthread hand-ordered", .target = target_,                    \
     .params = {{"accounts", accounts, NULL}, {"workers", workers, NULL}},      \
     .run_ordo = bank_run_ordo, .run_peer = bank_run_pthread,                   \
+    .extras = {"max_wait_us"},                                                 \
   }
 
 /* A deadlock's victim (p99 us) against a plain hand-off; see victim.c. */
@@ -145,6 +168,8 @@ static const bench_row_t bench_rows[] = {
         .teardown = uncontended_teardown,
         .run_ordo = uncontended_run_ordo,
         .run_peer = uncontended_run_pthread,
+        .count_ordo = uncontended_count_ordo,
+        .count_peer = uncontended_count_pthread,
     },
     {
         .id = "detect_hotkey_t64",
@@ -194,7 +219,36 @@ static const bench_row_t bench_rows[] = {
     LEDGER_ROW("pg_ledger_a64", 64, 8),
 };
 
-#define BENCH_NROWS (sizeof bench_rows / sizeof bench_rows[0])
+/*
+ * Families of rows that live in files of their own (issue-sized pieces of
+ * the harness: each file defines its bench_table_t). They are declared weak
+ * here, so that a family whose file is not in this build is simply absent;
+ * every family present is listed after bench_rows[], in this order.
+ */
+extern const bench_table_t bench_bdb_table __attribute__((weak));
+extern const bench_table_t bench_philo_table __attribute__((weak));
+extern const bench_table_t bench_memory_table __attribute__((weak));
+extern const bench_table_t bench_pgbench_table __attribute__((weak));
+
+#define BENCH_MAX_ROWS 128
+
+/* Every row of the build, in the order the harness runs them. */
+static const bench_row_t *all_rows[BENCH_MAX_ROWS];
+static size_t nrows;
+
+static void bench_gather(void) {
+  const bench_table_t *const fam[] = {&bench_bdb_table, &bench_philo_table,
+                                      &bench_memory_table,
+                                      &bench_pgbench_table};
+  for (size_t i = 0; i < sizeof bench_rows / sizeof bench_rows[0]; i++)
+    all_rows[nrows++] = &bench_rows[i];
+  for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+    if (!fam[f])
+      continue; /* a weak reference to a family not linked in */
+    for (size_t i = 0; i < fam[f]->n && nrows < BENCH_MAX_ROWS; i++)
+      all_rows[nrows++] = &fam[f]->rows[i];
+  }
+}
 
 /* ---- Helpers for the workloads ------------------------------------------- */
 
@@ -257,6 +311,27 @@ void bench_error(const bench_row_t *row, const char *fmt, ...) {
   fputc('\n', stderr);
 }
 
+/* The label of the count in progress ("ordo_bench ROW SIDE ITERS"), and how
+ * many times its hook called the markers (each must be exactly once). */
+static char bench_count_label[160];
+static int bench_count_starts, bench_count_stops;
+
+void bench_count_start(void) {
+  bench_count_starts++;
+#if BENCH_HAVE_CALLGRIND
+  CALLGRIND_ZERO_STATS;
+  CALLGRIND_START_INSTRUMENTATION;
+#endif
+}
+
+void bench_count_stop(void) {
+#if BENCH_HAVE_CALLGRIND
+  CALLGRIND_STOP_INSTRUMENTATION;
+  CALLGRIND_DUMP_STATS_AT(bench_count_label);
+#endif
+  bench_count_stops++;
+}
+
 /* ---- Configuration --------------------------------------------------------
  */
 
@@ -265,8 +340,12 @@ typedef struct bench_cfg_s {
   int runs;       /* recorded runs per side */
   double seconds; /* length of one run */
   const char *out;
-  int progress; /* stderr is a terminal */
-  int selected[BENCH_NROWS];
+  int progress;    /* stderr is a terminal */
+  int count;       /* --count instead of timing: 1 for named rows, 2 for all */
+  long long iters; /* --iters: counted iterations per side */
+  const char *instructions; /* --instructions FILE, or NULL */
+  int runs_given;           /* --runs was given: it applies to every row */
+  int selected[BENCH_MAX_ROWS];
 } bench_cfg_t;
 
 #define BENCH_RUNS_MAX 1000 /* what --runs accepts */
@@ -275,62 +354,79 @@ typedef struct bench_cfg_s {
 #define BENCH_SECONDS_FULL 0.5
 #define BENCH_SECONDS_QUICK 0.15
 #define BENCH_WARMUP_FRACTION 0.25
+#define BENCH_RUNS_FIXED_FULL 5 /* fixed-work rows (bench_row_t.fixed_work) */
+#define BENCH_RUNS_FIXED_QUICK 1
+#define BENCH_COUNT_ITERS 100000 /* --iters' default */
+#define BENCH_COUNT_ITERS_MAX 1000000000LL
 
 static void bench_usage(FILE *f) {
-  fprintf(f,
-          "usage: ordo_bench [--quick] [--rows ID,ID...] [--out FILE]\n"
-          "                  [--runs N] [--seconds S] [--list] [--help]\n"
-          "\n"
-          "Measures ordo against one peer per row, alternating ordo and peer\n"
-          "runs, and prints a Markdown table of the medians and ratios.\n"
-          "\n"
-          "  --quick        %d runs per side of %.2f s (default %d of %.2f s)\n"
-          "  --rows LIST    run only these row ids, comma-separated\n"
-          "  --out FILE     also write the rows as JSON (bench/schema.json)\n"
-          "  --runs N       recorded runs per side (overrides --quick)\n"
-          "  --seconds S    length of one run in seconds (overrides --quick)\n"
-          "  --list         print the row ids and titles, then exit\n"
-          "  --help         print this help, then exit\n"
-          "\n"
-          "ratio = how many times better ordo is: ordo/peer for a rate,\n"
-          "peer/ordo for a time. A row meets its target when ratio >= "
-          "target.\n"
-          "Exit status: 0 all rows ran, 1 a run failed, 2 usage error.\n"
-          "`make bench` runs this through scripts/bench.sh, which maps\n"
-          "QUICK=1 to --quick and ROWS=id,id to --rows.\n",
-          BENCH_RUNS_QUICK, BENCH_SECONDS_QUICK, BENCH_RUNS_FULL,
-          BENCH_SECONDS_FULL);
+  fprintf(
+      f,
+      "usage: ordo_bench [--quick] [--rows ID,ID...] [--out FILE]\n"
+      "                  [--runs N] [--seconds S] [--instructions FILE]\n"
+      "                  [--list] [--help]\n"
+      "       valgrind --tool=callgrind --instr-atstart=no \\\n"
+      "         ordo_bench --count ID,ID...|all [--iters K]\n"
+      "\n"
+      "Measures ordo against one peer per row, alternating ordo and peer\n"
+      "runs, and prints a Markdown table of the medians and ratios.\n"
+      "\n"
+      "  --quick        %d runs per side of %.2f s (default %d of %.2f s)\n"
+      "  --rows LIST    run only these row ids, comma-separated\n"
+      "  --out FILE     also write the rows as JSON (bench/schema.json)\n"
+      "  --runs N       recorded runs per side (overrides --quick)\n"
+      "  --seconds S    length of one run in seconds (overrides --quick)\n"
+      "  --instructions FILE\n"
+      "                 add callgrind's counts (lines: ROW ordo|peer ITERS\n"
+      "                 INSTRUCTIONS) to the table and the JSON\n"
+      "  --count LIST   no timing: run --iters iterations of each side of\n"
+      "                 these rows (or all) that have count hooks, each\n"
+      "                 between callgrind markers, one dump per side\n"
+      "  --iters K      counted iterations per side (default %d)\n"
+      "  --list         print the row ids and titles, then exit\n"
+      "  --help         print this help, then exit\n"
+      "\n"
+      "ratio = how many times better ordo is: ordo/peer for a rate,\n"
+      "peer/ordo for a time. A row meets its target when ratio >= "
+      "target.\n"
+      "Exit status: 0 all rows ran, 1 a run failed, 2 usage error.\n"
+      "`make bench` runs this through scripts/bench.sh, which maps\n"
+      "QUICK=1 to --quick and ROWS=id,id to --rows.\n",
+      BENCH_RUNS_QUICK, BENCH_SECONDS_QUICK, BENCH_RUNS_FULL,
+      BENCH_SECONDS_FULL, BENCH_COUNT_ITERS);
 }
 
 static void bench_list_ids(FILE *f, const char *sep) {
-  for (size_t i = 0; i < BENCH_NROWS; i++)
-    fprintf(f, "%s%s", i ? sep : "", bench_rows[i].id);
+  for (size_t i = 0; i < nrows; i++)
+    fprintf(f, "%s%s", i ? sep : "", all_rows[i]->id);
 }
 
-/* Marks the rows that a comma-separated list names; exits 2 on a bad id. */
+/*
+ * Marks the rows that a comma-separated list names; exits 2 on a bad id. It
+ * allocates nothing: under --count, an allocation whose size follows the
+ * command line would move later allocations, and with them the
+ * instructions that glibc's memcmp spends on a key.
+ */
 static void bench_select(bench_cfg_t *cfg, const char *list) {
-  char *copy = strdup(list);
+  static const char sep[] = ", \t";
   int any = 0;
-  if (copy == NULL) {
-    perror("ordo_bench");
-    exit(1);
-  }
-  for (char *save = NULL, *tok = strtok_r(copy, ", \t", &save); tok != NULL;
-       tok = strtok_r(NULL, ", \t", &save)) {
-    size_t i = 0;
-    while (i < BENCH_NROWS && strcmp(bench_rows[i].id, tok) != 0)
+  for (const char *tok = list + strspn(list, sep); *tok != '\0';
+       tok += strspn(tok, sep)) {
+    size_t len = strcspn(tok, sep), i = 0;
+    while (i < nrows && (strncmp(all_rows[i]->id, tok, len) != 0 ||
+                         all_rows[i]->id[len] != '\0'))
       i++;
-    if (i == BENCH_NROWS) {
-      fprintf(stderr, "ordo_bench: unknown row id '%s'; valid ids: ", tok);
+    if (i == nrows) {
+      fprintf(stderr,
+              "ordo_bench: unknown row id '%.*s'; valid ids: ", (int)len, tok);
       bench_list_ids(stderr, ", ");
       fputc('\n', stderr);
-      free(copy);
       exit(2);
     }
     cfg->selected[i] = 1;
     any = 1;
+    tok += len;
   }
-  free(copy);
   if (!any) {
     fprintf(stderr, "ordo_bench: --rows names no row; valid ids: ");
     bench_list_ids(stderr, ", ");
@@ -340,7 +436,17 @@ static void bench_select(bench_cfg_t *cfg, const char *list) {
 }
 
 static void bench_parse(bench_cfg_t *cfg, int argc, char **argv) {
-  enum { OPT_QUICK = 1, OPT_ROWS, OPT_OUT, OPT_RUNS, OPT_SECONDS, OPT_LIST };
+  enum {
+    OPT_QUICK = 1,
+    OPT_ROWS,
+    OPT_OUT,
+    OPT_RUNS,
+    OPT_SECONDS,
+    OPT_LIST,
+    OPT_COUNT,
+    OPT_ITERS,
+    OPT_INSTRUCTIONS
+  };
   static const struct option opts[] = {
       {"quick", no_argument, NULL, OPT_QUICK},
       {"rows", required_argument, NULL, OPT_ROWS},
@@ -348,10 +454,13 @@ static void bench_parse(bench_cfg_t *cfg, int argc, char **argv) {
       {"runs", required_argument, NULL, OPT_RUNS},
       {"seconds", required_argument, NULL, OPT_SECONDS},
       {"list", no_argument, NULL, OPT_LIST},
+      {"count", required_argument, NULL, OPT_COUNT},
+      {"iters", required_argument, NULL, OPT_ITERS},
+      {"instructions", required_argument, NULL, OPT_INSTRUCTIONS},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
-  const char *rows = NULL;
+  const char *rows = NULL, *count = NULL;
   int runs = 0;
   double seconds = 0;
   int c;
@@ -386,10 +495,26 @@ static void bench_parse(bench_cfg_t *cfg, int argc, char **argv) {
         exit(2);
       }
       break;
+    case OPT_COUNT:
+      count = optarg;
+      break;
+    case OPT_ITERS:
+      errno = 0;
+      cfg->iters = strtoll(optarg, &end, 10);
+      if (errno != 0 || *end != '\0' || cfg->iters < 1 ||
+          cfg->iters > BENCH_COUNT_ITERS_MAX) {
+        fprintf(stderr, "ordo_bench: --iters wants 1..%lld, not '%s'\n",
+                BENCH_COUNT_ITERS_MAX, optarg);
+        exit(2);
+      }
+      break;
+    case OPT_INSTRUCTIONS:
+      cfg->instructions = optarg;
+      break;
     case OPT_LIST:
-      for (size_t i = 0; i < BENCH_NROWS; i++)
-        printf("%-20s %s (vs %s)\n", bench_rows[i].id, bench_rows[i].title,
-               bench_rows[i].peer_name);
+      for (size_t i = 0; i < nrows; i++)
+        printf("%-20s %s (vs %s)\n", all_rows[i]->id, all_rows[i]->title,
+               all_rows[i]->peer_name);
       exit(0);
     case 'h':
       bench_usage(stdout);
@@ -405,14 +530,25 @@ static void bench_parse(bench_cfg_t *cfg, int argc, char **argv) {
     exit(2);
   }
   cfg->runs = runs ? runs : cfg->quick ? BENCH_RUNS_QUICK : BENCH_RUNS_FULL;
+  cfg->runs_given = runs != 0;
   cfg->seconds = seconds > 0  ? seconds
                  : cfg->quick ? BENCH_SECONDS_QUICK
                               : BENCH_SECONDS_FULL;
   cfg->progress = isatty(STDERR_FILENO);
+  if (count != NULL) {
+    if (rows != NULL) {
+      fprintf(stderr, "ordo_bench: --count names its rows; drop --rows\n");
+      exit(2);
+    }
+    cfg->count = strcmp(count, "all") == 0 ? 2 : 1;
+    rows = cfg->count == 2 ? NULL : count;
+  }
+  if (cfg->iters == 0)
+    cfg->iters = BENCH_COUNT_ITERS;
   if (rows != NULL)
     bench_select(cfg, rows);
   else
-    for (size_t i = 0; i < BENCH_NROWS; i++)
+    for (size_t i = 0; i < nrows; i++)
       cfg->selected[i] = 1;
 }
 
@@ -431,6 +567,10 @@ typedef struct bench_result_s {
   double xordo[BENCH_MAX_EXTRAS], xpeer[BENCH_MAX_EXTRAS];
   double ratio; /* NAN when a median is 0 */
   int met;      /* -1: the row has no target */
+  /* callgrind's instructions per op of each side, from --instructions;
+   * ins_iters is 0 when the row has none. */
+  double ins_ordo, ins_peer;
+  long long ins_iters;
 } bench_result_t;
 
 static int bench_cmp_double(const void *a, const void *b) {
@@ -485,8 +625,12 @@ static void bench_progress(const bench_cfg_t *cfg, size_t k, size_t nsel,
  * side, then cfg->runs runs of each side in the order ordo, peer, ordo,
  * peer, ... Returns 0, or -1 when a run failed (already reported).
  */
-static int bench_row_run(const bench_cfg_t *cfg, const bench_row_t *row,
+static int bench_row_run(const bench_cfg_t *cfg0, const bench_row_t *row,
                          size_t k, size_t nsel, bench_result_t *res) {
+  bench_cfg_t c = *cfg0;
+  const bench_cfg_t *cfg = &c;
+  if (row->fixed_work && !cfg0->runs_given)
+    c.runs = cfg0->quick ? BENCH_RUNS_FIXED_QUICK : BENCH_RUNS_FIXED_FULL;
   void *state = NULL;
   double *ordo = calloc((size_t)cfg->runs, sizeof *ordo);
   double *peer = calloc((size_t)cfg->runs, sizeof *peer);
@@ -505,8 +649,9 @@ static int bench_row_run(const bench_cfg_t *cfg, const bench_row_t *row,
     goto out;
   bench_progress(cfg, k, nsel, row, "warm-up");
   double ws = cfg->seconds * BENCH_WARMUP_FRACTION;
-  if (bench_side(row, row->run_ordo, state, ws, &warm, xwarm) != 0 ||
-      bench_side(row, row->run_peer, state, ws, &warm, xwarm) != 0)
+  if (!row->fixed_work &&
+      (bench_side(row, row->run_ordo, state, ws, &warm, xwarm) != 0 ||
+       bench_side(row, row->run_peer, state, ws, &warm, xwarm) != 0))
     goto teardown;
   for (int i = 0; i < cfg->runs; i++) {
     snprintf(what, sizeof what, "run %d/%d ordo", i + 1, cfg->runs);
@@ -553,6 +698,149 @@ out:
   free(xo);
   free(xp);
   return rc;
+}
+
+/* ---- Instruction counts ---------------------------------------------------
+ */
+
+/*
+ * bench_count_side -- one side of a counted row: the hook must call
+ * bench_count_start() and bench_count_stop() exactly once each, which makes
+ * callgrind dump one count labelled "ordo_bench ROW SIDE ITERS".
+ */
+static int bench_count_side(const bench_cfg_t *cfg, const bench_row_t *row,
+                            bench_count_cb cb, const char *side, void *state) {
+  snprintf(bench_count_label, sizeof bench_count_label, "ordo_bench %s %s %lld",
+           row->id, side, cfg->iters);
+  bench_count_starts = bench_count_stops = 0;
+  if (cb(row, state, (uint64_t)cfg->iters) != 0)
+    return -1;
+  if (bench_count_starts != 1 || bench_count_stops != 1) {
+    bench_error(row,
+                "the %s count hook called bench_count_start %d and "
+                "bench_count_stop %d times (want 1 each)",
+                side, bench_count_starts, bench_count_stops);
+    return -1;
+  }
+  printf("counted %s %s %lld\n", row->id, side, cfg->iters);
+  fflush(stdout);
+  return 0;
+}
+
+/*
+ * bench_count_main -- ordo_bench --count: for each selected row with count
+ * hooks, its setup, the ordo side's counted run, the peer's, its teardown.
+ * Rows without hooks are skipped (with a note when named). Returns the exit
+ * status.
+ */
+static int bench_count_main(const bench_cfg_t *cfg) {
+  int any = 0;
+  if (!BENCH_HAVE_CALLGRIND) {
+    fprintf(stderr, "ordo_bench: --count: built without <valgrind/callgrind.h>"
+                    " (install valgrind and rebuild)\n");
+    return 2;
+  }
+#if BENCH_HAVE_CALLGRIND
+  if (!RUNNING_ON_VALGRIND)
+    fprintf(stderr, "ordo_bench: --count: not under valgrind, so nothing is "
+                    "counted; run it as valgrind --tool=callgrind "
+                    "--instr-atstart=no ordo_bench --count ...\n");
+#endif
+  for (size_t i = 0; i < nrows; i++) {
+    const bench_row_t *row = all_rows[i];
+    void *state = NULL;
+    if (!cfg->selected[i])
+      continue;
+    if (row->count_ordo == NULL || row->count_peer == NULL) {
+      if (cfg->count == 1)
+        fprintf(stderr, "ordo_bench: %s has no count hooks; not counted\n",
+                row->id);
+      continue;
+    }
+    any = 1;
+    if (row->setup != NULL && row->setup(row, &state) != 0)
+      return 1;
+    int rc = bench_count_side(cfg, row, row->count_ordo, "ordo", state);
+    if (rc == 0)
+      rc = bench_count_side(cfg, row, row->count_peer, "peer", state);
+    if (row->teardown != NULL)
+      row->teardown(row, state);
+    if (rc != 0)
+      return 1;
+  }
+  if (!any)
+    fprintf(stderr, "ordo_bench: --count: no selected row has count hooks\n");
+  return 0;
+}
+
+/* One line of the --instructions file: a side's count over iters. */
+typedef struct bench_ins_s {
+  char id[128];
+  int peer; /* 0: the ordo side, 1: the peer */
+  long long iters;
+  double count;
+} bench_ins_t;
+
+#define BENCH_MAX_INS (2 * BENCH_MAX_ROWS)
+static bench_ins_t bench_ins[BENCH_MAX_INS];
+static size_t bench_nins;
+
+/*
+ * bench_load_instructions -- reads the --instructions file before any row
+ * runs, one count per line, "ROW ordo|peer ITERS INSTRUCTIONS" ('#' starts a
+ * comment). Returns 0, or -1 for a file that cannot be read or a malformed
+ * line (reported).
+ */
+static int bench_load_instructions(const char *path) {
+  FILE *f = fopen(path, "r");
+  char line[512], side[16];
+  int lineno = 0;
+
+  if (f == NULL) {
+    fprintf(stderr, "ordo_bench: %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  while (fgets(line, sizeof line, f) != NULL) {
+    bench_ins_t *e = &bench_ins[bench_nins];
+    char *hash = strchr(line, '#');
+    int used = 0;
+    lineno++;
+    if (hash != NULL)
+      *hash = '\0';
+    if (sscanf(line, " %127s", e->id) != 1)
+      continue; /* blank */
+    if (bench_nins == BENCH_MAX_INS ||
+        sscanf(line, " %127s %15s %lld %lf %n", e->id, side, &e->iters,
+               &e->count, &used) != 4 ||
+        line[used] != '\0' || e->iters < 1 || !(e->count >= 0) ||
+        (strcmp(side, "ordo") != 0 && strcmp(side, "peer") != 0)) {
+      fprintf(stderr,
+              "ordo_bench: %s:%d: want ROW ordo|peer ITERS INSTRUCTIONS\n",
+              path, lineno);
+      fclose(f);
+      return -1;
+    }
+    e->peer = strcmp(side, "peer") == 0;
+    bench_nins++;
+  }
+  fclose(f);
+  return 0;
+}
+
+/* Gives each result whose row has both sides' counts, over the same number
+ * of iterations, its instructions per op. Later lines win. */
+static void bench_attach_instructions(bench_result_t *res, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const bench_ins_t *side[2] = {NULL, NULL};
+    for (size_t k = 0; k < bench_nins; k++)
+      if (strcmp(bench_ins[k].id, res[i].row->id) == 0)
+        side[bench_ins[k].peer] = &bench_ins[k];
+    if (side[0] == NULL || side[1] == NULL || side[0]->iters != side[1]->iters)
+      continue;
+    res[i].ins_iters = side[0]->iters;
+    res[i].ins_ordo = side[0]->count / (double)side[0]->iters;
+    res[i].ins_peer = side[1]->count / (double)side[1]->iters;
+  }
 }
 
 /* ---- Output -----------------------------------------------------------------
@@ -663,6 +951,25 @@ static void bench_print_extras(const bench_result_t *res, size_t n) {
   }
 }
 
+/* The instruction counts, when a row that ran has them. */
+static void bench_print_instructions(const bench_result_t *res, size_t n) {
+  int any = 0;
+  for (size_t i = 0; i < n; i++) {
+    const bench_result_t *r = &res[i];
+    if (r->ins_iters == 0)
+      continue;
+    if (!any)
+      printf("\nInstructions per op (callgrind, exact counts of a fixed "
+             "number of iterations of each side; ratio = peer/ordo):\n\n"
+             "| row | iterations | ordo | peer | ratio |\n"
+             "|---|---:|---:|---:|---:|\n");
+    any = 1;
+    printf("| %s | %lld | %.1f | %.1f | %.3g |\n", r->row->id, r->ins_iters,
+           r->ins_ordo, r->ins_peer,
+           r->ins_ordo > 0 ? r->ins_peer / r->ins_ordo : NAN);
+  }
+}
+
 static void bench_json_str(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s != '\0'; s++) {
@@ -733,6 +1040,15 @@ static void bench_json_row(FILE *f, const bench_result_t *r) {
     }
     fputs("}", f);
   }
+  if (r->ins_iters > 0) {
+    fputs(",\n    \"instructions\": {\"ordo\": ", f);
+    bench_json_num(f, r->ins_ordo);
+    fputs(", \"peer\": ", f);
+    bench_json_num(f, r->ins_peer);
+    fputs(", \"ratio\": ", f);
+    bench_json_num(f, r->ins_ordo > 0 ? r->ins_peer / r->ins_ordo : NAN);
+    fprintf(f, ", \"iterations\": %lld}", r->ins_iters);
+  }
   fprintf(f, ",\n    \"runs\": %d,\n    \"target\": ", r->runs);
   bench_json_num(f, row->target);
   fprintf(f, ",\n    \"met\": %s\n  }",
@@ -774,28 +1090,35 @@ static int bench_write_json(const char *path, const bench_result_t *res,
 
 int main(int argc, char **argv) {
   bench_cfg_t cfg;
-  bench_result_t res[BENCH_NROWS];
+  static bench_result_t res[BENCH_MAX_ROWS];
   size_t nsel = 0, n = 0;
 
+  bench_gather();
   bench_parse(&cfg, argc, argv);
-  for (size_t i = 0; i < BENCH_NROWS; i++)
+  if (cfg.count)
+    return bench_count_main(&cfg);
+  if (cfg.instructions != NULL && bench_load_instructions(cfg.instructions))
+    return 2;
+  for (size_t i = 0; i < nrows; i++)
     nsel += (size_t)cfg.selected[i];
   bench_print_header(&cfg);
   fflush(stdout);
 
-  for (size_t i = 0; i < BENCH_NROWS; i++) {
+  for (size_t i = 0; i < nrows; i++) {
     if (!cfg.selected[i])
       continue;
-    if (bench_row_run(&cfg, &bench_rows[i], n + 1, nsel, &res[n]) != 0) {
+    if (bench_row_run(&cfg, all_rows[i], n + 1, nsel, &res[n]) != 0) {
       fprintf(stderr, "ordo_bench: row %s failed; no results written\n",
-              bench_rows[i].id);
+              all_rows[i]->id);
       return 1;
     }
     n++;
   }
 
+  bench_attach_instructions(res, n);
   bench_print_table(res, n);
   bench_print_extras(res, n);
+  bench_print_instructions(res, n);
   fflush(stdout);
   if (cfg.out != NULL && bench_write_json(cfg.out, res, n) != 0)
     return 1;

@@ -15,6 +15,7 @@
  *   bench_rng_next()               a small per-thread random generator
  *   bench_error()                  reports a failed run on stderr
  *   bench_extra()                  reports a further value of one run
+ *   bench_count_start(), _stop()   bracket a count hook's counted loop
  *   bank_*, uncontended_*,
  *   detect_*, victim_*, pairs_*,
  *   redlock_*, ledger_*            the workloads' entry points
@@ -50,6 +51,18 @@ typedef int (*bench_side_cb)(const bench_row_t *row, void *state,
 typedef int (*bench_setup_cb)(const bench_row_t *row, void **state);
 typedef void (*bench_teardown_cb)(const bench_row_t *row, void *state);
 
+/*
+ * bench_count_cb -- runs exactly `iters` iterations of one side's loop, for
+ * an instruction count (ordo_bench --count, under valgrind's callgrind; see
+ * README.md, "Instruction counts"). It prepares as a timed run would (opens
+ * the place, begins the txn), runs a few iterations uncounted so that lazy
+ * symbol binding and first allocations stay out of the figure, then brackets
+ * exactly the `iters` iterations with bench_count_start() and
+ * bench_count_stop(), and nothing else. Returns 0, or -1 after bench_error().
+ */
+typedef int (*bench_count_cb)(const bench_row_t *row, void *state,
+                              uint64_t iters);
+
 struct bench_row_s {
   const char *id;        /* stable; what ROWS= and --rows name */
   const char *title;     /* human-readable, for the table */
@@ -66,7 +79,25 @@ struct bench_row_s {
    * as "p50_us"; NULL ends the list. Each side's median of each goes in the
    * JSON's "extra" and in a second table. */
   const char *extras[BENCH_MAX_EXTRAS];
+  /* Optional, for single-threaded rows whose loop is deterministic: a fixed
+   * number of iterations of each side, counted by callgrind. Both or
+   * neither. */
+  bench_count_cb count_ordo;
+  bench_count_cb count_peer;
+  /* 1 for a row whose run does a fixed amount of work (it ignores
+   * `seconds`: a million locks, a dinner, a ledger of N transfers): it gets
+   * no warm-up run (its setup warms up) and BENCH_RUNS_FIXED_FULL recorded
+   * runs per side in full mode, BENCH_RUNS_FIXED_QUICK in quick mode (or
+   * --runs), so that `make bench` keeps its time budget. */
+  int fixed_work;
 };
+
+/* A family of rows defined in a file of its own (bench.c lists the
+ * families it knows, weakly, after its own table). */
+typedef struct bench_table_s {
+  const bench_row_t *rows;
+  size_t n;
+} bench_table_t;
 
 /* The value of a row's numeric parameter; aborts if the row lacks it. */
 long long bench_param_int(const bench_row_t *row, const char *name);
@@ -97,11 +128,55 @@ void bench_error(const bench_row_t *row, const char *fmt, ...)
  */
 void bench_extra(const bench_row_t *row, const char *name, double v);
 
-/* bank.c: transfers between two random accounts; params accounts, workers. */
+/*
+ * Bracket the counted iterations of a bench_count_cb: start turns callgrind's
+ * instrumentation on, stop turns it off and has callgrind dump the count,
+ * labelled with the row, the side and the iterations. Outside callgrind they
+ * do nothing.
+ */
+void bench_count_start(void);
+void bench_count_stop(void);
+
+/* bank.c: transfers between two random accounts; params accounts, workers.
+ * A row that lists the extra "max_wait_us" has every side time each acquire
+ * (with the ticks of the main thread, no clock read per transfer) and
+ * report the longest; one that lists "waits_per_xfer" has ordo's side
+ * report its requests that queued per transfer. */
 int bank_run_ordo(const bench_row_t *row, void *state, double seconds,
                   double *out);
 int bank_run_pthread(const bench_row_t *row, void *state, double seconds,
                      double *out);
+int bank_run_gmutex(const bench_row_t *row, void *state, double seconds,
+                    double *out);
+
+/*
+ * bank_scheme_t -- a peer's way of locking two accounts, defined in a file
+ * of its own (bdb.c) and run by bank_run_scheme() with the same accounts,
+ * draws, workers, clock and balance check as the sides of bank.c. Every hook
+ * but end returns 0 or a code that strerror() explains.
+ */
+typedef struct bank_scheme_s {
+  const char *name; /* for messages, e.g. "bdb" */
+  /* Once per run, before the workers start: *run gets the run's state.
+   * state is what the row's setup hook returned. */
+  int (*open)(const bench_row_t *row, void *state, size_t accounts, int workers,
+              void **run);
+  /* On each worker's thread, before the start barrier and after its loop. */
+  int (*begin)(void *run, void **worker);
+  void (*end)(void *run, void *worker);
+  /* Takes accounts lo < hi exclusively. After an error the run fails, and
+   * end() must let go of whatever the worker still holds. */
+  int (*lock)(void *worker, size_t lo, size_t hi);
+  int (*unlock)(void *worker);
+  /* Once per run, after the workers are joined (and after a failure): may
+   * report extra values, frees the run. Returns 0, or -1 after
+   * bench_error(). */
+  int (*close)(const bench_row_t *row, void *run);
+  const char *(*strerror)(int rc);
+} bank_scheme_t;
+
+int bank_run_scheme(const bench_row_t *row, const bank_scheme_t *scheme,
+                    void *state, double seconds, double *out);
 
 /* uncontended.c: acquire+release of one key by one thread, in ns/op. */
 int uncontended_setup(const bench_row_t *row, void **state);
@@ -110,6 +185,9 @@ int uncontended_run_ordo(const bench_row_t *row, void *state, double seconds,
                          double *out);
 int uncontended_run_pthread(const bench_row_t *row, void *state, double seconds,
                             double *out);
+int uncontended_count_ordo(const bench_row_t *row, void *state, uint64_t iters);
+int uncontended_count_pthread(const bench_row_t *row, void *state,
+                              uint64_t iters);
 
 /* detect.c: throughput with immediate deadlock detection on vs off; params
  * threads, keys (1 for the hot key), parked (0 or 1). */
@@ -165,5 +243,57 @@ int ledger_run_ordered(const bench_row_t *row, void *state, double seconds,
                        double *out);
 int ledger_run_naive(const bench_row_t *row, void *state, double seconds,
                      double *out);
+
+/* What one run of `ordo bank --json` reported (ledger.c). */
+typedef struct ledger_report_s {
+  double transfers, seconds, retries, deadlocks;
+  int ok;
+  char verdict[256];
+} ledger_report_t;
+
+/* ledger.c, shared with pgbench.c (which runs pgbench on a ledger row's
+ * cluster; state is what ledger_setup() made). ledger_exec runs argv
+ * (from PATH) with stdin from /dev/null, its stdout and stderr captured
+ * (truncated to outcap and errcap), bounded by timeout seconds: 0 when it
+ * ended by itself, with its wait status in *status; -1 after bench_error().
+ * ledger_status_text: "status N" or "signal N". naive: 0 for the ordered
+ * side, 1 for the naive one. ledger_side_url: the side's database;
+ * ledger_side_rate: its calibrated transfers/s; ledger_side_transfers: N,
+ * the transfers each way of a run of `seconds` (2N in all);
+ * ledger_side_bank: one `ordo bank` of N each way, checked (0, or -1 after
+ * bench_error()). */
+int ledger_exec(const bench_row_t *row, char *const argv[], double timeout,
+                char *out, size_t outcap, char *err, size_t errcap,
+                int *status);
+const char *ledger_status_text(int status, char *buf, size_t n);
+const char *ledger_side_url(const void *state, int naive);
+double ledger_side_rate(const void *state, int naive);
+long ledger_side_transfers(const void *state, int naive, double seconds);
+int ledger_side_bank(const bench_row_t *row, const void *state, int naive,
+                     long n, ledger_report_t *rep);
+
+/* philo.c, philo_peer.cc: Hinnant's dining philosophers; N diners eat a
+ * share of busy bites each, taking two forks per bite; a run's value is its
+ * wall time. philo.c holds the rows (bench_philo_table), the ordo side and
+ * the ordered-pthread side; philo_peer.cc the std::scoped_lock side, which
+ * reaches one run's shared parts through the calls below. */
+typedef struct philo_s philo_t;             /* one run's table */
+typedef struct philo_diner_s philo_diner_t; /* one diner of it */
+size_t philo_count(const philo_t *p);
+philo_diner_t *philo_diner(philo_t *p, size_t i);
+/* Waits at the run's start barrier, once per diner, before its first ask. */
+void philo_start(philo_diner_t *d);
+/* 1 while the diner has more to eat and the run has not failed. */
+int philo_hungry(const philo_diner_t *d);
+/* The diner's two fork numbers, in the random order it asks for them. */
+void philo_pick(philo_diner_t *d, size_t *first, size_t *second);
+int64_t philo_now_ns(void); /* CLOCK_MONOTONIC in ns */
+/* One bite with both forks held: records the wait since asked_ns, checks
+ * that no other diner uses the forks, and spins for the bite's length. */
+void philo_eat(philo_diner_t *d, int64_t asked_ns);
+/* philo_peer.cc: runs every diner of p on std::mutex forks taken with
+ * std::scoped_lock, one std::thread each; returns 0, or -1 after a
+ * message on stderr. */
+int philo_run_scoped_lock(philo_t *p);
 
 #endif /* ORDO_BENCH_H */

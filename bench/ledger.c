@@ -55,6 +55,11 @@
  *                                       calibration
  *   ledger_run_ordered()                one ordered run
  *   ledger_run_naive()                  one naive run
+ * and, for pgbench.c's rows, which run pgbench on the same cluster:
+ *   ledger_exec(), ledger_status_text() a bounded child process, captured
+ *   ledger_side_url(), _rate(),         a side's database, its calibrated
+ *   ledger_side_transfers()             rate, the transfers of a run
+ *   ledger_side_bank()                  one `ordo bank` of a side
  */
 #include "bench.h"
 
@@ -105,13 +110,6 @@ typedef struct ledger_state_s {
   char side_url[2][LEDGER_URL_MAX]; /* one database per side */
   double rate[2];                   /* calibration, transfers/s */
 } ledger_state_t;
-
-/* What one run of `ordo bank --json` reported. */
-typedef struct ledger_report_s {
-  double transfers, seconds, retries, deadlocks;
-  int ok;
-  char verdict[256];
-} ledger_report_t;
 
 /* ---- Paths ---------------------------------------------------------------
  */
@@ -206,9 +204,9 @@ static int ledger_wait(pid_t pid, double seconds, int *status) {
  * *status. Returns 0 when it ended by itself; -1 after reporting with
  * bench_error() (a system error, or it took too long and was killed).
  */
-static int ledger_exec(const bench_row_t *row, char *const argv[],
-                       double timeout, char *out, size_t outcap, char *err,
-                       size_t errcap, int *status) {
+int ledger_exec(const bench_row_t *row, char *const argv[], double timeout,
+                char *out, size_t outcap, char *err, size_t errcap,
+                int *status) {
   int op[2] = {-1, -1}, ep[2] = {-1, -1};
   int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
   size_t on = 0, en = 0;
@@ -301,7 +299,7 @@ fail:
 }
 
 /* "status N" or "signal N" for a wait status. */
-static const char *ledger_status_text(int status, char *buf, size_t n) {
+const char *ledger_status_text(int status, char *buf, size_t n) {
   if (WIFEXITED(status))
     snprintf(buf, n, "status %d", WEXITSTATUS(status));
   else if (WIFSIGNALED(status))
@@ -498,13 +496,38 @@ out:
   return rc;
 }
 
+/* ---- Shared with pgbench.c ----------------------------------------------
+ */
+
+const char *ledger_side_url(const void *state, int naive) {
+  const ledger_state_t *st = state;
+  return st->side_url[naive ? LEDGER_NAIVE : LEDGER_ORDERED];
+}
+
+double ledger_side_rate(const void *state, int naive) {
+  const ledger_state_t *st = state;
+  return st->rate[naive ? LEDGER_NAIVE : LEDGER_ORDERED];
+}
+
+long ledger_side_transfers(const void *state, int naive, double seconds) {
+  double want = ledger_side_rate(state, naive) * seconds / 2;
+  return want < LEDGER_N_MIN   ? LEDGER_N_MIN
+         : want > LEDGER_N_MAX ? LEDGER_N_MAX
+                               : (long)llround(want);
+}
+
+int ledger_side_bank(const bench_row_t *row, const void *state, int naive,
+                     long n, ledger_report_t *rep) {
+  return ledger_bank(row, state, naive ? LEDGER_NAIVE : LEDGER_ORDERED, n, rep);
+}
+
+/* ---- The rows' runs -------------------------------------------------------
+ */
+
 static int ledger_run(const bench_row_t *row, ledger_state_t *st,
                       ledger_side side, double seconds, double *out) {
   ledger_report_t rep;
-  double want = st->rate[side] * seconds / 2;
-  long n = want < LEDGER_N_MIN   ? LEDGER_N_MIN
-           : want > LEDGER_N_MAX ? LEDGER_N_MAX
-                                 : (long)llround(want);
+  long n = ledger_side_transfers(st, side == LEDGER_NAIVE, seconds);
   if (ledger_bank(row, st, side, n, &rep) != 0)
     return -1;
   *out = rep.transfers / rep.seconds;
