@@ -142,7 +142,7 @@
     .params = {{"accounts", accounts, NULL}, {"workers", workers, NULL}},      \
     .setup = ledger_setup, .teardown = ledger_teardown,                        \
     .run_ordo = ledger_run_ordered, .run_peer = ledger_run_naive,              \
-    .extras = {"retries", "deadlocks"},                                        \
+    .extras = {"retries", "deadlocks"}, .fixed_work = 1,                       \
   }
 
 /*

@@ -395,6 +395,7 @@ fail:
     .setup = pgb_setup, .teardown = pgb_teardown, .run_ordo = pgb_run_ordo,    \
     .run_peer = pgb_run_pgbench,                                               \
     .extras = {"transfers", "naive_tps", "deadlock_timeout_ms"},               \
+    .fixed_work = 1,                                                           \
   }
 
 static const bench_row_t pgbench_rows[] = {
