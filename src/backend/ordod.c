@@ -747,27 +747,11 @@ static int od_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     rc = ORDO_ELEASE;
     goto out;
   }
-  if (t->nh + n > t->caph) {
-    size_t cap = t->caph ? t->caph : 8;
-    while (cap < t->nh + n)
-      cap *= 2;
-    od_hold *h = realloc(t->h, cap * sizeof *h);
-    if (!h) {
-      rc = ORDO_ENOMEM;
-      goto out;
-    }
-    t->h = h;
-    t->caph = cap;
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (hold_find(t, r[i].key, r[i].len) >= 0)
-      continue;
-    if (!(copies[i] = malloc(r[i].len))) {
-      rc = ORDO_ENOMEM;
-      goto out;
-    }
-    memcpy(copies[i], r[i].key, r[i].len);
-  }
+  if ((rc = ordo__hold_room((void **)&t->h, &t->caph, t->nh, n,
+                            sizeof *t->h)) != 0)
+    goto out;
+  if ((rc = ordo__hold_copy_new(t->h, t->nh, sizeof *t->h, r, n, copies)) != 0)
+    goto out;
   if ((rc = ensure_conn(p, t)) != 0)
     goto out;
   char nbuf[24], wbuf[24], pbuf[24];

@@ -669,29 +669,15 @@ static int pg_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   }
   if (!t->c && (rc = connect_txn(p, t)) != 0)
     goto out;
-  if (t->nh + n > t->caph) {
-    size_t cap = t->caph ? t->caph : 8;
-    while (cap < t->nh + n)
-      cap *= 2;
-    pg_hold *h = realloc(t->h, cap * sizeof *h);
-    if (!h) {
-      rc = ORDO_ENOMEM;
-      goto out;
-    }
-    t->h = h;
-    t->caph = cap;
-  }
+  if ((rc = ordo__hold_room((void **)&t->h, &t->caph, t->nh, n,
+                            sizeof *t->h)) != 0)
+    goto out;
   /* What the server must grant: per value, the strongest mode asked that
    * no hold of this txn already carries. */
   size_t nw = 0;
+  if ((rc = ordo__hold_copy_new(t->h, t->nh, sizeof *t->h, r, n, copies)) != 0)
+    goto out;
   for (size_t i = 0; i < n; i++) {
-    if (hold_find(t, r[i].key, r[i].len) < 0) {
-      if (!(copies[i] = malloc(r[i].len))) {
-        rc = ORDO_ENOMEM;
-        goto out;
-      }
-      memcpy(copies[i], r[i].key, r[i].len);
-    }
     int64_t v = ordo__pg_key_value(r[i].key, r[i].len);
     bool x = r[i].mode == ORDO_MODE_X;
     if (carrier(t, v, true) || (!x && carrier(t, v, false)))

@@ -27,7 +27,6 @@
 #include <signal.h>
 #include <stddef.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -589,32 +588,6 @@ static void rd_close(ordo_t *o) {
   free(p);
 }
 
-/* 128 random bits in hex: the kernel's, else the clock-seeded generator's
- * (unique enough, if not unguessable). */
-static void new_owner(char out[33]) {
-  uint8_t b[16];
-  size_t got = 0;
-  while (got < sizeof b) {
-    ssize_t n = getrandom(b + got, sizeof b - got, 0);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    got += (size_t)n;
-  }
-  if (got < sizeof b) {
-    uint64_t x = ordo__rand64(), y = ordo__rand64();
-    memcpy(b, &x, 8);
-    memcpy(b + 8, &y, 8);
-  }
-  static const char hex[] = "0123456789abcdef";
-  for (int i = 0; i < 16; i++) {
-    out[2 * i] = hex[b[i] >> 4];
-    out[2 * i + 1] = hex[b[i] & 15];
-  }
-  out[32] = 0;
-}
-
 /*
  * rd_txn_begin -- a txn and its script connection: connect, AUTH and
  * SELECT when the URL asks, and a PING, pipelined, in one round trip bounded
@@ -629,7 +602,7 @@ static int rd_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
     return ORDO_ENOMEM;
   ordo__rs_conn_init(&t->c);
   ordo__rs_conn_init(&t->sub);
-  new_owner(t->owner);
+  ordo__rs_new_owner(t->owner);
   int rc = ordo__rs_connect(&t->c, &p->u.node, true);
   if (rc == 0) {
     const char *av[1] = {"PING"};
@@ -1053,40 +1026,15 @@ static int rd_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     rc = ORDO_ELEASE;
     goto out;
   }
-  if (t->nh + n > t->caph) {
-    size_t cap = t->caph ? t->caph : 8;
-    while (cap < t->nh + n)
-      cap *= 2;
-    rd_hold *h = realloc(t->h, cap * sizeof *h);
-    if (!h) {
-      rc = ORDO_ENOMEM;
-      goto out;
-    }
-    t->h = h;
-    t->caph = cap;
-  }
-  if (t->norph + n > t->caporph) {
-    size_t cap = t->caporph ? t->caporph : 8;
-    while (cap < t->norph + n)
-      cap *= 2;
-    rd_hold *h = realloc(t->orph, cap * sizeof *h);
-    if (!h) {
-      rc = ORDO_ENOMEM;
-      goto out;
-    }
-    t->orph = h;
-    t->caporph = cap;
-  }
+  if ((rc = ordo__hold_room((void **)&t->h, &t->caph, t->nh, n,
+                            sizeof *t->h)) != 0)
+    goto out;
+  if ((rc = ordo__hold_room((void **)&t->orph, &t->caporph, t->norph, n,
+                            sizeof *t->orph)) != 0)
+    goto out;
   flush_orphans(p, t);
-  for (size_t i = 0; i < n; i++) {
-    if (hold_find(t, r[i].key, r[i].len) >= 0)
-      continue;
-    if (!(copies[i] = malloc(r[i].len))) {
-      rc = ORDO_ENOMEM;
-      goto out;
-    }
-    memcpy(copies[i], r[i].key, r[i].len);
-  }
+  if ((rc = ordo__hold_copy_new(t->h, t->nh, sizeof *t->h, r, n, copies)) != 0)
+    goto out;
   char lease[24];
   char *f = fences;
   for (size_t i = 0; i < n; i++) {

@@ -15,7 +15,7 @@
  * ordo__rs_conn_init, ordo__rs_connect, ordo__rs_close, ordo__rs_open,
  * ordo__rs_append, ordo__rs_append_loose, ordo__rs_append_script, ordo__rs_run,
  * ordo__rs_take, ordo__rs_done, ordo__rs_eval, ordo__rs_next,
- * ordo__rs_err_code.
+ * ordo__rs_new_owner, ordo__rs_err_code.
  */
 #include "backend/redis_script.h"
 #include "backend/remote.h"
@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -953,4 +954,30 @@ int ordo__rs_err_code(const redisReply *r) {
   if (strstr(r->str, "WRONGTYPE"))
     return ORDO_EINVAL;
   return ORDO_EBACKEND;
+}
+
+/* 128 random bits in hex: the kernel's, else the clock-seeded generator's
+ * (unique enough, if not unguessable). */
+void ordo__rs_new_owner(char out[33]) {
+  uint8_t b[16];
+  size_t got = 0;
+  while (got < sizeof b) {
+    ssize_t n = getrandom(b + got, sizeof b - got, 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    got += (size_t)n;
+  }
+  if (got < sizeof b) {
+    uint64_t x = ordo__rand64(), y = ordo__rand64();
+    memcpy(b, &x, 8);
+    memcpy(b + 8, &y, 8);
+  }
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 0; i < 16; i++) {
+    out[2 * i] = hex[b[i] >> 4];
+    out[2 * i + 1] = hex[b[i] & 15];
+  }
+  out[32] = 0;
 }

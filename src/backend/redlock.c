@@ -30,7 +30,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -540,30 +539,6 @@ static void rl_close(ordo_t *o) {
   free(p);
 }
 
-static void new_owner(char out[33]) {
-  uint8_t b[16];
-  size_t got = 0;
-  while (got < sizeof b) {
-    ssize_t n = getrandom(b + got, sizeof b - got, 0);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    got += (size_t)n;
-  }
-  if (got < sizeof b) {
-    uint64_t x = ordo__rand64(), y = ordo__rand64();
-    memcpy(b, &x, 8);
-    memcpy(b + 8, &y, 8);
-  }
-  static const char hex[] = "0123456789abcdef";
-  for (int i = 0; i < 16; i++) {
-    out[2 * i] = hex[b[i] >> 4];
-    out[2 * i + 1] = hex[b[i] & 15];
-  }
-  out[32] = 0;
-}
-
 /* A txn connects lazily: a node down at begin is simply one that fails
  * its first exchanges (the quorum decides, not the begin). A wrong
  * password is found by the first exchange too. */
@@ -575,7 +550,7 @@ static int rl_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
     return ORDO_ENOMEM;
   for (size_t i = 0; i < RL_MAX_NODES; i++)
     ordo__rs_conn_init(&t->c[i]);
-  new_owner(t->owner);
+  ordo__rs_new_owner(t->owner);
   t->base.id = atomic_fetch_add(&p->next_id, 1);
   pthread_mutex_init(&t->mu, NULL);
   atomic_init(&t->lease_lost, false);
@@ -823,27 +798,11 @@ static int rl_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     rc = ORDO_ELEASE;
     goto out;
   }
-  if (t->nh + n > t->caph) {
-    size_t cap = t->caph ? t->caph : 8;
-    while (cap < t->nh + n)
-      cap *= 2;
-    rl_hold *h = realloc(t->h, cap * sizeof *h);
-    if (!h) {
-      rc = ORDO_ENOMEM;
-      goto out;
-    }
-    t->h = h;
-    t->caph = cap;
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (hold_find(t, r[i].key, r[i].len) >= 0)
-      continue;
-    if (!(copies[i] = malloc(r[i].len))) {
-      rc = ORDO_ENOMEM;
-      goto out;
-    }
-    memcpy(copies[i], r[i].key, r[i].len);
-  }
+  if ((rc = ordo__hold_room((void **)&t->h, &t->caph, t->nh, n,
+                            sizeof *t->h)) != 0)
+    goto out;
+  if ((rc = ordo__hold_copy_new(t->h, t->nh, sizeof *t->h, r, n, copies)) != 0)
+    goto out;
   char lease[24];
   char *f = fences;
   for (size_t i = 0; i < n; i++) {

@@ -5,6 +5,7 @@
 #include "remote.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -42,6 +43,33 @@ int ordo__hold_report(const void *arr, size_t n, size_t stride, const void *key,
   if (fence)
     *fence = h->token;
   return (int)h->count;
+}
+
+int ordo__hold_room(void **arr, size_t *cap, size_t have, size_t more,
+                    size_t stride) {
+  if (have + more <= *cap)
+    return 0;
+  size_t c = *cap ? *cap : 8;
+  while (c < have + more)
+    c *= 2;
+  void *a = realloc(*arr, c * stride);
+  if (!a)
+    return ORDO_ENOMEM;
+  *arr = a;
+  *cap = c;
+  return 0;
+}
+
+int ordo__hold_copy_new(const void *arr, size_t n, size_t stride,
+                        const ordo_req_t *r, size_t nr, uint8_t **copies) {
+  for (size_t i = 0; i < nr; i++) {
+    if (ordo__hold_find(arr, n, stride, r[i].key, r[i].len) >= 0)
+      continue;
+    if (!(copies[i] = malloc(r[i].len)))
+      return ORDO_ENOMEM;
+    memcpy(copies[i], r[i].key, r[i].len);
+  }
+  return 0;
 }
 
 void ordo__put_key(FILE *f, const uint8_t *k, size_t n) {

@@ -9,6 +9,8 @@
  *                         txn's reentrant holds), its mode and its token
  *   ordo__hold_find()     binary search of a record for a key
  *   ordo__hold_report()   what ordo_held answers from a record
+ *   ordo__hold_room()     grows a record (or any array) for more entries
+ *   ordo__hold_copy_new() copies the keys of a request not yet held
  *   ordo__put_key()       a key for a dump: printable bytes as they are,
  *                         others as \xNN
  *   ordo__write_all()     write(2) until done, EINTR retried
@@ -43,6 +45,16 @@ long ordo__hold_find(const void *arr, size_t n, size_t stride, const void *key,
 /* The hold count of key (0 when not held), with its mode and token. */
 int ordo__hold_report(const void *arr, size_t n, size_t stride, const void *key,
                       size_t len, ordo_mode_t *mode, uint64_t *fence);
+/* Makes room in *arr (*cap elements of stride bytes, have in use) for more
+ * entries, doubling from 8: 0, or ORDO_ENOMEM with *arr unchanged. Done
+ * before a request goes out, so that a grant is always recorded. */
+int ordo__hold_room(void **arr, size_t *cap, size_t have, size_t more,
+                    size_t stride);
+/* For each r[i] whose key the record (arr, n, stride) does not hold,
+ * copies[i] = a malloc'd copy of the key (the others stay NULL): 0, or
+ * ORDO_ENOMEM (the caller frees what was copied). */
+int ordo__hold_copy_new(const void *arr, size_t n, size_t stride,
+                        const ordo_req_t *r, size_t nr, uint8_t **copies);
 void ordo__put_key(FILE *f, const uint8_t *k, size_t n);
 /* 0, or ORDO_EINVAL when fd would not take it all. */
 int ordo__write_all(int fd, const char *s, size_t n);
