@@ -13,7 +13,9 @@
  *
  *   - through ordo: one ordo_lock_all of the two forks' keys, in the random
  *     order the diner drew them, on a "mem://" place with default options
- *     (one txn per diner), then ordo_unlock_all;
+ *     (one txn per diner; $PHILO_URL, if set, names another place, such as
+ *     mem://?starvation_holds=0 to compare the grant rules), then
+ *     ordo_unlock_all;
  *   - through std::scoped_lock of two std::mutex, in the same random order
  *     (philo_peer.cc, C++17, libstdc++'s std::lock);
  *   - through two pthread mutexes, the lower-numbered fork first (the
@@ -317,7 +319,10 @@ static int philo_run(const bench_row_t *row, philo_side_t side, double seconds,
   atomic_init(&p.stop, 0);
 
   int rc = 0;
-  if (side == PHILO_ORDO && (rc = ordo_open(&p.o, "mem://", NULL)) != 0) {
+  if (side == PHILO_ORDO &&
+      (rc =
+           ordo_open(&p.o, getenv("PHILO_URL") ? getenv("PHILO_URL") : "mem://",
+                     NULL)) != 0) {
     bench_error(row, "ordo_open: %s", ordo_strerror(rc));
     p.o = NULL;
     goto done;

@@ -189,6 +189,8 @@ typedef struct ordo_options_s {
   size_t max_locks;          /* lock objects alive at once (1,000,000) */
   size_t max_key_len;        /* longest key in bytes (512) */
   long starvation_us;        /* wait that reserves a waiter's keys (1000) */
+  unsigned starvation_holds; /* ...or this many mean hold times if longer,
+                                0 = the fixed bound alone (8) */
   unsigned hold_sample;      /* sample 1 in N hold times, power of two (64) */
   long spin_us;              /* a blocked caller spins this long first (20) */
   ordo_detect_t detect;      /* ORDO_DETECT_IMMEDIATE */

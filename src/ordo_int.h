@@ -118,6 +118,19 @@ extern const ordo__backend ordo__backend_redis;
 extern const ordo__backend ordo__backend_redlock;
 extern const ordo__backend ordo__backend_postgres;
 
+/*
+ * A mem:// txn's holds, for the lock server (src/server), which keeps no copy
+ * of its own: ordo__mem_each_hold calls fn on each, in acquisition order,
+ * with the key, mode, fencing token and hold count; ordo__mem_nholds counts
+ * the keys held. Only the txn's own thread may call them, and fn must not
+ * call into ordo. Both read the engine's own records (src/core/table.c,
+ * ordo__owner_each_hold).
+ */
+typedef void (*ordo__hold_fn)(void *arg, const void *key, size_t len,
+                              ordo_mode_t mode, uint64_t fence, unsigned count);
+void ordo__mem_each_hold(ordo_txn_t *t, ordo__hold_fn fn, void *arg);
+size_t ordo__mem_nholds(ordo_txn_t *t);
+
 /* Sorts reqs into the canonical order and merges duplicates (the strongest
  * mode wins) in place; returns the new count. */
 size_t ordo__reqs_normalize(ordo_req_t *reqs, size_t n);

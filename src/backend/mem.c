@@ -263,6 +263,14 @@ static int mem_held(ordo_txn_t *tx, const void *key, size_t len,
   return ordo__held(&mt(tx)->ow, key, len, mode, fence);
 }
 
+void ordo__mem_each_hold(ordo_txn_t *tx, ordo__hold_fn fn, void *arg) {
+  ordo__owner_each_hold(&mt(tx)->ow, fn, arg);
+}
+
+size_t ordo__mem_nholds(ordo_txn_t *tx) {
+  return ordo__owner_nholds(&mt(tx)->ow);
+}
+
 static int mem_stats(ordo_t *o, ordo_stats_t *out) {
   ordo__table_stats(((mem_place *)o)->tab, out);
   return 0;

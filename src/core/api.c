@@ -21,6 +21,7 @@ void ordo_options_init(ordo_options_t *o) {
   o->max_locks = 1000000;
   o->max_key_len = ORDO_KEY_MAX_DEFAULT;
   o->starvation_us = 1000;
+  o->starvation_holds = 8;
   o->hold_sample = 64;
   o->spin_us = 20;
   o->detect = ORDO_DETECT_IMMEDIATE;
@@ -46,7 +47,8 @@ static int check_options(const ordo_options_t *o) {
     return ORDO_EINVAL;
   if (o->max_locks == 0 || o->max_key_len == 0 || o->max_key_len > (1u << 20))
     return ORDO_EINVAL;
-  if (o->starvation_us < 0 || o->spin_us < 0 || o->spin_us > 1000000)
+  if (o->starvation_us < 0 || o->spin_us < 0 || o->spin_us > 1000000 ||
+      o->starvation_holds > 1000000)
     return ORDO_EINVAL;
   if ((unsigned)o->detect > ORDO_DETECT_OFF ||
       (unsigned)o->victim >= ORDO_VICTIM__COUNT ||
@@ -125,6 +127,8 @@ static int parse_query(const char *q, ordo_options_t *o) {
       o->max_key_len = (size_t)v;
     else if (OPT("starvation_us"))
       o->starvation_us = (long)v;
+    else if (OPT("starvation_holds"))
+      o->starvation_holds = (unsigned)v;
     else if (OPT("hold_sample"))
       o->hold_sample = (unsigned)v;
     else if (OPT("spin_us"))

@@ -18,18 +18,28 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 /* Empty lock objects kept per stripe for reuse before they are freed. */
 #define EMPTY_CACHE 16
+/* Hold records per block: a new block is as large as what the owner has,
+ * within these bounds. */
+#define HOLD_BLOCK_MIN 4
+#define HOLD_BLOCK_MAX 4096
+
+struct ordo__hold_block {
+  struct ordo__hold_block *next;
+  ordo__hold h[];
+};
 #define INITIAL_BUCKETS 16
 
 /* ---- Small helpers --------------------------------------------------------
  */
 
-static uint64_t hash_key(const void *key, size_t n) {
+static uint32_t hash_key(const void *key, size_t n) {
   /* A multiply-xorshift hash over 8-byte words; keys are short. */
   const uint8_t *p = key;
   uint64_t h = 0x9E3779B97F4A7C15u ^ (uint64_t)n;
@@ -47,8 +57,7 @@ static uint64_t hash_key(const void *key, size_t n) {
   h = (h ^ v) * 0x94D049BB133111EBu;
   h ^= h >> 29;
   h *= 0xBF58476D1CE4E5B9u;
-  h ^= h >> 32;
-  return h;
+  return (uint32_t)(h >> 32);
 }
 
 static void hist_add(_Atomic uint64_t *hist, uint64_t us) {
@@ -58,9 +67,9 @@ static void hist_add(_Atomic uint64_t *hist, uint64_t us) {
 /* ---- Lock objects (caller holds the stripe's mutex) ---------------------
  */
 
-static ordo__lock *lookup(ordo__stripe *st, uint64_t h, const void *key,
+static ordo__lock *lookup(ordo__stripe *st, uint32_t h, const void *key,
                           size_t len) {
-  ordo__lock *l = st->bucket[(h >> 32) & (st->nbucket - 1)];
+  ordo__lock *l = st->bucket[bucket_of(st, h, st->nbucket)];
   for (; l; l = l->hnext)
     if (l->hash == h && l->klen == len && memcmp(l->key, key, len) == 0)
       return l;
@@ -84,7 +93,7 @@ static void empty_unlink(ordo__stripe *st, ordo__lock *l) {
 }
 
 static void hash_remove(ordo__stripe *st, ordo__lock *l) {
-  ordo__lock **pp = &st->bucket[(l->hash >> 32) & (st->nbucket - 1)];
+  ordo__lock **pp = &st->bucket[bucket_of(st, l->hash, st->nbucket)];
   while (*pp != l)
     pp = &(*pp)->hnext;
   *pp = l->hnext;
@@ -109,7 +118,7 @@ static bool evict_one(ordo__table *tab, ordo__stripe *st) {
 /* Puts a lock with no holders and no waiters on the empty list; the list
  * is bounded, so the oldest empty lock is freed past EMPTY_CACHE. */
 static void retire(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
-  if (l->holders || l->qhead || l->listed || l->pins)
+  if (l->listed || l->holders || l->qhead || l->pins)
     return;
   l->listed = 1;
   l->enext = NULL;
@@ -124,7 +133,8 @@ static void retire(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
 }
 
 static void maybe_grow(ordo__stripe *st) {
-  if (st->nlock <= st->nbucket * 2u || st->nbucket >= (1u << 30))
+  /* The bits above the stripe's number the buckets: at most 2^(32-bshift). */
+  if (st->nlock <= st->nbucket * 2u || st->nbucket >= (1u << (31 - st->bshift)))
     return;
   uint32_t nb = st->nbucket * 2;
   ordo__lock **b = calloc(nb, sizeof *b);
@@ -134,7 +144,7 @@ static void maybe_grow(ordo__stripe *st) {
     ordo__lock *l = st->bucket[i];
     while (l) {
       ordo__lock *next = l->hnext;
-      uint32_t j = (uint32_t)(l->hash >> 32) & (nb - 1);
+      uint32_t j = bucket_of(st, l->hash, nb);
       l->hnext = b[j];
       b[j] = l;
       l = next;
@@ -147,7 +157,7 @@ static void maybe_grow(ordo__stripe *st) {
 
 /* Finds the lock for key or makes it; an empty lock found is taken off the
  * empty list so that no eviction frees it while the caller uses it. */
-static int lookup_or_create(ordo__table *tab, ordo__stripe *st, uint64_t h,
+static int lookup_or_create(ordo__table *tab, ordo__stripe *st, uint32_t h,
                             const void *key, size_t len, ordo__lock **out) {
   ordo__lock *l = lookup(st, h, key, len);
   if (l) {
@@ -164,16 +174,18 @@ static int lookup_or_create(ordo__table *tab, ordo__stripe *st, uint64_t h,
       return ORDO_ELIMIT;
     }
   }
-  l = malloc(sizeof *l + len);
+  /* The key right after the header's last field, not after its padding:
+   * a held lock's object is most of what it costs. */
+  l = malloc(offsetof(ordo__lock, key) + len);
   if (!l) {
     atomic_fetch_sub_explicit(&tab->live, 1, memory_order_relaxed);
     return ORDO_ENOMEM;
   }
-  memset(l, 0, sizeof *l);
+  memset(l, 0, offsetof(ordo__lock, key));
   l->hash = h;
-  l->klen = (uint32_t)len;
+  l->klen = (uint32_t)len & 0xffffffu;
   memcpy(l->key, key, len);
-  uint32_t b = (uint32_t)(h >> 32) & (st->nbucket - 1);
+  uint32_t b = bucket_of(st, h, st->nbucket);
   l->hnext = st->bucket[b];
   st->bucket[b] = l;
   st->nlock++;
@@ -205,36 +217,96 @@ static bool holders_block(const ordo__lock *l, const ordo__owner *w, int mode) {
 }
 
 /*
+ * The starvation bound: how long a waiter waits before it reserves its keys.
+ * It is the larger of starvation_us and starvation_holds times the mean
+ * sampled hold time: a waiter starves when it has waited longer than the
+ * holds it competes with explain, so workloads of long holds (bites of
+ * 1-10 ms in the dining philosophers) do not turn nearly every waiter into
+ * a reservation that keeps a free key idle. See src/core/README.md, "Why it
+ * cannot starve".
+ */
+static uint64_t starve_bound(const ordo__table *tab) {
+  uint64_t m = atomic_load_explicit(&((ordo__table *)tab)->hold_mean_ns,
+                                    memory_order_relaxed);
+  uint64_t b = tab->starve_holds * m;
+  return b > tab->starve_ns ? b : tab->starve_ns;
+}
+
+/* How a grant rule is asked: the bound and the clock, read once per
+ * question, and whether the asker holds wait_mu. */
+typedef struct rule_ctx {
+  uint64_t bound, now;
+  bool have_wait; /* may read any queue (not only those of its stripes) */
+  bool unsure;    /* an answer needed wait_mu: ask again with it */
+} rule_ctx;
+
+static bool reserved_against(const ordo__table *tab, const ordo__lock *l,
+                             const ordo__owner *w, int mode,
+                             const ordo__entry *self, rule_ctx *rc,
+                             bool chains);
+
+/*
+ * Is waiter o held back by the reservation of a starving waiter ahead of it
+ * on one of its keys? Then o's own reservations would only chain: its keys
+ * would sit idle while it waits for that older waiter anyway, so they are
+ * not honoured (see "Why it cannot starve"). Reads o's queues: needs wait_mu.
+ */
+static bool chained(const ordo__table *tab, const ordo__owner *o,
+                    rule_ctx *rc) {
+  for (size_t i = 0; i < o->nent; i++) {
+    const ordo__entry *f = &o->ent[i];
+    if (f->lock->qhead &&
+        reserved_against(tab, f->lock, o, f->mode, f, rc, false))
+      return true;
+  }
+  return false;
+}
+
+/*
  * Is the lock reserved against w by a starving waiter ahead of self (self is
  * w's own queue entry, or NULL for a new request, which comes after them
- * all)? A waiter starves once it has waited starve_ns; the queue is in
- * arrival order, so the scan stops at the first waiter that does not.
+ * all)? A waiter starves once it has waited the starvation bound; the queue
+ * is in arrival order, so the scan stops at the first waiter that does not.
+ * With chains, a starving waiter that is itself held back by an older one's
+ * reservation (chained) reserves nothing.
  */
 static bool reserved_against(const ordo__table *tab, const ordo__lock *l,
                              const ordo__owner *w, int mode,
-                             const ordo__entry *self, uint64_t *now) {
+                             const ordo__entry *self, rule_ctx *rc,
+                             bool chains) {
   for (const ordo__entry *e = l->qhead; e && e != self; e = e->qnext) {
-    if (!*now)
-      *now = ordo__now_ns();
-    if (*now - e->owner->enq_ns < tab->starve_ns) {
+    if (!rc->now)
+      rc->now = ordo__now_ns();
+    if (!rc->bound)
+      rc->bound = starve_bound(tab); /* read once, when first needed */
+    if (rc->now - e->owner->enq_ns < rc->bound) {
       if (!l->reordered)
         return false; /* arrival order: nobody behind has waited longer */
       continue;
     }
-    if (e->owner != w && conflicts(mode, e->mode))
+    if (e->owner == w || !conflicts(mode, e->mode))
+      continue;
+    if (!chains)
+      return true;
+    if (!rc->have_wait) {
+      /* Whether e is chained depends on queues of other stripes. */
+      rc->unsure = true;
+      return true;
+    }
+    if (!chained(tab, e->owner, rc))
       return true;
   }
   return false;
 }
 
 static bool grantable(const ordo__table *tab, const ordo__owner *w, bool queued,
-                      uint64_t *now) {
+                      rule_ctx *rc) {
   for (size_t i = 0; i < w->nent; i++) {
     const ordo__entry *e = &w->ent[i];
     if (holders_block(e->lock, w, e->mode))
       return false;
     if (e->lock->qhead &&
-        reserved_against(tab, e->lock, w, e->mode, queued ? e : NULL, now))
+        reserved_against(tab, e->lock, w, e->mode, queued ? e : NULL, rc, true))
       return false;
   }
   return true;
@@ -263,15 +335,14 @@ static void grant_one(ordo__table *tab, ordo__stripe *st, ordo__owner *w,
   h->mode = (uint8_t)mode;
   h->count = 1;
   h->fence = ++st->fence;
-  h->grant_ns = 0;
-  if ((w->sample++ & (tab->opts.hold_sample - 1)) == 0) {
+  if ((w->sample++ & (tab->opts.hold_sample - 1)) == 0 && !w->sampled) {
     if (!*now)
       *now = ordo__now_ns();
-    h->grant_ns = *now;
+    w->sampled = h;
+    w->sampled_ns = *now;
   }
   h->lnext = l->holders;
   l->holders = h;
-  l->nholders++;
   if (mode == ORDO_MODE_X)
     l->xheld = 1;
   empty_unlink(st, l);
@@ -295,11 +366,16 @@ static void drop_hold(ordo__table *tab, ordo__stripe *st, ordo__hold *h) {
   while (*pp != h)
     pp = &(*pp)->lnext;
   *pp = h->lnext;
-  l->nholders--;
   if (h->mode == ORDO_MODE_X)
     l->xheld = 0; /* X is never shared, so it was the only X */
-  if (h->grant_ns)
-    hist_add(tab->hold_hist, (ordo__now_ns() - h->grant_ns) / 1000);
+  if (h == w->sampled) {
+    uint64_t held = ordo__now_ns() - w->sampled_ns;
+    hist_add(tab->hold_hist, held / 1000);
+    uint64_t m = GET(tab->hold_mean_ns);
+    atomic_store_explicit(&tab->hold_mean_ns, m ? m - m / 16 + held / 16 : held,
+                          memory_order_relaxed);
+    w->sampled = NULL;
+  }
   BUMP(st->released);
   if (h->tprev)
     h->tprev->tnext = h->tnext;
@@ -454,17 +530,17 @@ enum { WAKE_NO, WAKE_GRANTED, WAKE_POKED };
  * granted here and joins the fire list. Returns what it did.
  */
 static int wake_one(ordo__table *tab, ordo__owner *w, ordo__owner **fire) {
-  uint64_t now = 0;
+  rule_ctx rx = {0, 0, true, false};
   lock_stripes(tab, w);
-  bool ok = grantable(tab, w, true, &now);
+  bool ok = grantable(tab, w, true, &rx);
   bool poke = false;
   if (ok && atomic_load_explicit(&w->pokeable, memory_order_relaxed)) {
-    if (!now)
-      now = ordo__now_ns();
-    poke = now - w->enq_ns < tab->starve_ns;
+    if (!rx.now)
+      rx.now = ordo__now_ns();
+    poke = rx.now - w->enq_ns < starve_bound(tab);
   }
   if (ok && !poke)
-    grant_waiter(tab, w, &now);
+    grant_waiter(tab, w, &rx.now);
   unlock_stripes(tab, w);
   if (!ok)
     return WAKE_NO;
@@ -725,6 +801,7 @@ int ordo__table_create(ordo__table **out, const ordo_options_t *opts) {
     tab->opts.sweep_ms = 0; /* off means timeouts only: no sweep either */
   tab->starve_ns =
       (uint64_t)(opts->starvation_us < 0 ? 0 : opts->starvation_us) * 1000u;
+  tab->starve_holds = opts->starvation_holds;
   tab->smask = opts->stripes - 1;
   tab->stripe = aligned_alloc(64, sizeof(ordo__stripe) * opts->stripes);
   if (!tab->stripe) {
@@ -742,6 +819,7 @@ int ordo__table_create(ordo__table **out, const ordo_options_t *opts) {
   for (unsigned i = 0; i < opts->stripes; i++) {
     ordo__stripe *st = &tab->stripe[i];
     pthread_mutex_init(&st->mu, &ma);
+    st->bshift = (uint32_t)__builtin_ctz(opts->stripes);
     st->nbucket = INITIAL_BUCKETS;
     st->bucket = calloc(INITIAL_BUCKETS, sizeof *st->bucket);
     if (!st->bucket) {
@@ -812,10 +890,10 @@ void ordo__owner_init(ordo__table *tab, ordo__owner *w, uint64_t id,
 void ordo__owner_fini(ordo__owner *w) {
   ordo__abort_wait(w, ORDO_ECANCELED);
   ordo__release_all(w);
-  while (w->hfree) {
-    ordo__hold *h = w->hfree;
-    w->hfree = h->tnext;
-    free(h);
+  while (w->blocks) {
+    struct ordo__hold_block *b = w->blocks;
+    w->blocks = b->next;
+    free(b);
   }
   free(w->ent);
   free(w->stripes);
@@ -836,13 +914,26 @@ static int reserve(ordo__owner *w, size_t n) {
     w->stripes = s;
     w->capent = n;
   }
-  while (w->nfree < n) {
-    ordo__hold *h = calloc(1, sizeof *h);
-    if (!h)
+  if (w->nfree < n) {
+    /* A block of at least what is missing, and as many as the owner has
+     * already (at most HOLD_BLOCK_MAX), so an owner that holds many keys
+     * makes few blocks and one that holds a few wastes little. */
+    size_t k = w->nallocated < HOLD_BLOCK_MAX ? w->nallocated : HOLD_BLOCK_MAX;
+    if (k < HOLD_BLOCK_MIN)
+      k = HOLD_BLOCK_MIN;
+    if (k < n - w->nfree)
+      k = n - w->nfree;
+    struct ordo__hold_block *b = calloc(1, sizeof *b + k * sizeof(ordo__hold));
+    if (!b)
       return ORDO_ENOMEM;
-    h->tnext = w->hfree;
-    w->hfree = h;
-    w->nfree++;
+    b->next = w->blocks;
+    w->blocks = b;
+    w->nallocated += k;
+    for (size_t i = 0; i < k; i++) {
+      b->h[i].tnext = w->hfree;
+      w->hfree = &b->h[i];
+    }
+    w->nfree += k;
   }
   return 0;
 }
@@ -889,7 +980,7 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
   bool have_wait = false;
   ordo__owner *fire = NULL;
   for (;;) {
-    uint64_t now = 0;
+    rule_ctx rx = {0, 0, have_wait, false};
     lock_stripes(tab, w);
     size_t made = 0;
     for (; made < n; made++) {
@@ -899,10 +990,10 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
       if (rc)
         break;
     }
-    if (rc == 0 && grantable(tab, w, false, &now)) {
+    if (rc == 0 && grantable(tab, w, false, &rx)) {
       for (size_t i = 0; i < n; i++) {
         ordo__entry *e = &w->ent[i];
-        grant_one(tab, &tab->stripe[e->stripe], w, e->lock, e->mode, &now);
+        grant_one(tab, &tab->stripe[e->stripe], w, e->lock, e->mode, &rx.now);
       }
       BUMP(tab->stripe[w->stripes[0]].acquired);
       unlock_stripes(tab, w);
@@ -910,15 +1001,24 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
         pthread_mutex_unlock(&tab->wait_mu);
       return 0;
     }
-    if (rc == 0 && deadline_ns != ORDO_NO_DEADLINE) {
+    uint64_t now = rx.now;
+    /* An answer the rules were unsure of without wait_mu is asked again
+     * with it, before a deadline can end the call. */
+    bool again = rc == 0 && rx.unsure && !have_wait;
+    if (rc == 0 && !again && deadline_ns != ORDO_NO_DEADLINE) {
       if (!now)
         now = ordo__now_ns();
       if (deadline_ns <= now)
         rc = ORDO_ETIMEDOUT;
     }
-    if (rc == 0 && !have_wait && pthread_mutex_trylock(&tab->wait_mu) == 0)
-      have_wait = true;
-    if (rc || !have_wait) {
+    /* Queueing needs wait_mu, which comes before the stripes. */
+    if (rc == 0 && !again && !have_wait) {
+      if (pthread_mutex_trylock(&tab->wait_mu) == 0)
+        have_wait = true;
+      else
+        again = true;
+    }
+    if (rc || again) {
       /* Give back what this attempt touched. */
       for (size_t i = 0; i < made; i++)
         retire(tab, &tab->stripe[w->ent[i].stripe], w->ent[i].lock);
@@ -933,7 +1033,8 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
         return rc;
       }
       /* wait_mu comes before the stripes: take it, then start again. */
-      pthread_mutex_lock(&tab->wait_mu);
+      if (!have_wait)
+        pthread_mutex_lock(&tab->wait_mu);
       have_wait = true;
       continue;
     }
@@ -1009,11 +1110,11 @@ int ordo__retry(ordo__owner *w) {
     return ORDO_ENOTHELD; /* ended meanwhile: its event is on its way */
   }
   w->woken = false;
-  uint64_t now = 0;
+  rule_ctx rx = {0, 0, true, false};
   lock_stripes(tab, w);
-  bool ok = grantable(tab, w, true, &now);
+  bool ok = grantable(tab, w, true, &rx);
   if (ok)
-    grant_waiter(tab, w, &now);
+    grant_waiter(tab, w, &rx.now);
   unlock_stripes(tab, w);
   if (ok) {
     timer_remove(tab, w);
@@ -1080,7 +1181,7 @@ void ordo__release_holds_locked(ordo__table *tab, ordo__owner *w,
 
 int ordo__release_one(ordo__owner *w, const void *key, size_t len) {
   ordo__table *tab = w->tab;
-  uint64_t h = hash_key(key, len);
+  uint32_t h = hash_key(key, len);
   ordo__stripe *st = &tab->stripe[stripe_of(tab, h)];
   pthread_mutex_lock(&st->mu);
   ordo__lock *l = lookup(st, h, key, len);
@@ -1105,10 +1206,25 @@ int ordo__release_one(ordo__owner *w, const void *key, size_t len) {
   return 0;
 }
 
+void ordo__owner_each_hold(ordo__owner *w, ordo__hold_fn fn, void *arg) {
+  pthread_mutex_lock(&w->tab->wait_mu);
+  for (const ordo__hold *h = w->hhead; h; h = h->tnext)
+    fn(arg, h->lock->key, h->lock->klen, (ordo_mode_t)h->mode, h->fence,
+       h->count);
+  pthread_mutex_unlock(&w->tab->wait_mu);
+}
+
+size_t ordo__owner_nholds(ordo__owner *w) {
+  pthread_mutex_lock(&w->tab->wait_mu);
+  size_t n = w->nholds;
+  pthread_mutex_unlock(&w->tab->wait_mu);
+  return n;
+}
+
 int ordo__held(ordo__owner *w, const void *key, size_t len, ordo_mode_t *mode,
                uint64_t *fence) {
   ordo__table *tab = w->tab;
-  uint64_t h = hash_key(key, len);
+  uint32_t h = hash_key(key, len);
   ordo__stripe *st = &tab->stripe[stripe_of(tab, h)];
   int count = 0;
   pthread_mutex_lock(&st->mu);
@@ -1196,7 +1312,7 @@ void ordo__table_dump(ordo__table *tab, int fd) {
     }
     for (uint32_t b = 0; b < st->nbucket; b++) {
       for (ordo__lock *l = st->bucket[b]; l; l = l->hnext) {
-        if (!l->holders && !l->qhead)
+        if (l->listed || (!l->holders && !l->qhead))
           continue;
         fprintf(f, "  key \"");
         put_key(f, l->key, l->klen);

@@ -29,8 +29,7 @@ struct ordo__hold {
   ordo__hold *tprev, *tnext; /* the owner's holds, in acquisition order */
   ordo__lock *lock;
   ordo__owner *owner;
-  uint64_t fence;    /* token of the grant */
-  uint64_t grant_ns; /* set when this hold's time is sampled, else 0 */
+  uint64_t fence; /* token of the grant */
   uint32_t count;
   uint8_t mode;
 };
@@ -40,7 +39,7 @@ struct ordo__entry {
   ordo__entry *qprev, *qnext; /* the lock's wait queue, arrival order */
   ordo__lock *lock;
   ordo__owner *owner;
-  uint64_t hash;
+  uint32_t hash;
   uint32_t stripe;
   uint8_t mode;
   uint8_t pinned; /* abort_locked pinned this entry's lock */
@@ -66,6 +65,13 @@ struct ordo__owner {
   size_t nholds;
   ordo__hold *hfree; /* preallocated hold records */
   size_t nfree;
+  /* Hold records come in blocks (one malloc for many: a session of a lock
+   * server may hold a million), freed when the owner ends. */
+  struct ordo__hold_block *blocks;
+  size_t nallocated;
+  /* The one hold whose time is being sampled, and its grant time. */
+  ordo__hold *sampled;
+  uint64_t sampled_ns;
 
   /* The pending request: its entries and the sorted, distinct stripes. */
   ordo__entry *ent;
@@ -130,6 +136,14 @@ int ordo__release_all(ordo__owner *w);
 /* Hold count (0 when not held), mode and fencing token of key. */
 int ordo__held(ordo__owner *w, const void *key, size_t len, ordo_mode_t *mode,
                uint64_t *fence);
+
+/* Calls fn (ordo_int.h) on each hold of w, in acquisition order, under the
+ * table's wait_mu: only w's own thread may call it, and while w waits, a grant
+ * to it (made under wait_mu) cannot change the list meanwhile. fn must not call
+ * into the engine. */
+void ordo__owner_each_hold(ordo__owner *w, ordo__hold_fn fn, void *arg);
+/* Keys w holds (w's own thread, as above). */
+size_t ordo__owner_nholds(ordo__owner *w);
 
 void ordo__table_stats(ordo__table *tab, ordo_stats_t *out);
 void ordo__table_dump(ordo__table *tab, int fd);

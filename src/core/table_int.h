@@ -9,18 +9,35 @@
 
 #include "core/table.h"
 
+/*
+ * A lock object. It is what a held lock costs (with one ordo__hold), so it is
+ * kept small: an empty lock on the stripe's cache has no holders and no
+ * waiters, and its cache links share their words with those two lists.
+ * Read holders and qhead only of a lock that is not listed (every lock an
+ * entry or a hold points at is not), or after checking listed.
+ */
 struct ordo__lock {
-  ordo__lock *hnext;         /* hash chain */
-  ordo__lock *eprev, *enext; /* the stripe's empty list, while listed */
-  uint64_t hash;
-  ordo__hold *holders;
-  ordo__entry *qhead, *qtail; /* waiters in arrival order */
-  uint32_t nholders;
-  uint8_t xheld;     /* some holder holds X */
-  uint8_t listed;    /* on the stripe's empty list */
-  uint8_t reordered; /* the queue left arrival order (a soft-cycle fix) */
-  uint32_t pins;     /* wake-ups in progress that will read this lock */
-  uint32_t klen;
+  ordo__lock *hnext; /* hash chain */
+  union {
+    struct {
+      ordo__hold *holders;
+      ordo__entry *qhead; /* waiters in arrival order; qtail below */
+    };
+    struct {
+      ordo__lock *eprev, *enext; /* the stripe's empty list, while listed */
+    };
+  };
+  ordo__entry *qtail;
+  uint32_t hash; /* hash_key's: stripe and bucket (stripe_of, bucket_of) */
+  uint32_t pins; /* wake-ups in progress that will read this lock */
+  /* One word, all of it written under the stripe's mutex. */
+  uint32_t klen : 24;  /* max_key_len is at most 2^20 */
+  uint32_t xheld : 1;  /* some holder holds X */
+  uint32_t listed : 1; /* on the stripe's empty list */
+  /* The queue left arrival order (a soft-cycle fix). Written under wait_mu
+   * and the stripe, like the queue, so either one is enough to read it:
+   * a byte of its own, since the word above changes under the stripe alone. */
+  uint8_t reordered;
   uint8_t key[];
 };
 
@@ -44,6 +61,7 @@ typedef struct ordo__stripe {
   _Alignas(64) pthread_mutex_t mu;
   ordo__lock **bucket;
   uint32_t nbucket, nlock;
+  uint32_t bshift;           /* read-only: a hash's bits above the stripe's */
   ordo__lock *ehead, *etail; /* empty lock objects, oldest first */
   uint32_t nempty;
   uint64_t fence; /* last fencing token granted in this stripe */
@@ -51,9 +69,14 @@ typedef struct ordo__stripe {
 } ordo__stripe;
 
 struct ordo__table {
-  ordo_options_t opts; /* read-only */
-  uint64_t starve_ns;  /* read-only */
-  uint32_t smask;      /* read-only: stripes - 1 */
+  ordo_options_t opts;   /* read-only */
+  uint64_t starve_ns;    /* read-only: the starvation bound's floor */
+  uint64_t starve_holds; /* read-only: ...or this many mean hold times */
+  /* The mean of the sampled hold times (an average over about the last 16
+   * samples): relaxed loads and stores from any thread, since a lost update
+   * only delays the average a little. */
+  _Atomic uint64_t hold_mean_ns;
+  uint32_t smask; /* read-only: stripes - 1 */
   ordo__stripe *stripe;
   _Atomic uint64_t live; /* lock objects allocated */
 
@@ -89,8 +112,15 @@ struct ordo__table {
   pthread_t timer_thr;
 };
 
-static inline uint32_t stripe_of(const ordo__table *tab, uint64_t h) {
-  return (uint32_t)(h & tab->smask);
+/* A key's hash picks its stripe with its low bits and its bucket in the
+ * stripe with the bits above those. */
+static inline uint32_t stripe_of(const ordo__table *tab, uint32_t h) {
+  return h & tab->smask;
+}
+
+static inline uint32_t bucket_of(const ordo__stripe *st, uint32_t h,
+                                 uint32_t nbucket) {
+  return (h >> st->bshift) & (nbucket - 1);
 }
 
 static inline ordo__stripe *lock_stripe(ordo__table *tab, const ordo__lock *l) {

@@ -4,7 +4,7 @@
  * docs/protocol.md, which documents each command.
  *
  * Interface: srv_dispatch, srv_cmd_find, srv_cmd_count, srv_cmd_at,
- * srv_lock_granted, srv_lock_reply, srv_held_clear.
+ * srv_lock_reply, srv_held_write.
  */
 #include "server/server.h"
 
@@ -40,121 +40,51 @@ static bool arg_num(const ordo__resp_arg *a, long long lo, long long hi,
 }
 
 /* ---- Held keys of a session ------------------------------------------------
+ *
+ * The server keeps no record of its own of what a session holds: the
+ * engine's holds are the record (ordo__mem_each_hold, ordo__mem_nholds), so
+ * a held lock costs the server nothing beyond the engine's lock object and
+ * hold, and the two can never disagree.
  */
 
-static uint64_t key_hash(const void *k, size_t n) {
-  const uint8_t *p = k;
-  uint64_t h = UINT64_C(0xcbf29ce484222325); /* FNV-1a, then a mix */
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ p[i]) * UINT64_C(0x100000001b3);
-  return h ^ (h >> 29);
-}
+/* A reply about a session's holds. Its items are written to a buffer of
+ * their own first, since the engine tells the count only with them (a
+ * deadlock sweep on the timer thread may release a waiting session's holds
+ * between two calls). */
+typedef struct held_reply {
+  ordo__out items;
+  size_t n;
+  uint64_t epoch; /* the server's epoch, shifted into place for tokens */
+  bool keys_only; /* the lease-lost push names keys alone */
+} held_reply;
 
-/* The slot of hix that holds key k, or the empty slot where it would go. */
-static size_t hix_slot(const sess *ss, const void *k, size_t n) {
-  size_t mask = ss->hixcap - 1, i = (size_t)key_hash(k, n) & mask;
-  for (;; i = (i + 1) & mask) {
-    uint32_t v = ss->hix[i];
-    if (v == 0)
-      return i;
-    const struct sess_key *h = &ss->held[v - 1];
-    if (h->len == n && memcmp(h->key, k, n) == 0)
-      return i;
-  }
-}
-
-/* Rebuilds hix with cap slots. */
-static bool hix_rebuild(sess *ss, size_t cap) {
-  uint32_t *x = calloc(cap, sizeof *x);
-  if (!x)
-    return false;
-  free(ss->hix);
-  ss->hix = x;
-  ss->hixcap = cap;
-  for (size_t i = 0; i < ss->nheld; i++)
-    ss->hix[hix_slot(ss, ss->held[i].key, ss->held[i].len)] = (uint32_t)i + 1;
-  return true;
-}
-
-/* Empties slot i, moving later entries of its run back (linear probing's
- * deletion without tombstones). */
-static void hix_erase(sess *ss, size_t i) {
-  size_t mask = ss->hixcap - 1;
-  ss->hix[i] = 0;
-  for (size_t j = (i + 1) & mask; ss->hix[j] != 0; j = (j + 1) & mask) {
-    const struct sess_key *h = &ss->held[ss->hix[j] - 1];
-    size_t home = (size_t)key_hash(h->key, h->len) & mask;
-    /* Move j's entry into the hole unless its home lies in (i, j]. */
-    bool stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
-    if (!stays) {
-      ss->hix[i] = ss->hix[j];
-      ss->hix[j] = 0;
-      i = j;
-    }
-  }
-}
-
-static struct sess_key *held_find(sess *ss, const void *k, size_t n) {
-  if (ss->nheld == 0)
-    return NULL;
-  uint32_t v = ss->hix[hix_slot(ss, k, n)];
-  return v ? &ss->held[v - 1] : NULL;
-}
-
-static bool held_add(sess *ss, const void *k, size_t n) {
-  struct sess_key *h = held_find(ss, k, n);
-  if (h) {
-    h->holds++;
-    return true;
-  }
-  if (ss->nheld == ss->capheld) {
-    size_t cap = ss->capheld ? ss->capheld * 2 : 8;
-    struct sess_key *p = realloc(ss->held, cap * sizeof *p);
-    if (!p)
-      return false;
-    ss->held = p;
-    ss->capheld = cap;
-  }
-  if ((ss->nheld + 1) * 2 > ss->hixcap &&
-      !hix_rebuild(ss, ss->hixcap ? ss->hixcap * 2 : 16))
-    return false;
-  char *copy = malloc(n);
-  if (!copy)
-    return false;
-  memcpy(copy, k, n);
-  ss->held[ss->nheld] = (struct sess_key){copy, n, 1};
-  ss->hix[hix_slot(ss, k, n)] = (uint32_t)ss->nheld + 1;
-  ss->nheld++;
-  return true;
-}
-
-static void held_drop(sess *ss, const void *k, size_t n) {
-  if (ss->nheld == 0)
+static void held_item(void *arg, const void *key, size_t len, ordo_mode_t mode,
+                      uint64_t fence, unsigned count) {
+  held_reply *r = arg;
+  r->n++;
+  if (r->keys_only) {
+    ordo__out_bulk(&r->items, key, len);
     return;
-  size_t slot = hix_slot(ss, k, n);
-  if (ss->hix[slot] == 0)
-    return;
-  size_t at = ss->hix[slot] - 1;
-  struct sess_key *h = &ss->held[at];
-  if (--h->holds > 0)
-    return;
-  hix_erase(ss, slot);
-  free(h->key);
-  size_t last = --ss->nheld;
-  if (at != last) {
-    /* The last entry moves into at: its slot must say so. */
-    ss->held[at] = ss->held[last];
-    ss->hix[hix_slot(ss, ss->held[at].key, ss->held[at].len)] =
-        (uint32_t)at + 1;
   }
+  ordo__out_array(&r->items, 4);
+  ordo__out_bulk(&r->items, key, len);
+  ordo__out_bulk(&r->items, mode == ORDO_MODE_S ? "S" : "X", 1);
+  ordo__out_int(&r->items, (long long)(r->epoch | fence));
+  ordo__out_int(&r->items, (long long)count);
 }
 
-void srv_held_clear(sess *ss) {
-  for (size_t i = 0; i < ss->nheld; i++)
-    free(ss->held[i].key);
-  ss->nheld = 0;
-  if (ss->hix)
-    memset(ss->hix, 0, ss->hixcap * sizeof *ss->hix);
+size_t srv_held_write(ordo__out *out, srv *s, sess *ss, bool lost) {
+  held_reply r = {{0}, 0, s->epoch << FENCE_SHIFT, lost};
+  ordo__mem_each_hold(ss->txn, held_item, &r);
+  if (lost) {
+    ordo__out_push(out, 1 + r.n, 3);
+    ordo__out_bulk(out, "lease-lost", 10);
+  } else {
+    ordo__out_array(out, r.n);
+  }
+  ordo__out_append(out, &r.items);
+  ordo__out_free(&r.items);
+  return r.n;
 }
 
 /* ---- LOCK -----------------------------------------------------------------
@@ -179,13 +109,6 @@ static uint64_t token_of(srv *s, ordo_txn_t *t, const void *k, size_t n) {
   if (ordo_fence(t, k, n, &f) != 0)
     return 0;
   return (s->epoch << FENCE_SHIFT) | f;
-}
-
-/* A LOCK was granted: its keys are held (also while the session is
- * detached, so that LOCKS shows them once it is resumed). */
-void srv_lock_granted(sess *ss) {
-  for (size_t i = 0; i < ss->nreq; i++)
-    held_add(ss, ss->req[i].key, ss->req[i].len);
 }
 
 /* The reply to a granted LOCK: the lease's validity and each key's token, in
@@ -285,7 +208,7 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
     }
     total += k->len;
   }
-  if (ss->nheld + (size_t)nk > s->cfg.max_session_locks) {
+  if (ordo__mem_nholds(ss->txn) + (size_t)nk > s->cfg.max_session_locks) {
     ordo__out_error(&c->out, "LIMIT",
                     "this session would hold more than %zu keys; UNLOCK some",
                     s->cfg.max_session_locks);
@@ -306,7 +229,7 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
   if (have_prio && prio != ss->txn->priority) {
     /* Priority is a txn's from its start: a session that holds nothing
      * starts a new one; one that holds keys keeps its own. */
-    if (ss->nheld == 0) {
+    if (ordo__mem_nholds(ss->txn) == 0) {
       ordo_txn_t *t = NULL;
       ordo_txn_options_t to = {(int)prio, NULL, 0};
       if (ordo_txn_begin(s->o, &t, &to) == 0) {
@@ -349,7 +272,6 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
   ss->waiting = false;
   if (rc == 0) {
     s->lock_grants++;
-    srv_lock_granted(ss);
     srv_lock_reply(c, ss);
   } else if (rc == ORDO_ETIMEDOUT) {
     s->lock_timeouts++;
@@ -371,7 +293,6 @@ static void cmd_unlock(conn *c, size_t argc, ordo__resp_arg *argv) {
   sess *ss = c->sess;
   if (argc == 1) {
     int n = ordo_unlock_all(ss->txn);
-    srv_held_clear(ss);
     ordo__out_int(&c->out, n < 0 ? 0 : n);
     return;
   }
@@ -379,10 +300,8 @@ static void cmd_unlock(conn *c, size_t argc, ordo__resp_arg *argv) {
   for (size_t i = 1; i < argc; i++) {
     if (argv[i].len == 0 || argv[i].len > c->s->cfg.max_key_len)
       continue;
-    if (ordo_unlock(ss->txn, argv[i].ptr, argv[i].len) == 0) {
-      held_drop(ss, argv[i].ptr, argv[i].len);
+    if (ordo_unlock(ss->txn, argv[i].ptr, argv[i].len) == 0)
       n++;
-    }
   }
   ordo__out_int(&c->out, n);
 }
@@ -404,43 +323,36 @@ static void cmd_extend(conn *c, size_t argc, ordo__resp_arg *argv) {
 static void cmd_locks(conn *c, size_t argc, ordo__resp_arg *argv) {
   (void)argc;
   (void)argv;
-  sess *ss = c->sess;
-  ordo__out_array(&c->out, ss->nheld);
-  for (size_t i = 0; i < ss->nheld; i++) {
-    ordo_mode_t m = ORDO_MODE_X;
-    int holds = ordo_held(ss->txn, ss->held[i].key, ss->held[i].len, &m);
-    ordo__out_array(&c->out, 4);
-    ordo__out_bulk(&c->out, ss->held[i].key, ss->held[i].len);
-    ordo__out_bulk(&c->out, m == ORDO_MODE_S ? "S" : "X", 1);
-    ordo__out_int(&c->out, (long long)token_of(c->s, ss->txn, ss->held[i].key,
-                                               ss->held[i].len));
-    ordo__out_int(&c->out, holds < 0 ? 0 : holds);
-  }
+  srv_held_write(&c->out, c->s, c->sess, false);
 }
 
-/* HOLDERS key: from the sessions' own records of what they hold, and the
- * engine's graph for who waits. */
+/* HOLDERS key: from each session's holds in the engine, and the engine's
+ * graph for who waits. */
 static void cmd_holders(conn *c, size_t argc, ordo__resp_arg *argv) {
   (void)argc;
   srv *s = c->s;
+  /* The holders go to a buffer of their own first: the count is known only
+   * once they are written (a deadlock sweep may release a victim's holds
+   * meanwhile, so two passes could disagree). */
+  ordo__out items = {0};
   size_t n = 0;
   for (size_t i = 0; i < s->smap_cap; i++)
-    for (sess *x = s->smap[i]; x; x = x->hnext)
-      if (held_find(x, argv[1].ptr, argv[1].len))
-        n++;
+    for (sess *x = s->smap[i]; x; x = x->hnext) {
+      ordo_mode_t m = ORDO_MODE_X;
+      uint64_t f = 0;
+      if (ordo_held(x->txn, argv[1].ptr, argv[1].len, &m) <= 0 ||
+          ordo_fence(x->txn, argv[1].ptr, argv[1].len, &f) != 0)
+        continue;
+      n++;
+      ordo__out_array(&items, 3);
+      ordo__out_int(&items, (long long)x->id);
+      ordo__out_bulk(&items, m == ORDO_MODE_S ? "S" : "X", 1);
+      ordo__out_int(&items, (long long)((s->epoch << FENCE_SHIFT) | f));
+    }
   ordo__out_array(&c->out, 2);
   ordo__out_array(&c->out, n);
-  for (size_t i = 0; i < s->smap_cap; i++)
-    for (sess *x = s->smap[i]; x; x = x->hnext)
-      if (held_find(x, argv[1].ptr, argv[1].len)) {
-        ordo_mode_t m = ORDO_MODE_X;
-        ordo_held(x->txn, argv[1].ptr, argv[1].len, &m);
-        ordo__out_array(&c->out, 3);
-        ordo__out_int(&c->out, (long long)x->id);
-        ordo__out_bulk(&c->out, m == ORDO_MODE_S ? "S" : "X", 1);
-        ordo__out_int(&c->out,
-                      (long long)token_of(s, x->txn, argv[1].ptr, argv[1].len));
-      }
+  ordo__out_append(&c->out, &items);
+  ordo__out_free(&items);
   size_t nw = 0;
   for (size_t i = 0; i < s->smap_cap; i++)
     for (sess *x = s->smap[i]; x; x = x->hnext)
@@ -519,7 +431,7 @@ static void cmd_session(conn *c, size_t argc, ordo__resp_arg *argv) {
                             "may have run out)");
       return;
     }
-    if (ss->nheld > 0 || ss->waiting) {
+    if (ordo__mem_nholds(ss->txn) > 0 || ss->waiting) {
       ordo__out_error(&c->out, "ERR",
                       "this connection's own session holds "
                       "keys: UNLOCK them first");
@@ -723,7 +635,7 @@ static void cmd_client(conn *c, size_t argc, ordo__resp_arg *argv) {
                        (unsigned long long)x->id, x->addr, x->name,
                        (unsigned long long)((now - x->created_ms) / 1000),
                        (unsigned long long)(x->sess ? x->sess->id : 0),
-                       x->sess ? x->sess->nheld : 0,
+                       x->sess ? ordo__mem_nholds(x->sess->txn) : 0,
                        x->sess && x->sess->waiting, x->resp);
       if (n > 0) {
         size_t want = buf.len + (size_t)n;

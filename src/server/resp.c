@@ -7,7 +7,8 @@
  *
  * Interface: ordo__resp_parse; ordo__out_simple, ordo__out_error,
  * ordo__out_int, ordo__out_bulk, ordo__out_null, ordo__out_array,
- * ordo__out_map, ordo__out_push, ordo__out_verbatim, ordo__out_consume,
+ * ordo__out_map, ordo__out_push, ordo__out_verbatim, ordo__out_append,
+ * ordo__out_consume,
  * ordo__out_free.
  */
 #include "server/resp.h"
@@ -522,6 +523,12 @@ void ordo__out_verbatim(ordo__out *o, const char *txt, size_t n, int resp3) {
   out_raw(o, "txt:", 4);
   out_raw(o, txt, n);
   out_raw(o, "\r\n", 2);
+}
+
+void ordo__out_append(ordo__out *o, const ordo__out *from) {
+  if (from->oom)
+    o->oom = 1;
+  out_raw(o, from->buf, from->len);
 }
 
 void ordo__out_consume(ordo__out *o, size_t n) {

@@ -6,7 +6,8 @@
  *
  * Interface: ordo__resp_parse; ordo__out_simple, ordo__out_error,
  * ordo__out_int, ordo__out_bulk, ordo__out_null, ordo__out_array,
- * ordo__out_map, ordo__out_push, ordo__out_verbatim, ordo__out_consume,
+ * ordo__out_map, ordo__out_push, ordo__out_verbatim, ordo__out_append,
+ * ordo__out_consume,
  * ordo__out_free.
  */
 #ifndef ORDO_SERVER_RESP_H
@@ -98,6 +99,8 @@ void ordo__out_map(ordo__out *o, size_t n, int resp3);
 void ordo__out_push(ordo__out *o, size_t n, int resp3);
 /* Verbatim text: =(n+4) txt:... in RESP3, a bulk string in RESP2. */
 void ordo__out_verbatim(ordo__out *o, const char *txt, size_t n, int resp3);
+/* Appends what from holds (from is left as it is; its oom carries over). */
+void ordo__out_append(ordo__out *o, const ordo__out *from);
 /* Drops the first n bytes (n <= len), the ones the socket took. */
 void ordo__out_consume(ordo__out *o, size_t n);
 /* Frees the buffer and zeroes o, which can then be used again. */

@@ -78,9 +78,6 @@ static void conn_flush(conn *c);
 
 static void sess_free_cb(uv_handle_t *h) {
   sess *ss = h->data;
-  srv_held_clear(ss);
-  free(ss->held);
-  free(ss->hix);
   free(ss->req);
   free(ss->keybuf);
   free(ss);
@@ -171,15 +168,11 @@ static void lease_fired(uv_timer_t *t) {
   }
   /* Name the keys it loses, for a RESP3 client's push message. */
   conn *c = ss->c;
-  if (ss->nheld > 0 && c->resp == 3) {
+  if (c->resp == 3 && ordo__mem_nholds(ss->txn) > 0) {
     /* A RESP3 client hears at once which keys it lost. */
-    ordo__out_push(&c->out, 1 + ss->nheld, 3);
-    ordo__out_bulk(&c->out, "lease-lost", 10);
-    for (size_t i = 0; i < ss->nheld; i++)
-      ordo__out_bulk(&c->out, ss->held[i].key, ss->held[i].len);
+    srv_held_write(&c->out, s, ss, true);
   }
   int n = ordo_unlock_all(ss->txn);
-  srv_held_clear(ss);
   if (n > 0) {
     ss->lease_lost = true;
     srv_log(s, 1, "session %llu: lease ran out; %d lock(s) released",
@@ -234,7 +227,6 @@ static void wake_cb(uv_async_t *a) {
       conn *c = ss->c;
       if (q[i].status == 0) {
         s->lock_grants++;
-        srv_lock_granted(ss);
         if (c)
           srv_lock_reply(c, ss);
       } else if (c) {
@@ -245,7 +237,6 @@ static void wake_cb(uv_async_t *a) {
                           "is held for this LOCK");
         } else if (q[i].status == ORDO_EDEADLK) {
           s->deadlock_victims++;
-          srv_held_clear(ss); /* the engine released every lock it held */
           ordo_deadlock_t d;
           char cyc[512] = "";
           if (ordo_deadlocks(s->o, &d, 1) == 1) {

@@ -83,19 +83,6 @@ struct sess {
   char *keybuf;
   bool resumable;
   char token[33];
-  /* Keys held (copies), for LOCKS and the per-session limit. */
-  struct sess_key {
-    char *key;
-    size_t len;
-    unsigned holds;
-  } * held;
-  size_t nheld, capheld;
-  /* An index over held: open addressing with linear probing, hixcap slots
-   * (a power of two, at least twice nheld), each 0 (empty) or an index of
-   * held plus 1; so a LOCK or UNLOCK finds a key in O(1) however many the
-   * session holds. */
-  uint32_t *hix;
-  size_t hixcap;
   bool lease_lost; /* the next command hears -LEASE */
   bool closing;
   sess *hnext; /* the server's id map */
@@ -166,9 +153,11 @@ sess *srv_sess_by_token(srv *s, const char *token);
 void srv_sess_renew(sess *ss);
 void srv_sess_attach(conn *c, sess *ss);
 void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status);
-void srv_lock_granted(sess *ss);
 void srv_lock_reply(conn *c, sess *ss);
-void srv_held_clear(sess *ss);
+/* Appends ss's holds, as the engine records them, to out: LOCKS's array of
+ * [key, mode, token, holds], or with lost the RESP3 push ["lease-lost", key
+ * ...]; returns how many. Loop thread only. */
+size_t srv_held_write(ordo__out *out, srv *s, sess *ss, bool lost);
 void srv_sess_drop(srv *s, sess *ss);
 void srv_dispatch(conn *c, size_t argc, ordo__resp_arg *argv);
 int srv_conf_parse_file(srv_config *cfg, const char *path, char *err,

@@ -15,6 +15,19 @@
 
 #include <string.h>
 
+/* A place whose bound is starvation_us or holds mean hold times, every hold
+ * time sampled. */
+static ordo_t *open_bound(long starvation_us, unsigned holds) {
+  ordo_options_t opts;
+  ordo_options_init(&opts);
+  opts.starvation_us = starvation_us;
+  opts.starvation_holds = holds;
+  opts.hold_sample = 1;
+  ordo_t *o = NULL;
+  assert_int_equal(ordo_open(&o, "mem://", &opts), 0);
+  return o;
+}
+
 static ordo_t *open_with(long starvation_us) {
   ordo_options_t opts;
   ordo_options_init(&opts);
@@ -96,6 +109,104 @@ static void test_starving_waiter_reserves(void **state) {
   ordo_txn_end(w.t);
   ordo_txn_end(x);
   ordo_txn_end(h);
+  tu_watchdog_stop();
+  ordo_close(o);
+}
+
+/*
+ * The bound follows the hold times: after holds of about 50 ms, a waiter
+ * reserves its keys only once it has waited 8 of them (about 400 ms), not
+ * at the 1 ms floor. Before that a request for its free key is granted;
+ * after it, the request waits.
+ */
+static void test_bound_follows_hold_times(void **state) {
+  (void)state;
+  const long hold_us = 50000;
+  ordo_t *o = open_bound(1000, 8);
+  tu_watchdog_start(o, 30, "bound follows hold times");
+  ordo_txn_t *h = txn(o), *x = txn(o);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(ordo_lock(h, "b", 1, ORDO_MODE_X, 0), 0);
+    tu_sleep_us(hold_us);
+    assert_int_equal(ordo_unlock_all(h), 1);
+  }
+  assert_int_equal(ordo_lock(h, "b", 1, ORDO_MODE_X, 0), 0);
+  tu_locker w = {.t = txn(o),
+                 .reqs = {ORDO_REQ_X("a", 1), ORDO_REQ_X("b", 1)},
+                 .n = 2,
+                 .timeout_ms = ORDO_FOREVER};
+  uint64_t t0 = tu_now_ns();
+  tu_locker_start(&w);
+  assert_true(tu_wait_waiting(o, 1));
+  tu_sleep_us(20000); /* well past the 1 ms floor */
+  int rc = ordo_lock(x, "a", 1, ORDO_MODE_X, 0);
+  uint64_t asked_ms = (tu_now_ns() - t0) / 1000000;
+  /* The mean is at least the 50 ms slept, so the bound is at least 400 ms:
+   * a machine too slow to ask within it cannot tell. */
+  if (asked_ms < 300)
+    assert_int_equal(rc, 0);
+  else
+    print_message("asked after %llu ms: not checked\n",
+                  (unsigned long long)asked_ms);
+  ordo_unlock_all(x);
+  tu_sleep_us(1000000); /* past 8 holds of 50 ms, with room for slack */
+  assert_int_equal(ordo_lock(x, "a", 1, ORDO_MODE_X, 0), ORDO_ETIMEDOUT);
+  ordo_unlock_all(h);
+  assert_int_equal(tu_locker_join(&w), 0);
+  ordo_txn_end(w.t);
+  ordo_txn_end(x);
+  ordo_txn_end(h);
+  tu_watchdog_stop();
+  ordo_close(o);
+}
+
+/*
+ * Reservations do not chain. W1 waits for {a, b} (a held) and W2, later,
+ * for {b, c} (c held); both starve. When c is let go, W2 still cannot go:
+ * W1 reserves b. So W2's own reservation of c would only keep c idle while
+ * it waits for W1 anyway: a request for {c} is granted. Then W1, and after
+ * it W2, get their sets.
+ */
+static void test_reservations_do_not_chain(void **state) {
+  (void)state;
+  const long bound_us = 20000;
+  ordo_t *o = open_bound(bound_us, 0);
+  tu_watchdog_start(o, 20, "reservations do not chain");
+  ordo_txn_t *ha = txn(o), *hc = txn(o), *x = txn(o);
+  assert_int_equal(ordo_lock(ha, "a", 1, ORDO_MODE_X, 0), 0);
+  assert_int_equal(ordo_lock(hc, "c", 1, ORDO_MODE_X, 0), 0);
+  tu_locker w1 = {.t = txn(o),
+                  .reqs = {ORDO_REQ_X("a", 1), ORDO_REQ_X("b", 1)},
+                  .n = 2,
+                  .timeout_ms = ORDO_FOREVER};
+  tu_locker_start(&w1);
+  assert_true(tu_wait_waiting(o, 1));
+  tu_locker w2 = {.t = txn(o),
+                  .reqs = {ORDO_REQ_X("b", 1), ORDO_REQ_X("c", 1)},
+                  .n = 2,
+                  .timeout_ms = ORDO_FOREVER};
+  tu_locker_start(&w2);
+  assert_true(tu_wait_waiting(o, 2));
+  tu_sleep_us(2 * bound_us);
+  /* Both starve: b is W1's, so {b} waits. */
+  assert_int_equal(ordo_lock(x, "b", 1, ORDO_MODE_X, 0), ORDO_ETIMEDOUT);
+  ordo_unlock_all(hc);
+  assert_int_equal(atomic_load(&w2.done), 0);
+  /* W2 is held back by W1: its claim on c is not honoured. */
+  assert_int_equal(ordo_lock(x, "c", 1, ORDO_MODE_X, 0), 0);
+  ordo_unlock_all(x);
+  ordo_unlock_all(ha);
+  assert_int_equal(tu_locker_join(&w1), 0);
+  assert_int_equal(atomic_load(&w2.done), 0);
+  ordo_unlock_all(w1.t);
+  assert_int_equal(tu_locker_join(&w2), 0);
+  assert_int_equal(ordo_held(w2.t, "c", 1, NULL), 1);
+  ordo_unlock_all(w2.t);
+  ordo_txn_end(w1.t);
+  ordo_txn_end(w2.t);
+  ordo_txn_end(x);
+  ordo_txn_end(hc);
+  ordo_txn_end(ha);
   tu_watchdog_stop();
   ordo_close(o);
 }
@@ -237,6 +348,8 @@ int main(void) {
       cmocka_unit_test(test_grant_past_waiter),
       cmocka_unit_test(test_starving_waiter_reserves),
       cmocka_unit_test(test_x_not_starved_by_s),
+      cmocka_unit_test(test_bound_follows_hold_times),
+      cmocka_unit_test(test_reservations_do_not_chain),
       cmocka_unit_test(test_hot_key_bound),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
