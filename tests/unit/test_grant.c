@@ -44,6 +44,17 @@ static ordo_txn_t *txn(ordo_t *o) {
   return t;
 }
 
+/* Ends a case: its txns (a NULL-terminated list), the watchdog, the place. */
+static void finish(ordo_t *o, ordo_txn_t *t, ...) {
+  va_list ap;
+  va_start(ap, t);
+  for (; t; t = va_arg(ap, ordo_txn_t *))
+    ordo_txn_end(t);
+  va_end(ap);
+  tu_watchdog_stop();
+  ordo_close(o);
+}
+
 /* While a lock_all waits for {a, b} because b is held, {c} and {a} alone
  * are granted at once: the waiter holds nothing, and has not starved. */
 static void test_grant_past_waiter(void **state) {
@@ -64,11 +75,7 @@ static void test_grant_past_waiter(void **state) {
   /* With a free again, releasing b grants the waiter its whole set. */
   ordo_unlock_all(h);
   assert_int_equal(tu_locker_join(&w), 0);
-  ordo_txn_end(w.t);
-  ordo_txn_end(x);
-  ordo_txn_end(h);
-  tu_watchdog_stop();
-  ordo_close(o);
+  finish(o, w.t, x, h, NULL);
 }
 
 /* Once the waiter has waited past the bound, it reserves its keys: a new
@@ -106,11 +113,7 @@ static void test_starving_waiter_reserves(void **state) {
   ordo_unlock_all(w.t);
   assert_int_equal(tu_locker_join(&late), 0);
   ordo_unlock_all(x);
-  ordo_txn_end(w.t);
-  ordo_txn_end(x);
-  ordo_txn_end(h);
-  tu_watchdog_stop();
-  ordo_close(o);
+  finish(o, w.t, x, h, NULL);
 }
 
 /*
@@ -153,11 +156,7 @@ static void test_bound_follows_hold_times(void **state) {
   assert_int_equal(ordo_lock(x, "a", 1, ORDO_MODE_X, 0), ORDO_ETIMEDOUT);
   ordo_unlock_all(h);
   assert_int_equal(tu_locker_join(&w), 0);
-  ordo_txn_end(w.t);
-  ordo_txn_end(x);
-  ordo_txn_end(h);
-  tu_watchdog_stop();
-  ordo_close(o);
+  finish(o, w.t, x, h, NULL);
 }
 
 /*
@@ -202,13 +201,7 @@ static void test_reservations_do_not_chain(void **state) {
   assert_int_equal(tu_locker_join(&w2), 0);
   assert_int_equal(ordo_held(w2.t, "c", 1, NULL), 1);
   ordo_unlock_all(w2.t);
-  ordo_txn_end(w1.t);
-  ordo_txn_end(w2.t);
-  ordo_txn_end(x);
-  ordo_txn_end(hc);
-  ordo_txn_end(ha);
-  tu_watchdog_stop();
-  ordo_close(o);
+  finish(o, w1.t, w2.t, x, hc, ha, NULL);
 }
 
 /* A waiting X is protected from a stream of S by the same bound. */
@@ -233,11 +226,7 @@ static void test_x_not_starved_by_s(void **state) {
   assert_int_equal(ordo_lock(r2, "k", 1, ORDO_MODE_S, 0), ORDO_ETIMEDOUT);
   ordo_unlock_all(r1);
   assert_int_equal(tu_locker_join(&w), 0);
-  ordo_txn_end(w.t);
-  ordo_txn_end(r1);
-  ordo_txn_end(r2);
-  tu_watchdog_stop();
-  ordo_close(o);
+  finish(o, w.t, r1, r2, NULL);
 }
 
 /*
