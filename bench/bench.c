@@ -571,6 +571,7 @@ typedef struct bench_result_s {
    * ins_iters is 0 when the row has none. */
   double ins_ordo, ins_peer;
   long long ins_iters;
+  double wall_s; /* the whole row: setup, warm-up, runs, teardown */
 } bench_result_t;
 
 static int bench_cmp_double(const void *a, const void *b) {
@@ -1049,12 +1050,31 @@ static void bench_json_row(FILE *f, const bench_result_t *r) {
     bench_json_num(f, r->ins_ordo > 0 ? r->ins_peer / r->ins_ordo : NAN);
     fprintf(f, ", \"iterations\": %lld}", r->ins_iters);
   }
+  fprintf(f, ",\n    \"wall_s\": %.3f", r->wall_s);
   fprintf(f, ",\n    \"runs\": %d,\n    \"target\": ", r->runs);
   bench_json_num(f, row->target);
   fprintf(f, ",\n    \"met\": %s\n  }",
           r->met < 0 ? "null"
           : r->met   ? "true"
                      : "false");
+}
+
+/* On stderr: the rows' time in all, and the slowest rows (where the time of
+ * `make bench` goes). */
+static void bench_print_walls(const bench_result_t *res, size_t n,
+                              double total) {
+  size_t idx[BENCH_MAX_ROWS];
+  for (size_t i = 0; i < n; i++) {
+    size_t j = i;
+    for (; j > 0 && res[idx[j - 1]].wall_s < res[i].wall_s; j--)
+      idx[j] = idx[j - 1];
+    idx[j] = i;
+  }
+  fprintf(stderr, "ordo_bench: %zu rows in %.1f s; slowest:", n, total);
+  for (size_t j = 0; j < n && j < 5; j++)
+    fprintf(stderr, "%s %s %.1f s", j ? "," : "", res[idx[j]].row->id,
+            res[idx[j]].wall_s);
+  fputc('\n', stderr);
 }
 
 /* Writes the rows to path through a temporary file and a rename. */
@@ -1104,16 +1124,20 @@ int main(int argc, char **argv) {
   bench_print_header(&cfg);
   fflush(stdout);
 
+  double t0 = bench_now();
   for (size_t i = 0; i < nrows; i++) {
     if (!cfg.selected[i])
       continue;
+    double r0 = bench_now();
     if (bench_row_run(&cfg, all_rows[i], n + 1, nsel, &res[n]) != 0) {
       fprintf(stderr, "ordo_bench: row %s failed; no results written\n",
               all_rows[i]->id);
       return 1;
     }
+    res[n].wall_s = bench_now() - r0;
     n++;
   }
+  bench_print_walls(res, n, bench_now() - t0);
 
   bench_attach_instructions(res, n);
   bench_print_table(res, n);

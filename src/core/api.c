@@ -334,18 +334,6 @@ static ordo_req_t *normalize(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
     *err = ORDO_EINVAL;
     return NULL;
   }
-  for (size_t i = 0; i < n; i++) {
-    if ((*err = check_key(t->o, reqs[i].key, reqs[i].len)) != 0)
-      return NULL;
-    if (reqs[i].mode != ORDO_MODE_S && reqs[i].mode != ORDO_MODE_X) {
-      *err = ORDO_EINVAL;
-      return NULL;
-    }
-    if (reqs[i].mode == ORDO_MODE_S && !(t->o->be->caps & ORDO_CAP_SHARED)) {
-      *err = ORDO_ENOTSUP;
-      return NULL;
-    }
-  }
   ordo_req_t *r = buf;
   if (n > cap) {
     r = malloc(n * sizeof *r);
@@ -354,7 +342,22 @@ static ordo_req_t *normalize(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
       return NULL;
     }
   }
-  memcpy(r, reqs, n * sizeof *r);
+  /* Checked and copied in one pass (requests are a few keys: a loop beats a
+   * call to memcpy). */
+  for (size_t i = 0; i < n; i++) {
+    *err = check_key(t->o, reqs[i].key, reqs[i].len);
+    if (!*err && reqs[i].mode != ORDO_MODE_S && reqs[i].mode != ORDO_MODE_X)
+      *err = ORDO_EINVAL;
+    if (!*err && reqs[i].mode == ORDO_MODE_S &&
+        !(t->o->be->caps & ORDO_CAP_SHARED))
+      *err = ORDO_ENOTSUP;
+    if (*err) {
+      if (r != buf)
+        free(r);
+      return NULL;
+    }
+    r[i] = reqs[i];
+  }
   *count = ordo__reqs_normalize(r, n);
   *err = 0;
   return r;

@@ -76,7 +76,8 @@ struct ordo__table {
    * samples): relaxed loads and stores from any thread, since a lost update
    * only delays the average a little. */
   _Atomic uint64_t hold_mean_ns;
-  uint32_t smask; /* read-only: stripes - 1 */
+  uint32_t smask;     /* read-only: stripes - 1 */
+  uint32_t empty_cap; /* read-only: empty lock objects cached per stripe */
   ordo__stripe *stripe;
   _Atomic uint64_t live; /* lock objects allocated */
 
