@@ -352,7 +352,7 @@ typedef struct bench_cfg_s {
 #define BENCH_RUNS_FULL 7
 #define BENCH_RUNS_QUICK 3
 #define BENCH_SECONDS_FULL 0.5
-#define BENCH_SECONDS_QUICK 0.15
+#define BENCH_SECONDS_QUICK 0.1
 #define BENCH_WARMUP_FRACTION 0.25
 #define BENCH_RUNS_FIXED_FULL 5 /* fixed-work rows (bench_row_t.fixed_work) */
 #define BENCH_RUNS_FIXED_QUICK 1

@@ -16,12 +16,16 @@
  *            deadlock_timeout, 10ms here) rolls a victim back, and the
  *            ledger retries it
  *
- * The row's setup starts one throw-away cluster with the test fixture
+ * The first row's setup starts one throw-away cluster with the test fixture
  * (tests/integration/pg_fixture.sh in its wrapper mode: fsync off,
  * deadlock_timeout 10ms, role ordo), creates one database per side
  * (ledger_ordered, ledger_naive) so that the two sides' tables and
  * pg_stat_database counters never mix, and calibrates: one run of each side
- * with LEDGER_CALIBRATE transfers each way gives that side's rate. A run of
+ * with LEDGER_CALIBRATE_FIRST transfers each way, then (when that took less
+ * than LEDGER_CALIBRATE_S) one with LEDGER_CALIBRATE, gives that side's
+ * rate. The cluster outlives its row: the next PostgreSQL row takes it
+ * over with its databases (ledger_kept), and the last is stopped at exit
+ * as a teardown would stop it. A run of
  * `seconds` then makes N = rate x seconds / 2 transfers each way (2N in
  * all), N clamped to [LEDGER_N_MIN, LEDGER_N_MAX], so a slow side's short
  * runs still make enough transfers to mean something. The ledger resets its
@@ -70,6 +74,7 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,8 +92,13 @@ extern char **environ;
 #define LEDGER_PSQL_S 30.0    /* bound on one psql */
 #define LEDGER_RUN_S 120.0    /* bound on one `ordo bank` */
 #define LEDGER_CALIBRATE 200L /* transfers each way of the calibration */
-#define LEDGER_N_MIN 50L      /* transfers each way of a run, at least */
-#define LEDGER_N_MAX 20000L   /* and at most */
+/* A side first calibrates on this many each way, and only when that took
+ * less than LEDGER_CALIBRATE_S on LEDGER_CALIBRATE: the naive side of two
+ * accounts makes about 34 transfers/s, so 400 would take 12 s. */
+#define LEDGER_CALIBRATE_FIRST 20L
+#define LEDGER_CALIBRATE_S 0.5
+#define LEDGER_N_MIN 50L    /* transfers each way of a run, at least */
+#define LEDGER_N_MAX 20000L /* and at most */
 #define LEDGER_URL_MAX 512
 #define LEDGER_OUT_MAX 65536 /* captured stdout of one child */
 #define LEDGER_ERR_MAX 4096  /* captured stderr of one child */
@@ -718,9 +728,39 @@ static int ledger_rm_entry(const char *path, const struct stat *sb, int flag,
   return 0;
 }
 
+/*
+ * A cluster outlives its row: the next PostgreSQL row (ledger.c's or
+ * pgbench.c's) takes it over, databases and all, and calibrates anew, since
+ * starting and stopping a cluster takes seconds. The last one kept is
+ * stopped at exit, as the teardown would (a harness that dies closes the
+ * pipe, which stops it too).
+ */
+static ledger_state_t *ledger_kept;
+static const bench_row_t *ledger_kept_row;
+
+static void ledger_stop(const bench_row_t *row, ledger_state_t *st);
+
+static void ledger_stop_kept(void) {
+  if (ledger_kept != NULL)
+    ledger_stop(ledger_kept_row, ledger_kept);
+  ledger_kept = NULL;
+}
+
+static int ledger_calibrate(const bench_row_t *row, ledger_state_t *st);
+
 int ledger_setup(const bench_row_t *row, void **state) {
   char script[PATH_MAX];
   const char *tmp = getenv("TMPDIR");
+  if (ledger_kept != NULL) {
+    ledger_state_t *kept = ledger_kept;
+    ledger_kept = NULL;
+    if (ledger_calibrate(row, kept) != 0) {
+      ledger_stop(row, kept);
+      return -1;
+    }
+    *state = kept;
+    return 0;
+  }
   ledger_state_t *st = calloc(1, sizeof *st);
   if (st == NULL) {
     bench_error(row, "out of memory");
@@ -758,26 +798,52 @@ int ledger_setup(const bench_row_t *row, void **state) {
     if (ledger_createdb(row, st, ledger_side_db[side]) != 0)
       goto fail;
   }
-  /* The calibration: one run of each side at LEDGER_CALIBRATE each way. */
-  for (int side = 0; side < 2; side++) {
-    ledger_report_t rep;
-    if (ledger_bank(row, st, (ledger_side)side, LEDGER_CALIBRATE, &rep) != 0)
-      goto fail;
-    st->rate[side] = rep.transfers / rep.seconds;
-  }
+  if (ledger_calibrate(row, st) != 0)
+    goto fail;
   *state = st;
   return 0;
 fail:
-  ledger_teardown(row, st);
+  ledger_stop(row, st);
   return -1;
+}
+
+/* The calibration: a run of each side at LEDGER_CALIBRATE_FIRST each way,
+ * then at LEDGER_CALIBRATE if that was quick. 0, or -1. */
+static int ledger_calibrate(const bench_row_t *row, ledger_state_t *st) {
+  for (int side = 0; side < 2; side++) {
+    ledger_report_t rep;
+    if (ledger_bank(row, st, (ledger_side)side, LEDGER_CALIBRATE_FIRST, &rep) !=
+        0)
+      return -1;
+    if (rep.seconds < LEDGER_CALIBRATE_S &&
+        ledger_bank(row, st, (ledger_side)side, LEDGER_CALIBRATE, &rep) != 0)
+      return -1;
+    st->rate[side] = rep.transfers / rep.seconds;
+  }
+  return 0;
 }
 
 void ledger_teardown(const bench_row_t *row, void *state) {
   ledger_state_t *st = state;
-  char why[48];
-  int status = 0;
   if (st == NULL)
     return;
+  if (st->fixture > 0 && st->hold >= 0 && ledger_kept == NULL) {
+    static bool registered;
+    if (!registered && atexit(ledger_stop_kept) == 0)
+      registered = true;
+    if (registered) {
+      ledger_kept = st;
+      ledger_kept_row = row;
+      return;
+    }
+  }
+  ledger_stop(row, st);
+}
+
+/* Stops st's cluster (bounded) and frees st. */
+static void ledger_stop(const bench_row_t *row, ledger_state_t *st) {
+  char why[48];
+  int status = 0;
   if (st->hold >= 0) {
     close(st->hold); /* the wrapper's read ends: it stops the cluster */
     st->hold = -1;

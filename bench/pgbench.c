@@ -47,7 +47,7 @@
  *
  * Extras: transfers (what a run made: the JSON's transfers, pgbench's
  * processed transactions), naive_tps (ordo side: the naive ledger's rate
- * on the same cluster, from ledger_setup()'s calibration run of 200
+ * on the same cluster, from ledger_setup()'s calibration run of 20 or 200
  * transfers each way) and deadlock_timeout_ms (ordo side: the cluster's
  * deadlock_timeout, which paces the naive ledger).
  *

@@ -28,7 +28,7 @@
  *                         CLOCK_MONOTONIC).
  *
  * A run takes `seconds` * 2000 samples (at least 50): 1000 in a full run,
- * 300 in a quick one, about `seconds` long, as one sample takes about half
+ * 200 in a quick one, about `seconds` long, as one sample takes about half
  * a millisecond (mostly the settle time). Its result is the samples' 99th
  * percentile in
  * microseconds (nearest rank); the 50th percentile, the count and, for the
