@@ -617,6 +617,7 @@ static void conf_defaults(srv_config *c) {
   c->max_output = 4u << 20;
   c->max_session_locks = 100000;
   c->starvation_us = 1000;
+  c->starvation_holds = 8;
   c->verbose = 1;
 }
 
@@ -671,6 +672,9 @@ static int conf_set(srv_config *c, const char *name, const char *val, char *err,
   } else if (IS("starvation-us")) {
     NUM(0, 60000000);
     c->starvation_us = (long)v;
+  } else if (IS("starvation-holds")) {
+    NUM(0, 1000000);
+    c->starvation_holds = (unsigned)v;
   } else if (IS("verbose")) {
     NUM(0, 2);
     c->verbose = (int)v;
@@ -747,6 +751,8 @@ static void usage(FILE *f) {
       "  --max-session-locks N  keys held by one session (default 100000)\n"
       "  --starvation-us N   a waiter older than this reserves its keys\n"
       "                      (default 1000; see src/core/README.md)\n"
+      "  --starvation-holds N  ...or after N mean hold times, if longer\n"
+      "                      (default 8; 0: --starvation-us alone)\n"
       "  --config FILE       read options from FILE (one 'name value' a line;\n"
       "                      flags win)\n"
       "  --verbose N         0 warnings, 1 info (default), 2 debug\n"
@@ -794,6 +800,7 @@ int main(int argc, char **argv) {
       {"max-output", required_argument, 0, 0},
       {"max-session-locks", required_argument, 0, 0},
       {"starvation-us", required_argument, 0, 0},
+      {"starvation-holds", required_argument, 0, 0},
       {"verbose", required_argument, 0, 0},
       {"no-restart-delay", no_argument, 0, 0},
       {"config", required_argument, 0, 0},
@@ -883,6 +890,7 @@ int main(int argc, char **argv) {
   ordo_options_init(&opts);
   opts.max_key_len = s->cfg.max_key_len;
   opts.starvation_us = s->cfg.starvation_us;
+  opts.starvation_holds = s->cfg.starvation_holds;
   if (ordo_open(&s->o, "mem://", &opts) != 0) {
     fprintf(stderr, "ordod: cannot open the lock engine\n");
     return 1;

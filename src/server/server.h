@@ -29,14 +29,15 @@ typedef struct srv_config {
   int maxclients;
   long lease_ms;
   bool no_restart_delay;
-  size_t max_keys;          /* keys in one LOCK */
-  size_t max_key_len;       /* bytes in one key */
-  size_t max_request;       /* bytes in one request */
-  size_t max_output;        /* pending reply bytes of one client */
-  size_t max_session_locks; /* keys held by one session */
-  long starvation_us;       /* the engine's starvation bound */
-  char config[512];         /* the config file read, if any */
-  int verbose;              /* 0 warnings, 1 info, 2 debug */
+  size_t max_keys;           /* keys in one LOCK */
+  size_t max_key_len;        /* bytes in one key */
+  size_t max_request;        /* bytes in one request */
+  size_t max_output;         /* pending reply bytes of one client */
+  size_t max_session_locks;  /* keys held by one session */
+  long starvation_us;        /* the engine's starvation bound */
+  unsigned starvation_holds; /* ...or this many mean hold times */
+  char config[512];          /* the config file read, if any */
+  int verbose;               /* 0 warnings, 1 info, 2 debug */
 } srv_config;
 
 typedef struct srv srv;

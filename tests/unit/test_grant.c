@@ -332,6 +332,91 @@ static void test_hot_key_bound(void **state) {
   ordo_close(g_o);
 }
 
+/*
+ * A ring of diners with bites of 0.2-1 ms: each asks for its two forks at
+ * once, in a random order, over and over. Holds this long push the bound
+ * above its floor (8 mean holds), and starving neighbours chain, so this
+ * drives both grant rules hard. No fork may ever have two eaters, and no
+ * diner may fall behind: when the first diner has eaten all its meals,
+ * every other has eaten at least a quarter of its own. (With the bound set
+ * to a minute, the slowest had eaten 0-25 of 200 meals then; with the
+ * default rules, 139-167.) The watchdog catches a hang.
+ */
+#define RING 7
+static _Atomic int ring_fork[RING];
+static _Atomic long ring_meals[RING];
+static _Atomic long ring_first_done = -1; /* meals of the slowest, then */
+static _Atomic int ring_violations;
+static long ring_target;
+
+static void *ring_diner(void *arg) {
+  int i = (int)(intptr_t)arg;
+  ordo_txn_t *t = txn(g_o);
+  uint8_t k[2][8];
+  ordo_key_u64(k[0], (uint64_t)i);
+  ordo_key_u64(k[1], (uint64_t)((i + 1) % RING));
+  unsigned seed = (unsigned)i * 2654435761u + 1;
+  for (long m = 0; m < ring_target; m++) {
+    seed = seed * 1103515245u + 12345u;
+    int a = (int)(seed >> 16) & 1;
+    ordo_req_t r[2] = {{k[a], 8, ORDO_MODE_X}, {k[!a], 8, ORDO_MODE_X}};
+    if (ordo_lock_all(t, r, 2, ORDO_FOREVER) != 0)
+      abort();
+    int f[2] = {i, (i + 1) % RING};
+    for (int j = 0; j < 2; j++) {
+      int free_ = -1;
+      if (!atomic_compare_exchange_strong(&ring_fork[f[j]], &free_, i))
+        atomic_fetch_add(&ring_violations, 1);
+    }
+    uint64_t until = tu_now_ns() + 200000 + (seed >> 8) % 800000;
+    while (tu_now_ns() < until)
+      ;
+    for (int j = 0; j < 2; j++)
+      atomic_store(&ring_fork[f[j]], -1);
+    if (ordo_unlock_all(t) != 2)
+      abort();
+    atomic_store(&ring_meals[i], m + 1);
+  }
+  long slowest = ring_target;
+  for (int j = 0; j < RING; j++) {
+    long n = atomic_load(&ring_meals[j]);
+    if (n < slowest)
+      slowest = n;
+  }
+  long none = -1;
+  atomic_compare_exchange_strong(&ring_first_done, &none, slowest);
+  ordo_txn_end(t);
+  return NULL;
+}
+
+static void test_ring_progress(void **state) {
+  (void)state;
+  g_o = open_bound(1000, 8);
+  ring_target = tu_scaled(200);
+  for (int i = 0; i < RING; i++) {
+    atomic_store(&ring_fork[i], -1);
+    atomic_store(&ring_meals[i], 0);
+  }
+  atomic_store(&ring_first_done, -1);
+  atomic_store(&ring_violations, 0);
+  tu_watchdog_start(g_o, 120, "ring of diners");
+  pthread_t thr[RING];
+  for (int i = 0; i < RING; i++)
+    pthread_create(&thr[i], NULL, ring_diner, (void *)(intptr_t)i);
+  for (int i = 0; i < RING; i++)
+    pthread_join(thr[i], NULL);
+  tu_watchdog_stop();
+  ordo_stats_t s;
+  ordo_stats(g_o, &s);
+  long first = atomic_load(&ring_first_done);
+  print_message("ring: %ld meals each; the slowest had %ld when the first "
+                "was done; longest wait %.1f ms\n",
+                ring_target, first, (double)s.max_wait_us / 1e3);
+  assert_int_equal(atomic_load(&ring_violations), 0);
+  assert_true(first * 4 >= ring_target);
+  ordo_close(g_o);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_grant_past_waiter),
@@ -339,6 +424,7 @@ int main(void) {
       cmocka_unit_test(test_x_not_starved_by_s),
       cmocka_unit_test(test_bound_follows_hold_times),
       cmocka_unit_test(test_reservations_do_not_chain),
+      cmocka_unit_test(test_ring_progress),
       cmocka_unit_test(test_hot_key_bound),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
