@@ -183,6 +183,8 @@ static int wait_spin(mem_place *p, mem_txn *t, uint64_t deadline_ns) {
 static int mem_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
                         uint64_t deadline_ns) {
   mem_txn *t = mt(tx);
+  if (n == 1 && ordo__try_one(&t->ow, r) == 0)
+    return 0; /* a free key: no wait to prepare for */
   mem_place *p = (mem_place *)tx->o;
   atomic_store_explicit(&t->wstate, W_SPIN, memory_order_relaxed);
   atomic_store_explicit(&t->poked, false, memory_order_relaxed);

@@ -140,7 +140,7 @@ static bool evict_one(ordo__table *tab, ordo__stripe *st) {
 
 /* Puts a lock with no holders and no waiters on the empty list; the list
  * is bounded, so the oldest empty lock is freed past the table's empty_cap. */
-static void retire(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
+ORDO_HOT void retire(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
   if (l->listed || l->holders || l->qhead || l->pins)
     return;
   l->listed = 1;
@@ -339,6 +339,9 @@ ORDO_HOT bool grantable(const ordo__table *tab, const ordo__owner *w,
 /* Grants one key to w (caller holds its stripe, and w has a free hold). */
 ORDO_HOT void grant_one(ordo__table *tab, ordo__stripe *st, ordo__owner *w,
                         ordo__lock *l, int mode, uint64_t *now) {
+  /* Off the empty list first: while listed, the holder list's word is a
+   * list link. */
+  empty_unlink(st, l);
   ordo__hold *h = find_hold(l, w);
   if (h) {
     /* Reentrant: count the hold; an upgrade is a new grant of X. */
@@ -369,7 +372,6 @@ ORDO_HOT void grant_one(ordo__table *tab, ordo__stripe *st, ordo__owner *w,
   l->holders = h;
   if (mode == ORDO_MODE_X)
     l->xheld = 1;
-  empty_unlink(st, l);
   /* Append to the owner's holds, acquisition order. */
   h->tnext = NULL;
   h->tprev = w->htail;
@@ -383,7 +385,7 @@ ORDO_HOT void grant_one(ordo__table *tab, ordo__stripe *st, ordo__owner *w,
 
 /* Drops a whole hold (caller holds the stripe); the record returns to the
  * owner's free list. */
-static void drop_hold(ordo__table *tab, ordo__stripe *st, ordo__hold *h) {
+ORDO_HOT void drop_hold(ordo__table *tab, ordo__stripe *st, ordo__hold *h) {
   ordo__lock *l = h->lock;
   ordo__owner *w = h->owner;
   ordo__hold **pp = &l->holders;
@@ -1116,6 +1118,26 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
     ordo__detect_deliver(tab);
     return ORDO_PENDING;
   }
+}
+
+int ordo__try_one(ordo__owner *w, const ordo_req_t *r) {
+  ordo__table *tab = w->tab;
+  if (!w->hfree ||
+      atomic_load_explicit(&w->state, memory_order_relaxed) != ORDO__IDLE)
+    return 1;
+  uint32_t h = hash_key(r->key, r->len);
+  ordo__stripe *st = &tab->stripe[stripe_of(tab, h)];
+  pthread_mutex_lock(&st->mu);
+  ordo__lock *l = lookup(st, h, r->key, r->len);
+  /* Free and unqueued: what grantable() says yes to at once. */
+  int rc = !l || (!l->listed && (l->holders || l->qhead));
+  if (rc == 0) {
+    uint64_t now = 0;
+    grant_one(tab, st, w, l, r->mode, &now);
+    BUMP(st->acquired);
+  }
+  pthread_mutex_unlock(&st->mu);
+  return rc;
 }
 
 int ordo__abort_wait(ordo__owner *w, int status) {
