@@ -32,8 +32,8 @@
  * 2 for a usage error such as an unknown row id.
  *
  * Interface: main(), and for the workloads bench_param_int(), bench_now(),
- * bench_sleep(), bench_error(), bench_extra(), bench_count_start(),
- * bench_count_stop() (declared in bench.h).
+ * bench_sleep(), bench_program_path(), bench_error(), bench_extra(),
+ * bench_count_start(), bench_count_stop() (declared in bench.h).
  */
 #include "bench.h"
 
@@ -41,6 +41,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -258,6 +259,31 @@ long long bench_param_int(const bench_row_t *row, const char *name) {
       return row->params[i].value;
   fprintf(stderr, "ordo_bench: %s: no numeric parameter '%s'\n", row->id, name);
   abort();
+}
+
+int bench_program_path(char *buf, size_t n, const char *env, const char *built,
+                       const char *name) {
+  const char *e = getenv(env);
+  if (e != NULL && *e != '\0') {
+    snprintf(buf, n, "%s", e);
+    return access(buf, X_OK) == 0 ? 0 : -1;
+  }
+  if (built != NULL) {
+    snprintf(buf, n, "%s", built);
+    if (access(buf, X_OK) == 0)
+      return 0;
+  }
+  char self[PATH_MAX];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0)
+    return -1;
+  self[len] = '\0';
+  char *slash = strrchr(self, '/');
+  if (slash == NULL)
+    return -1;
+  *slash = '\0'; /* build/bench */
+  int w = snprintf(buf, n, "%s/../%s", self, name);
+  return w > 0 && (size_t)w < n && access(buf, X_OK) == 0 ? 0 : -1;
 }
 
 double bench_now(void) {

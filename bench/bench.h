@@ -12,6 +12,7 @@
  *   bench_row_t, bench_param_t     a row of the table in bench.c
  *   bench_param_int()              reads a row's numeric parameter
  *   bench_now(), bench_sleep()     CLOCK_MONOTONIC time in seconds
+ *   bench_program_path()           where a program of the build is
  *   bench_rng_next()               a small per-thread random generator
  *   bench_error()                  reports a failed run on stderr
  *   bench_extra()                  reports a further value of one run
@@ -106,6 +107,13 @@ long long bench_param_int(const bench_row_t *row, const char *name);
 double bench_now(void);
 /* Sleeps for `seconds` on CLOCK_MONOTONIC, resuming after signals. */
 void bench_sleep(double seconds);
+
+/* A program of the build the harness runs, into buf: $env when set, else
+ * built (the path CMake gave, or NULL), else `name` beside the folder of
+ * this program (build/bench/../name). 0, or -1 when that is not an
+ * executable. */
+int bench_program_path(char *buf, size_t n, const char *env, const char *built,
+                       const char *name);
 
 /* xorshift64*: a fast generator, one state word per thread, never 0. */
 static inline uint64_t bench_rng_next(uint64_t *s) {

@@ -127,27 +127,12 @@ typedef struct ledger_state_s {
 /* The ordo binary: $ORDO_BENCH_ORDO_CLI, the build's (from CMake), or the
  * ordo beside the folder of this program. 0, or -1. */
 static int ledger_cli_path(char *buf, size_t n) {
-  const char *env = getenv("ORDO_BENCH_ORDO_CLI");
-  if (env != NULL && *env != '\0') {
-    snprintf(buf, n, "%s", env);
-    return access(buf, X_OK) == 0 ? 0 : -1;
-  }
 #ifdef ORDO_BENCH_ORDO_CLI
-  snprintf(buf, n, "%s", ORDO_BENCH_ORDO_CLI);
-  if (access(buf, X_OK) == 0)
-    return 0;
+  const char *built = ORDO_BENCH_ORDO_CLI;
+#else
+  const char *built = NULL;
 #endif
-  char self[PATH_MAX];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0)
-    return -1;
-  self[len] = '\0';
-  char *slash = strrchr(self, '/');
-  if (slash == NULL)
-    return -1;
-  *slash = '\0'; /* build/bench */
-  int w = snprintf(buf, n, "%s/../ordo", self);
-  return w > 0 && (size_t)w < n && access(buf, X_OK) == 0 ? 0 : -1;
+  return bench_program_path(buf, n, "ORDO_BENCH_ORDO_CLI", built, "ordo");
 }
 
 /* tests/integration/pg_fixture.sh of the source tree: $ORDO_BENCH_SOURCE_DIR

@@ -57,27 +57,12 @@ static const char *server_name(bench_server_kind kind) {
 /* The ordod binary: $ORDO_BENCH_ORDOD, the build's (from CMake), or the
  * ordod beside the folder of this program. 0, or -1. */
 static int server_ordod_path(char *buf, size_t n) {
-  const char *env = getenv("ORDO_BENCH_ORDOD");
-  if (env != NULL && *env != '\0') {
-    snprintf(buf, n, "%s", env);
-    return access(buf, X_OK) == 0 ? 0 : -1;
-  }
 #ifdef ORDO_BENCH_ORDOD
-  snprintf(buf, n, "%s", ORDO_BENCH_ORDOD);
-  if (access(buf, X_OK) == 0)
-    return 0;
+  const char *built = ORDO_BENCH_ORDOD;
+#else
+  const char *built = NULL;
 #endif
-  char self[PATH_MAX];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0)
-    return -1;
-  self[len] = '\0';
-  char *slash = strrchr(self, '/');
-  if (slash == NULL)
-    return -1;
-  *slash = '\0'; /* build/bench */
-  int w = snprintf(buf, n, "%s/../ordod", self);
-  return w > 0 && (size_t)w < n && access(buf, X_OK) == 0 ? 0 : -1;
+  return bench_program_path(buf, n, "ORDO_BENCH_ORDOD", built, "ordod");
 }
 
 /* A port that was free a moment ago: bind port 0, read it, close. */
