@@ -18,9 +18,9 @@
  *   cli_graph_usage  prints the help of `ordo graph`, every flag
  * and, for ledger.c (declared in bank.h): bank_mode_names,
  * bank_locks_names, bank_mix64, bank_plan, bank_now_ns, bank_latency,
- * bank_verdict_add, bank_json_str, bank_url_redact, bank_watchdog_start,
- * bank_watchdog_stop. A PostgreSQL --backend (unless --locks advisory) is
- * handed to ledger_main once the flags are settled.
+ * bank_verdict_add, bank_json_str, bank_url_redact, bank_gate_*,
+ * bank_watchdog_start, bank_watchdog_stop. A PostgreSQL --backend (unless
+ * --locks advisory) is handed to ledger_main once the flags are settled.
  *
  * Inside, running and reporting are apart: bank_run() fills a bank_result_t
  * and prints nothing but errors; bank_print_human(), bank_print_json() and
@@ -555,10 +555,7 @@ typedef struct bank_s {
   bank_worker_t *w;
   int fault_leak; /* test hooks, see bank_fault() */
   int fault_hang;
-  /* gate_mu guards go and abort; gate_cv announces either. */
-  pthread_mutex_t gate_mu;
-  pthread_cond_t gate_cv;
-  int go, abort;
+  bank_gate_t gate;
 } bank_t;
 
 /* One transfer, handed to the retry body. */
@@ -749,12 +746,7 @@ static void *bank_worker(void *arg) {
   bank_worker_t *w = arg;
   bank_t *b = w->bank;
 
-  pthread_mutex_lock(&b->gate_mu);
-  while (!b->go && !b->abort)
-    pthread_cond_wait(&b->gate_cv, &b->gate_mu);
-  int aborted = b->abort;
-  pthread_mutex_unlock(&b->gate_mu);
-  if (aborted)
+  if (bank_gate_wait(&b->gate))
     return NULL;
 
   for (;;) {
@@ -883,8 +875,10 @@ static void *bank_watchdog_thread(void *arg) {
   _exit(CLI_EXIT_WATCHDOG);
 }
 
-int bank_watchdog_start(bank_watchdog_t *wd, long seconds, cli_progress_t *bar,
-                        const char *what, bank_dump_cb dump, void *arg) {
+/* bank_watchdog_start's setup: 0, or an error number (nothing to stop). */
+static int watchdog_setup(bank_watchdog_t *wd, long seconds,
+                          cli_progress_t *bar, const char *what,
+                          bank_dump_cb dump, void *arg) {
   memset(wd, 0, sizeof(*wd));
   wd->dump = dump;
   wd->arg = arg;
@@ -916,10 +910,51 @@ int bank_watchdog_start(bank_watchdog_t *wd, long seconds, cli_progress_t *bar,
   if (rc != 0) {
     pthread_mutex_destroy(&wd->mu);
     pthread_cond_destroy(&wd->cv);
-    return rc;
+  } else {
+    wd->active = 1;
   }
-  wd->active = 1;
-  return 0;
+  return rc;
+}
+
+int bank_watchdog_start(bank_watchdog_t *wd, long seconds, cli_progress_t *bar,
+                        const char *what, bank_dump_cb dump, void *arg) {
+  int rc = watchdog_setup(wd, seconds, bar, what, dump, arg);
+  if (rc != 0)
+    fprintf(stderr,
+            "ordo bank: cannot start the watchdog thread: %s; try without "
+            "--watchdog\n",
+            strerror(rc));
+  return rc;
+}
+
+void bank_gate_init(bank_gate_t *g) {
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_cond_init(&g->cv, NULL);
+  g->go = g->abort = 0;
+}
+
+void bank_gate_destroy(bank_gate_t *g) {
+  pthread_mutex_destroy(&g->mu);
+  pthread_cond_destroy(&g->cv);
+}
+
+void bank_gate_open(bank_gate_t *g, int go) {
+  pthread_mutex_lock(&g->mu);
+  if (go)
+    g->go = 1;
+  else
+    g->abort = 1;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+}
+
+int bank_gate_wait(bank_gate_t *g) {
+  pthread_mutex_lock(&g->mu);
+  while (!g->go && !g->abort)
+    pthread_cond_wait(&g->cv, &g->mu);
+  int aborted = g->abort;
+  pthread_mutex_unlock(&g->mu);
+  return aborted;
 }
 
 void bank_watchdog_stop(bank_watchdog_t *wd) {
@@ -1305,8 +1340,7 @@ static int bank_run(const bank_opts_t *o, ordo_t *ordo, const char *label,
     status = CLI_EXIT_FAIL;
   }
 
-  pthread_mutex_init(&b.gate_mu, NULL);
-  pthread_cond_init(&b.gate_cv, NULL);
+  bank_gate_init(&b.gate);
   size_t started = 0;
   if (status == CLI_EXIT_OK) {
     for (; started < nw; started++) {
@@ -1336,25 +1370,12 @@ static int bank_run(const bank_opts_t *o, ordo_t *ordo, const char *label,
    * of them working (invariant 6). The watchdog is armed just before, so its
    * SEC seconds count from the start of the transfers too (a few
    * microseconds early, never late). */
-  if (status == CLI_EXIT_OK) {
-    int rc = bank_watchdog_start(&wd, o->watchdog_s, &bar, "lock table",
-                                 bank_dump_ordo, ordo);
-    if (rc != 0) {
-      fprintf(stderr,
-              "ordo bank: cannot start the watchdog thread: %s; try without "
-              "--watchdog\n",
-              strerror(rc));
-      status = CLI_EXIT_FAIL;
-    }
-  }
+  if (status == CLI_EXIT_OK &&
+      bank_watchdog_start(&wd, o->watchdog_s, &bar, "lock table",
+                          bank_dump_ordo, ordo) != 0)
+    status = CLI_EXIT_FAIL;
   double t0 = cli_now();
-  pthread_mutex_lock(&b.gate_mu);
-  if (status == CLI_EXIT_OK)
-    b.go = 1;
-  else
-    b.abort = 1;
-  pthread_cond_broadcast(&b.gate_cv);
-  pthread_mutex_unlock(&b.gate_mu);
+  bank_gate_open(&b.gate, status == CLI_EXIT_OK);
   for (size_t i = 0; i < started; i++)
     pthread_join(b.w[i].thread, NULL);
   double t1 = cli_now();
@@ -1362,8 +1383,7 @@ static int bank_run(const bank_opts_t *o, ordo_t *ordo, const char *label,
    * the bar itself when it fires, and then this join never returns). */
   bank_watchdog_stop(&wd);
   cli_progress_stop(&bar);
-  pthread_mutex_destroy(&b.gate_mu);
-  pthread_cond_destroy(&b.gate_cv);
+  bank_gate_destroy(&b.gate);
 
   if (status == CLI_EXIT_OK && ordo_stats(ordo, &s1) < 0) {
     fputs("ordo bank: cannot read the engine's counters (ordo_stats) after "

@@ -17,6 +17,7 @@
  *   bank_verdict_add  appends one failed check to a verdict
  *   bank_json_str     writes a JSON string literal
  *   bank_url_redact   a URL with any password replaced by ***
+ *   bank_gate_*       the workers' start gate
  *   bank_watchdog_start, bank_watchdog_stop   --watchdog SEC, with a dump
  *                     callback (ordo's lock table, or the server's)
  *   ledger_is_url     ledger.c: does the URL name PostgreSQL
@@ -156,10 +157,30 @@ typedef struct bank_watchdog_s {
 } bank_watchdog_t;
 
 /*
+ * bank_gate_t -- the workers' start gate: a run opens it once every worker
+ * exists, so that its clock measures them all working, or aborts it when a
+ * worker could not start. mu guards go and abort; cv announces either. A
+ * leaf: taken once by the main thread and by each worker before any lock
+ * call or statement (README.md, lock order).
+ */
+typedef struct bank_gate_s {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int go, abort;
+} bank_gate_t;
+
+void bank_gate_init(bank_gate_t *g);
+void bank_gate_destroy(bank_gate_t *g);
+/* Opens the gate (go) or aborts the run (!go), waking every worker. */
+void bank_gate_open(bank_gate_t *g, int go);
+/* A worker waits at the gate; returns 1 when the run was aborted. */
+int bank_gate_wait(bank_gate_t *g);
+
+/*
  * bank_watchdog_start -- arms the watchdog for seconds from now, or does
  * nothing when seconds is 0. Returns 0, or an error number when the
  * condition variable (on CLOCK_MONOTONIC), its mutex or the thread could not
- * be set up (then nothing is left to stop).
+ * be set up (then nothing is left to stop, and a line on stderr said so).
  */
 int bank_watchdog_start(bank_watchdog_t *wd, long seconds, cli_progress_t *bar,
                         const char *what, bank_dump_cb dump, void *arg);

@@ -440,10 +440,7 @@ typedef struct ledger_s {
   PGconn *ctl; /* the main thread's; the watchdog's once it fires */
   char appname[64];
   int fault_leak, fault_hang; /* ORDO_BANK_FAULT, see ledger_fault() */
-  /* gate_mu guards go and abort; gate_cv announces either. */
-  pthread_mutex_t gate_mu;
-  pthread_cond_t gate_cv;
-  int go, abort;
+  bank_gate_t gate;
 } ledger_t;
 
 /* What a ledger run measured beyond bank_result_t. */
@@ -757,11 +754,7 @@ static void *ledger_worker(void *arg) {
   ledger_worker_t *w = arg;
   ledger_t *lg = w->lg;
 
-  pthread_mutex_lock(&lg->gate_mu);
-  while (!lg->go && !lg->abort)
-    pthread_cond_wait(&lg->gate_cv, &lg->gate_mu);
-  int aborted = lg->abort;
-  pthread_mutex_unlock(&lg->gate_mu);
+  int aborted = bank_gate_wait(&lg->gate);
   if (aborted)
     return NULL;
 
@@ -1327,8 +1320,7 @@ static int ledger_run(const bank_opts_t *o, PGconn *ctl, const char *conninfo,
   if (status == CLI_EXIT_OK)
     status = ledger_workers_open(&lg, conninfo, where, shown);
 
-  pthread_mutex_init(&lg.gate_mu, NULL);
-  pthread_cond_init(&lg.gate_cv, NULL);
+  bank_gate_init(&lg.gate);
   size_t started = 0;
   for (; status == CLI_EXIT_OK && started < nw; started++) {
     int rc = pthread_create(&lg.w[started].thread, NULL, ledger_worker,
@@ -1351,33 +1343,19 @@ static int ledger_run(const bank_opts_t *o, PGconn *ctl, const char *conninfo,
   memset(&wd, 0, sizeof(wd));
   if (status == CLI_EXIT_OK)
     cli_progress_start(&bar, "bank", lg.ntransfers, ledger_progress_read, &lg);
-  if (status == CLI_EXIT_OK) {
-    int rc = bank_watchdog_start(&wd, o->watchdog_s, &bar,
-                                 "the server's lock view (pg_locks)",
-                                 ledger_dump, &lg);
-    if (rc != 0) {
-      fprintf(stderr,
-              "ordo bank: cannot start the watchdog thread: %s; try without "
-              "--watchdog\n",
-              strerror(rc));
-      status = CLI_EXIT_FAIL;
-    }
-  }
+  if (status == CLI_EXIT_OK &&
+      bank_watchdog_start(&wd, o->watchdog_s, &bar,
+                          "the server's lock view (pg_locks)", ledger_dump,
+                          &lg) != 0)
+    status = CLI_EXIT_FAIL;
   double t0 = cli_now();
-  pthread_mutex_lock(&lg.gate_mu);
-  if (status == CLI_EXIT_OK)
-    lg.go = 1;
-  else
-    lg.abort = 1;
-  pthread_cond_broadcast(&lg.gate_cv);
-  pthread_mutex_unlock(&lg.gate_mu);
+  bank_gate_open(&lg.gate, status == CLI_EXIT_OK);
   for (size_t i = 0; i < started; i++)
     pthread_join(lg.w[i].thread, NULL);
   double t1 = cli_now();
   bank_watchdog_stop(&wd);
   cli_progress_stop(&bar);
-  pthread_mutex_destroy(&lg.gate_mu);
-  pthread_cond_destroy(&lg.gate_cv);
+  bank_gate_destroy(&lg.gate);
 
   /* Close the workers' connections first: their backends flush their
    * counters as they exit, and only then is the deadlock count whole
