@@ -7,12 +7,14 @@
 # out transfers retry, and the check passes too.
 . "$(dirname "$0")/lib.sh"
 
-run bank --naive --json --watchdog 8
-expect_rc 0 bank --naive --json --watchdog 8
+# 10,000 transfers each way: at the default 1,000 a run takes a few ms, and
+# on a busy machine the workers then ran one after another, crossing never.
+run bank --naive --transfers 10000 --json --watchdog 8
+expect_rc 0 bank --naive --transfers 10000 --json --watchdog 8
 json_check \
   'j["ok"] is True' \
   'j["mode"] == "naive" and j["detect"] == "immediate"' \
-  'j["transfers"] == 2000 and j["transfers_expected"] == 2000' \
+  'j["transfers"] == 20000 and j["transfers_expected"] == 20000' \
   'j["total_before"] == j["total_after"] == 2000' \
   'j["deadlocks"] > 0' \
   'j["victims"] > 0 and j["retries"] >= j["victims"]' \
@@ -20,11 +22,11 @@ json_check \
   'j["attempts"] == 0' \
   'j["graph"] is None'
 
-run bank --naive --watchdog 8
-expect_rc 0 bank --naive --watchdog 8
+run bank --naive --transfers 10000 --watchdog 8
+expect_rc 0 bank --naive --transfers 10000 --watchdog 8
 grep -q '^ordo bank: mem://, naive mode, detect immediate,' "$OUT" ||
   fail "the header does not name the naive mode and the detection"
-grep -q '^verdict: OK .* 2000/2000 transfers, [1-9][0-9]* deadlocks$' "$OUT" ||
+grep -q '^verdict: OK .* 20000/20000 transfers, [1-9][0-9]* deadlocks$' "$OUT" ||
   fail "no OK verdict line counting deadlocks"
 grep -q '^victims  *[1-9]' "$OUT" || fail "no victims line"
 
