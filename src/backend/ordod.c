@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/time.h>
@@ -265,53 +264,23 @@ static void note_err(od_place *p, const char *what, const char *detail) {
 }
 
 /* ---- Talking to the server ------------------------------------------------
- * hiredis writes with write(2): to a peer that has gone, that raises
- * SIGPIPE, whose default action ends the process. Unless the program
- * ignores SIGPIPE, each exchange blocks it in the calling thread and takes
- * back a SIGPIPE that the exchange itself raised.
+ * Requests go out through ordo__redis_flush (send(2) with MSG_NOSIGNAL), so
+ * that a server that has gone is an error and never a SIGPIPE; hiredis
+ * reads the replies.
  */
-
-typedef struct pipe_guard {
-  bool on, pending_before;
-  sigset_t old;
-} pipe_guard;
-
-static void guard_begin(pipe_guard *g) {
-  struct sigaction sa;
-  g->on = sigaction(SIGPIPE, NULL, &sa) != 0 || sa.sa_handler != SIG_IGN;
-  if (!g->on)
-    return;
-  sigset_t set, pend;
-  sigemptyset(&set);
-  sigaddset(&set, SIGPIPE);
-  sigpending(&pend);
-  g->pending_before = sigismember(&pend, SIGPIPE) == 1;
-  pthread_sigmask(SIG_BLOCK, &set, &g->old);
-}
-
-static void guard_end(pipe_guard *g) {
-  if (!g->on)
-    return;
-  sigset_t set, pend;
-  sigemptyset(&set);
-  sigaddset(&set, SIGPIPE);
-  sigpending(&pend);
-  if (!g->pending_before && sigismember(&pend, SIGPIPE) == 1) {
-    struct timespec zero = {0, 0};
-    while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR)
-      ;
-  }
-  pthread_sigmask(SIG_SETMASK, &g->old, NULL);
-}
 
 /* Sends one command and reads its reply; NULL when the connection failed
  * (c->err says why, and c can only be freed). */
 static redisReply *od_call(redisContext *c, int argc, const char **argv,
                            const size_t *lens) {
-  pipe_guard g;
-  guard_begin(&g);
-  redisReply *r = redisCommandArgv(c, argc, argv, lens);
-  guard_end(&g);
+  if (redisAppendCommandArgv(c, argc, argv, lens) != REDIS_OK)
+    return NULL;
+  int done = 0;
+  if (ordo__redis_flush(c, &done) != 0)
+    return NULL;
+  void *r = NULL;
+  if (redisGetReply(c, &r) != REDIS_OK)
+    return NULL;
   return r;
 }
 
@@ -406,10 +375,13 @@ static int od_connect(od_place *p, redisContext **out, long *lease_ms,
   al[0] = 7;
   al[1] = 2;
   redisAppendCommandArgv(c, 2, av, al);
-  int rc = 0;
-  pipe_guard g;
-  guard_begin(&g);
-  for (int i = 0; i < expect; i++) {
+  int rc = 0, done = 0;
+  bool sent = ordo__redis_flush(c, &done) == 0;
+  if (!sent) {
+    note_err(p, "connect", c->errstr);
+    rc = ORDO_EBACKEND;
+  }
+  for (int i = 0; sent && i < expect; i++) {
     void *vr = NULL;
     if (redisGetReply(c, &vr) != REDIS_OK) {
       note_err(p, "connect", c->errstr);
@@ -442,7 +414,6 @@ static int od_connect(od_place *p, redisContext **out, long *lease_ms,
     }
     freeReplyObject(r);
   }
-  guard_end(&g);
   if (rc) {
     redisFree(c);
     return rc;

@@ -24,7 +24,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -427,46 +426,6 @@ int ordo__rs_parse_node(const char *s, size_t n, ordo__rs_node *u) {
   return 0;
 }
 
-/* ---- SIGPIPE ----------------------------------------------------------------
- * hiredis writes with write(2): to a peer that has gone, that raises SIGPIPE,
- * whose default action ends the process. Unless the program ignores it, a
- * write blocks SIGPIPE in the calling thread and takes back one that the
- * write itself raised.
- */
-
-typedef struct pipe_guard {
-  bool on, pending_before;
-  sigset_t old;
-} pipe_guard;
-
-static void guard_begin(pipe_guard *g) {
-  struct sigaction sa;
-  g->on = sigaction(SIGPIPE, NULL, &sa) != 0 || sa.sa_handler != SIG_IGN;
-  if (!g->on)
-    return;
-  sigset_t set, pend;
-  sigemptyset(&set);
-  sigaddset(&set, SIGPIPE);
-  sigpending(&pend);
-  g->pending_before = sigismember(&pend, SIGPIPE) == 1;
-  pthread_sigmask(SIG_BLOCK, &set, &g->old);
-}
-
-static void guard_end(pipe_guard *g) {
-  if (!g->on)
-    return;
-  sigset_t set, pend;
-  sigemptyset(&set);
-  sigaddset(&set, SIGPIPE);
-  sigpending(&pend);
-  if (!g->pending_before && sigismember(&pend, SIGPIPE) == 1) {
-    struct timespec zero = {0, 0};
-    while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR)
-      ;
-  }
-  pthread_sigmask(SIG_SETMASK, &g->old, NULL);
-}
-
 /* ---- Connections --------------------------------------------------------- */
 
 void ordo__rs_conn_init(ordo__rs_conn *k) {
@@ -687,6 +646,20 @@ static short events_of(const ordo__rs_conn *k, bool reading) {
   return ev;
 }
 
+/* Writes what k has to send, as far as the socket takes it; false when k
+ * failed. */
+static bool flush(ordo__rs_conn *k) {
+  if (k->flushed)
+    return true;
+  int done = 0;
+  if (ordo__redis_flush(k->c, &done) != 0) {
+    fail(k, ORDO_EBACKEND, "write", k->c->errstr);
+    return false;
+  }
+  k->flushed = done != 0;
+  return true;
+}
+
 /* Acts on poll's revents for k: completes a connect, writes, reads. */
 static void service(ordo__rs_conn *k, short rev, redisReply **loose) {
   if (!k->c || rev == 0)
@@ -703,18 +676,8 @@ static void service(ordo__rs_conn *k, short rev, redisReply **loose) {
     k->connecting = false;
     rev |= POLLOUT;
   }
-  if ((rev & (POLLOUT | POLLERR | POLLHUP)) && !k->flushed) {
-    int done = 0;
-    pipe_guard g;
-    guard_begin(&g);
-    int rc = redisBufferWrite(k->c, &done);
-    guard_end(&g);
-    if (rc != REDIS_OK) {
-      fail(k, ORDO_EBACKEND, "write", k->c->errstr);
-      return;
-    }
-    k->flushed = done != 0;
-  }
+  if ((rev & (POLLOUT | POLLERR | POLLHUP)) && !flush(k))
+    return;
   if (rev & (POLLIN | POLLERR | POLLHUP)) {
     if (redisBufferRead(k->c) != REDIS_OK) {
       fail(k, ORDO_EBACKEND, "read", k->c->errstr);
@@ -753,8 +716,10 @@ int ordo__rs_run(ordo__rs_conn *const *ks, size_t n, uint64_t deadline_ns,
       ordo__rs_conn *k = ks[i];
       if (!k)
         continue;
-      if (k->c && !k->connecting)
-        pull(k, NULL);
+      /* A socket nearly always takes a request at once: write it now
+       * rather than after a poll(2) that says so. */
+      if (k->c && !k->connecting && pull(k, NULL))
+        flush(k);
       short ev = events_of(k, false);
       if (ev) {
         fds[m].fd = k->c->fd;

@@ -106,8 +106,8 @@ void ordo__rs_new_owner(char out[33]);
  *
  * The handshake (AUTH, SELECT) is appended by ordo__rs_connect and checked
  * by the first exchange: a refused AUTH is ORDO_EAUTH, a refused SELECT
- * ORDO_EBACKEND. SIGPIPE from a write to a peer that has gone is kept from
- * the process (blocked around each write and taken back if it was ours).
+ * ORDO_EBACKEND. A write to a peer that has gone is an error, never a
+ * SIGPIPE (ordo__redis_flush sends with MSG_NOSIGNAL).
  */
 typedef struct ordo__rs_conn {
   redisContext *c;  /* NULL when closed */

@@ -1,12 +1,15 @@
 /*
- * holds.c -- a remote txn's record of its holds, and dump helpers
- * (remote.h).
+ * remote.c -- what the remote backends share: a txn's record of its holds,
+ * dump helpers, URL numbers, and sending hiredis's buffer (remote.h).
  */
 #include "remote.h"
 
 #include <errno.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../ordo_int.h"
@@ -91,6 +94,31 @@ int ordo__write_all(int fd, const char *s, size_t n) {
     s += w;
     n -= (size_t)w;
   }
+  return 0;
+}
+
+int ordo__redis_flush(struct redisContext *c, int *done) {
+  *done = 0;
+  if (c->err)
+    return -1;
+  size_t len = sdslen(c->obuf);
+  while (len > 0) {
+    ssize_t w = send(c->fd, c->obuf, len, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+        !(c->flags & REDIS_BLOCK))
+      break; /* full: the rest when poll(2) says it may go */
+    if (w < 0) {
+      /* A blocking socket's EAGAIN is its send timeout, as for hiredis. */
+      c->err = REDIS_ERR_IO;
+      snprintf(c->errstr, sizeof c->errstr, "%s", strerror(errno));
+      return -1;
+    }
+    sdsrange(c->obuf, (int)w, -1);
+    len = sdslen(c->obuf);
+  }
+  *done = len == 0;
   return 0;
 }
 

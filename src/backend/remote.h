@@ -14,6 +14,8 @@
  *   ordo__put_key()       a key for a dump: printable bytes as they are,
  *                         others as \xNN
  *   ordo__write_all()     write(2) until done, EINTR retried
+ *   ordo__redis_flush()   sends a hiredis context's output buffer with
+ *                         send(2) and MSG_NOSIGNAL
  *   ordo__parse_long()    a URL's decimal number, within bounds
  *
  * A backend whose hold needs more (postgres.c: the value locked) makes an
@@ -58,6 +60,16 @@ int ordo__hold_copy_new(const void *arr, size_t n, size_t stride,
 void ordo__put_key(FILE *f, const uint8_t *k, size_t n);
 /* 0, or ORDO_EINVAL when fd would not take it all. */
 int ordo__write_all(int fd, const char *s, size_t n);
+struct redisContext;
+/*
+ * Sends what c's output buffer holds, as hiredis's redisBufferWrite does, but
+ * with send(2) and MSG_NOSIGNAL: to a peer that has gone, hiredis 0.14's
+ * write(2) raises SIGPIPE, whose default action ends the process, and
+ * blocking the signal around each write cost five system calls. *done is
+ * set when the buffer is empty; a non-blocking socket that is full leaves
+ * the rest for later. Returns 0, or -1 with c->err and c->errstr set.
+ */
+int ordo__redis_flush(struct redisContext *c, int *done);
 /* A whole decimal number s[0..n) (at most 18 digits) within [lo, hi] into
  * *out: 0, or ORDO_EURL. */
 int ordo__parse_long(const char *s, size_t n, long lo, long hi, long *out);

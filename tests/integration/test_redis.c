@@ -30,6 +30,7 @@
 
 #include "it_redis.h"
 #include "backend/redis_script.h"
+#include "backend/remote.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -551,6 +552,29 @@ static void test_server_stops(void **state) {
   ordo_close(o);
 }
 
+/* A write to a peer that has gone is an error, not a SIGPIPE: with the
+ * signal's default action (which ends the process) in force, a request
+ * sent to a closed socket fails with EPIPE and the process goes on. */
+static void test_no_sigpipe(void **state) {
+  (void)state;
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  redisContext *c = redisConnectFd(sv[0]);
+  assert_non_null(c);
+  assert_int_equal(c->err, 0);
+  close(sv[1]);
+  assert_int_equal(redisAppendCommand(c, "PING"), REDIS_OK);
+  void (*old)(int) = signal(SIGPIPE, SIG_DFL);
+  int done = 1;
+  int rc = ordo__redis_flush(c, &done);
+  signal(SIGPIPE, old);
+  assert_int_equal(rc, -1);
+  assert_int_equal(done, 0);
+  assert_int_equal(c->err, REDIS_ERR_IO);
+  assert_string_equal(c->errstr, strerror(EPIPE));
+  redisFree(c);
+}
+
 /* The server closes idle connections (CONFIG SET timeout 1): the next
  * script runs again on a new one, and the next wait subscribes again. */
 static void test_idle_connections(void **state) {
@@ -756,6 +780,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_password),
       cmocka_unit_test(test_bad_db_and_wrongtype),
       cmocka_unit_test(test_server_stops),
+      cmocka_unit_test(test_no_sigpipe),
       cmocka_unit_test(test_idle_connections),
       cmocka_unit_test(test_storm),
       cmocka_unit_test(test_cluster),
