@@ -6,8 +6,8 @@
 # kept small.
 . "$(dirname "$0")/lib.sh"
 
-run bank --compare --json --transfers 20 --watchdog 8
-expect_rc 0 bank --compare --json --transfers 20 --watchdog 8
+run bank --compare --json --transfers 20 --watchdog "$WD"
+expect_rc 0 bank --compare --json --transfers 20 --watchdog "$WD"
 json_check \
   'len(j["compare"]) == 3' \
   'all(r["ok"] is True for r in j["compare"]) and j["ok"] is True' \
@@ -19,8 +19,8 @@ json_check \
   'j["compare"][0]["deadlocks"] == 0 and j["compare"][2]["deadlocks"] == 0' \
   'j["graph"] is None'
 
-run bank --compare --transfers 20 --lock-timeout 20 --watchdog 8
-expect_rc 0 bank --compare --transfers 20 --lock-timeout 20 --watchdog 8
+run bank --compare --transfers 20 --lock-timeout 20 --watchdog "$WD"
+expect_rc 0 bank --compare --transfers 20 --lock-timeout 20 --watchdog "$WD"
 grep -q '^mode  *detect  *transfers/s  *seconds  *p50 us  *p99 us  *retries  *timeouts  *deadlocks  *ok$' \
   "$OUT" || fail "no table header"
 grep -q '^ordered  *immediate .* yes$' "$OUT" || fail "no passing ordered row"

@@ -3,8 +3,8 @@
 # form: 2,000 transfers, the total kept, no deadlock.
 . "$(dirname "$0")/lib.sh"
 
-run bank --watchdog 8 --json
-expect_rc 0 bank --watchdog 8 --json
+run bank --watchdog "$WD" --json
+expect_rc 0 bank --watchdog "$WD" --json
 json_check \
   'j["ok"] is True' \
   'j["transfers"] == 2000' \
@@ -22,8 +22,8 @@ json_check \
   '0 <= j["p50_us"] <= j["p99_us"]'
 [ ! -s "$ERR" ] || fail "a passing --json run wrote to stderr"
 
-run bank --watchdog 8
-expect_rc 0 bank --watchdog 8
+run bank --watchdog "$WD"
+expect_rc 0 bank --watchdog "$WD"
 grep -q '^verdict: OK .* 2000/2000 transfers, 0 deadlocks$' "$OUT" ||
   fail "no OK verdict line"
 grep -q '^transfers  *2000/2000 (1000 from 0 to 1, 1000 from 1 to 0)$' \

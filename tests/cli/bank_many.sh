@@ -3,8 +3,8 @@
 # workers: the check passes.
 . "$(dirname "$0")/lib.sh"
 
-run bank --accounts 64 --transfers 2000 --workers 16 --watchdog 8 --json
-expect_rc 0 bank --accounts 64 --transfers 2000 --workers 16 --watchdog 8 --json
+run bank --accounts 64 --transfers 2000 --workers 16 --watchdog "$WD" --json
+expect_rc 0 bank --accounts 64 --transfers 2000 --workers 16 --watchdog "$WD" --json
 json_check \
   'j["ok"] is True' \
   'j["transfers"] == 4000' \

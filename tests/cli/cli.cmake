@@ -1,6 +1,7 @@
 # cli.cmake -- ctest registrations for the `ordo` command (src/cli), included
 # from tests/CMakeLists.txt. Each script gets the built binary as $1, bounds
-# every run of it with `timeout 10`, and needs bash and python3 (for JSON).
+# every run of it with `timeout` (lib.sh), and needs bash and python3 (for
+# JSON).
 set(ORDO_CLI_TESTS ${CMAKE_CURRENT_LIST_DIR})
 
 add_test(NAME cli_bank_default
@@ -24,7 +25,15 @@ add_test(NAME cli_bank_compare
 add_test(NAME cli_graph
   COMMAND bash ${ORDO_CLI_TESTS}/graph.sh $<TARGET_FILE:ordo_cli>)
 
+# The scripts' own bounds grow with ORDO_TEST_TIMEOUT_MULT (lib.sh), which
+# scripts/test.sh also sets while it configures a sanitizer build: so does
+# this outer one.
+set(ORDO_CLI_TIMEOUT 60)
+if(DEFINED ENV{ORDO_TEST_TIMEOUT_MULT} AND
+   "$ENV{ORDO_TEST_TIMEOUT_MULT}" MATCHES "^[1-9][0-9]*$")
+  math(EXPR ORDO_CLI_TIMEOUT "60 * $ENV{ORDO_TEST_TIMEOUT_MULT}")
+endif()
 set_tests_properties(
   cli_bank_default cli_bank_many cli_usage cli_help cli_progress cli_fault
   cli_watchdog cli_bank_naive cli_bank_compare cli_graph
-  PROPERTIES TIMEOUT 60 LABELS cli)
+  PROPERTIES TIMEOUT ${ORDO_CLI_TIMEOUT} LABELS cli)

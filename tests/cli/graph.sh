@@ -47,8 +47,7 @@ expect_rc 0 graph --format=dot --naive-demo
 ring_check "$OUT" dot
 
 # --graph FILE: the cycle of the first deadlock of a naive run, as DOT.
-run bank --naive --graph "$TMP/cycle.dot" --json --watchdog 8
-expect_rc 0 bank --naive --graph FILE --json --watchdog 8
+run_naive --graph "$TMP/cycle.dot" --json
 [ -s "$TMP/cycle.dot" ] || fail "--graph did not write its file"
 grep -q '^digraph ' "$TMP/cycle.dot" || fail "the --graph file has no digraph"
 grep -q 'color=red' "$TMP/cycle.dot" || fail "the victim is not drawn red"
@@ -63,8 +62,8 @@ if command -v dot >/dev/null 2>&1; then
 fi
 
 # Without a deadlock the file still holds a (empty) digraph that says so.
-run bank --graph "$TMP/none.dot" --watchdog 8
-expect_rc 0 bank --graph FILE --watchdog 8
+run bank --graph "$TMP/none.dot" --watchdog "$WD"
+expect_rc 0 bank --graph FILE --watchdog "$WD"
 grep -q '^digraph ' "$TMP/none.dot" || fail "no digraph without a deadlock"
 grep -q 'no deadlock' "$TMP/none.dot" || fail "the empty graph does not say why"
 grep -q "^graph .*no deadlock was recorded" "$OUT" ||

@@ -3,8 +3,8 @@
 # it); a bar when it is, checked under script(1) when that is installed.
 . "$(dirname "$0")/lib.sh"
 
-run bank --transfers 20000 --watchdog 8
-expect_rc 0 bank --transfers 20000 --watchdog 8
+run bank --transfers 20000 --watchdog "$WD"
+expect_rc 0 bank --transfers 20000 --watchdog "$WD"
 if grep -q $'\r' "$ERR"; then fail "a progress bar was drawn on a non-terminal"; fi
 [ ! -s "$ERR" ] || fail "a passing run wrote to stderr"
 
@@ -17,7 +17,7 @@ if ! command -v script >/dev/null 2>&1 ||
 fi
 # script(1) gives ordo a pseudo-terminal and copies everything it writes.
 set +e
-timeout 10 script -qec "'$ORDO' bank --watchdog 8" /dev/null >"$OUT" 2>"$ERR" </dev/null
+timeout "$TMO" script -qec "'$ORDO' bank --watchdog $WD" /dev/null >"$OUT" 2>"$ERR" </dev/null
 RC=$?
 set -e
 expect_rc 0 "bank (under script)"

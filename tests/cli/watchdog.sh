@@ -59,7 +59,7 @@ check_fired 1
 # watchdog exits 0 and is silent on stderr.
 unset ORDO_BANK_FAULT
 export TSAN_OPTIONS=$saved_tsan_options
-run bank --watchdog 8 --transfers 100
-expect_rc 0 "bank --watchdog 8 --transfers 100"
+run bank --watchdog "$WD" --transfers 100
+expect_rc 0 "bank --watchdog $WD --transfers 100"
 [ ! -s "$ERR" ] || fail "a passing run with --watchdog wrote to stderr"
 echo "ok: the watchdog fires on a hung run and prints the lock table"
