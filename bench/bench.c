@@ -32,14 +32,15 @@
  * 2 for a usage error such as an unknown row id.
  *
  * Interface: main(), and for the workloads bench_param_int(), bench_now(),
- * bench_sleep(), bench_program_path(), bench_error(), bench_extra(),
- * bench_count_start(), bench_count_stop() (declared in bench.h).
+ * bench_sleep(), bench_rm_tree(), bench_program_path(), bench_error(),
+ * bench_extra(), bench_count_start(), bench_count_stop() (declared in bench.h).
  */
 #include "bench.h"
 
 #include <ordo.h>
 
 #include <errno.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -47,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -284,6 +286,20 @@ int bench_program_path(char *buf, size_t n, const char *env, const char *built,
   *slash = '\0'; /* build/bench */
   int w = snprintf(buf, n, "%s/../%s", self, name);
   return w > 0 && (size_t)w < n && access(buf, X_OK) == 0 ? 0 : -1;
+}
+
+static int bench_rm_entry(const char *path, const struct stat *sb, int flag,
+                          struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  remove(path);
+  return 0;
+}
+
+void bench_rm_tree(const char *dir) {
+  if (dir[0] != '\0')
+    nftw(dir, bench_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 double bench_now(void) {

@@ -107,6 +107,9 @@ long long bench_param_int(const bench_row_t *row, const char *name);
 double bench_now(void);
 /* Sleeps for `seconds` on CLOCK_MONOTONIC, resuming after signals. */
 void bench_sleep(double seconds);
+/* Removes the folder dir and everything below it, as far as it can; an
+ * empty name (no folder made) does nothing. */
+void bench_rm_tree(const char *dir);
 
 /* A program of the build the harness runs, into buf: $env when set, else
  * built (the path CMake gave, or NULL), else `name` beside the folder of
@@ -274,6 +277,11 @@ int ledger_exec(const bench_row_t *row, char *const argv[], double timeout,
                 char *out, size_t outcap, char *err, size_t errcap,
                 int *status);
 const char *ledger_status_text(int status, char *buf, size_t n);
+/* ledger_psql: sql run by psql on url (-X -q -At, stopping at the first
+ * error), its output in out: 0, or -1 after bench_error() with psql's
+ * stderr. */
+int ledger_psql(const bench_row_t *row, const char *url, const char *sql,
+                char *out, size_t outcap);
 const char *ledger_side_url(const void *state, int naive);
 double ledger_side_rate(const void *state, int naive);
 long ledger_side_transfers(const void *state, int naive, double seconds);

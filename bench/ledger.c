@@ -69,7 +69,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
@@ -79,7 +78,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -680,37 +678,33 @@ static int ledger_fixture_url(const bench_row_t *row, ledger_state_t *st) {
   return -1;
 }
 
-/* CREATE DATABASE db on the cluster, with psql: 0, or -1 after reporting. */
-static int ledger_createdb(const bench_row_t *row, const ledger_state_t *st,
-                           const char *db) {
-  char sql[128], out[1024], err[LEDGER_ERR_MAX], why[48];
+int ledger_psql(const bench_row_t *row, const char *url, const char *sql,
+                char *out, size_t outcap) {
+  char err[LEDGER_ERR_MAX], why[48];
   int status = 0;
-  snprintf(sql, sizeof sql, "CREATE DATABASE %s", db);
-  char *argv[] = {"psql", (char *)st->url,   "-X", "-q",
-                  "-v",   "ON_ERROR_STOP=1", "-c", sql,
-                  NULL};
-  if (ledger_exec(row, argv, LEDGER_PSQL_S, out, sizeof out, err, sizeof err,
+  char *argv[] = {"psql", (char *)url,       "-X", "-q",        "-A", "-t",
+                  "-v",   "ON_ERROR_STOP=1", "-c", (char *)sql, NULL};
+  if (ledger_exec(row, argv, LEDGER_PSQL_S, out, outcap, err, sizeof err,
                   &status) != 0)
     return -1;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
     return 0;
-  bench_error(row, "psql '%s' ended with %s%s", sql,
-              ledger_status_text(status, why, sizeof why),
-              WIFEXITED(status) && WEXITSTATUS(status) == 127
-                  ? "; is psql installed?"
-                  : "");
+  bench_error(
+      row, "psql '%.60s%s' ended with %s%s", sql, strlen(sql) > 60 ? "..." : "",
+      ledger_status_text(status, why, sizeof why),
+      WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "; is psql installed?"
+                                                      : "");
   if (err[0] != '\0')
     fprintf(stderr, "--- its stderr ---\n%s---\n", err);
   return -1;
 }
 
-static int ledger_rm_entry(const char *path, const struct stat *sb, int flag,
-                           struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
+/* CREATE DATABASE db on the cluster, with psql: 0, or -1 after reporting. */
+static int ledger_createdb(const bench_row_t *row, const ledger_state_t *st,
+                           const char *db) {
+  char sql[128], out[1024];
+  snprintf(sql, sizeof sql, "CREATE DATABASE %s", db);
+  return ledger_psql(row, st->url, sql, out, sizeof out);
 }
 
 /*
@@ -856,7 +850,6 @@ static void ledger_stop(const bench_row_t *row, ledger_state_t *st) {
     }
     st->fixture = 0;
   }
-  if (st->dir[0] != '\0')
-    nftw(st->dir, ledger_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+  bench_rm_tree(st->dir);
   free(st);
 }

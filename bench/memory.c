@@ -69,23 +69,6 @@ static long memory_rss_kb(pid_t pid) {
   return kb;
 }
 
-/* Field `field` of ordod's INFO (all sections), or -1. */
-static long long memory_info(redisContext *c, const char *field) {
-  redisReply *r = redisCommand(c, "INFO");
-  long long v = -1;
-  if (r != NULL && r->type == REDIS_REPLY_STRING) {
-    size_t fl = strlen(field);
-    for (const char *p = r->str; (p = strstr(p, field)) != NULL; p += fl)
-      if ((p == r->str || p[-1] == '\n') && p[fl] == ':') {
-        v = atoll(p + fl + 1);
-        break;
-      }
-  }
-  if (r != NULL)
-    freeReplyObject(r);
-  return v;
-}
-
 /* Queues the acquire of key on c. 0, or -1 (out of memory). */
 static int memory_append(redisContext *c, bench_server_kind kind,
                          const char *key, const char *owner) {
@@ -196,11 +179,11 @@ static long long memory_held(const bench_row_t *row, bench_server_kind kind,
       bench_error(row, "redis-server: no usable reply to DBSIZE");
     return n;
   }
-  long long acq = memory_info(c, "lock_acquired");
-  long long rel = memory_info(c, "lock_released");
-  long long obj = memory_info(c, "lock_objects");
-  long long wait = memory_info(c, "lock_waiting");
-  long long sess = memory_info(c, "sessions");
+  long long acq = bench_server_info(c, NULL, "lock_acquired");
+  long long rel = bench_server_info(c, NULL, "lock_released");
+  long long obj = bench_server_info(c, NULL, "lock_objects");
+  long long wait = bench_server_info(c, NULL, "lock_waiting");
+  long long sess = bench_server_info(c, NULL, "sessions");
   if (acq < 0 || rel < 0 || obj < 0 || wait < 0 || sess < 0) {
     bench_error(row, "ordod: INFO lacks lock_acquired, lock_released, "
                      "lock_objects, lock_waiting or sessions");

@@ -478,23 +478,6 @@ static redisContext *pairs_connect(const pairs_run_t *run) {
   return c;
 }
 
-/* One numeric field of ordod's INFO locks, or -1. */
-static long long pairs_info(redisContext *c, const char *field) {
-  redisReply *r = redisCommand(c, "INFO locks");
-  long long v = -1;
-  if (r != NULL && r->type == REDIS_REPLY_STRING) {
-    size_t fl = strlen(field);
-    for (const char *p = r->str; (p = strstr(p, field)) != NULL; p += fl)
-      if ((p == r->str || p[-1] == '\n') && p[fl] == ':') {
-        v = atoll(p + fl + 1);
-        break;
-      }
-  }
-  if (r != NULL)
-    freeReplyObject(r);
-  return v;
-}
-
 /* After the run: the server holds nothing, and counted what we did. */
 static int pairs_check_server(pairs_run_t *run, long long acquired0,
                               long long released0) {
@@ -512,9 +495,9 @@ static int pairs_check_server(pairs_run_t *run, long long acquired0,
     return ok ? 0 : -1;
   }
   /* lock_acquired counts granted requests, lock_released keys (ordo.h). */
-  long long acq = pairs_info(c, "lock_acquired") - acquired0;
-  long long rel = pairs_info(c, "lock_released") - released0;
-  long long waiting = pairs_info(c, "lock_waiting");
+  long long acq = bench_server_info(c, "locks", "lock_acquired") - acquired0;
+  long long rel = bench_server_info(c, "locks", "lock_released") - released0;
+  long long waiting = bench_server_info(c, "locks", "lock_waiting");
   if (acq != run->granted || rel != run->granted * run->kpl || waiting != 0) {
     bench_error(run->row,
                 "ordod after the run: %lld requests granted and %lld keys "
@@ -577,8 +560,10 @@ static int pairs_run(const bench_row_t *row, pairs_state_t *st, int side,
       goto out;
   }
   if (side == PAIRS_ORDOD &&
-      ((acquired0 = pairs_info(st->ctl[side], "lock_acquired")) < 0 ||
-       (released0 = pairs_info(st->ctl[side], "lock_released")) < 0)) {
+      ((acquired0 =
+            bench_server_info(st->ctl[side], "locks", "lock_acquired")) < 0 ||
+       (released0 =
+            bench_server_info(st->ctl[side], "locks", "lock_released")) < 0)) {
     bench_error(row, "ordod: no lock_acquired or lock_released in INFO");
     goto out;
   }

@@ -57,17 +57,14 @@
 #include "bench.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define PGB_RUN_S 120.0  /* bound on one pgbench */
-#define PGB_PSQL_S 30.0  /* bound on one psql */
 #define PGB_OUT_MAX 8192 /* captured stdout of one child */
 #define PGB_ERR_MAX 4096 /* captured stderr of one child */
 /* src/cli/bank.h: BANK_OPENING_BALANCE and BANK_MAX_AMOUNT. */
@@ -82,34 +79,8 @@ typedef struct pgb_state_s {
   double deadlock_timeout_ms;
 } pgb_state_t;
 
-/* ---- psql ------------------------------------------------------------------
+/* ---- psql (ledger_psql, ledger.c) ------------------------------------------
  */
-
-/*
- * pgb_psql -- runs sql with psql on url, unaligned and tuples only (-At),
- * stopping at the first error, its output in out. 0, or -1 after
- * reporting.
- */
-static int pgb_psql(const bench_row_t *row, const char *url, const char *sql,
-                    char *out, size_t outcap) {
-  char err[PGB_ERR_MAX], why[48];
-  int status = 0;
-  char *argv[] = {"psql", (char *)url,       "-X", "-q",        "-A", "-t",
-                  "-v",   "ON_ERROR_STOP=1", "-c", (char *)sql, NULL};
-  if (ledger_exec(row, argv, PGB_PSQL_S, out, outcap, err, sizeof err,
-                  &status) != 0)
-    return -1;
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-    return 0;
-  bench_error(row, "psql '%.60s...' ended with %s%s", sql,
-              ledger_status_text(status, why, sizeof why),
-              WIFEXITED(status) && WEXITSTATUS(status) == 127
-                  ? "; is psql installed?"
-                  : "");
-  if (err[0] != '\0')
-    fprintf(stderr, "--- its stderr ---\n%s---\n", err);
-  return -1;
-}
 
 /* deadlock_timeout as SHOW prints it ("10ms", "1s", "1min", ...) in ms, or
  * -1. */
@@ -181,7 +152,7 @@ static int pgb_reset(const bench_row_t *row, const char *url, long accounts) {
            "INSERT INTO ordo_bank.accounts (id, balance) "
            "SELECT g, %d FROM generate_series(0, %ld) g; COMMIT",
            PGB_OPENING_BALANCE, accounts - 1);
-  return pgb_psql(row, url, sql, out, sizeof out);
+  return ledger_psql(row, url, sql, out, sizeof out);
 }
 
 /* After a run of `want` transfers: the total, the rows, and each balance
@@ -199,7 +170,7 @@ static int pgb_check(const bench_row_t *row, const char *url, long accounts,
            "WHERE j.src = a.id) + (SELECT coalesce(sum(amount), 0) FROM "
            "ordo_bank.journal j WHERE j.dst = a.id))",
            PGB_OPENING_BALANCE);
-  if (pgb_psql(row, url, sql, out, sizeof out) != 0)
+  if (ledger_psql(row, url, sql, out, sizeof out) != 0)
     return -1;
   if (sscanf(out, "%lld|%lld|%lld|%lld", &total, &rows, &journal,
              &mismatched) != 4) {
@@ -319,23 +290,13 @@ static int pgb_write_script(const bench_row_t *row, pgb_state_t *st,
   return 0;
 }
 
-static int pgb_rm_entry(const char *path, const struct stat *sb, int flag,
-                        struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
-
 static void pgb_teardown(const bench_row_t *row, void *state) {
   pgb_state_t *st = state;
   if (st == NULL)
     return;
   if (st->ledger != NULL)
     ledger_teardown(row, st->ledger);
-  if (st->dir[0] != '\0')
-    nftw(st->dir, pgb_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+  bench_rm_tree(st->dir);
   free(st);
 }
 
@@ -364,8 +325,8 @@ static int pgb_setup(const bench_row_t *row, void **state) {
     goto fail;
   }
   if (pgb_write_script(row, st, accounts) != 0 ||
-      pgb_psql(row, ledger_side_url(st->ledger, 0), "SHOW deadlock_timeout",
-               out, sizeof out) != 0)
+      ledger_psql(row, ledger_side_url(st->ledger, 0), "SHOW deadlock_timeout",
+                  out, sizeof out) != 0)
     goto fail;
   st->deadlock_timeout_ms = pgb_duration_ms(out);
   if (st->deadlock_timeout_ms < 0) {

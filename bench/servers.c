@@ -28,12 +28,12 @@
  *   bench_server_stop()            SIGTERM, wait, remove the folder
  *   bench_server_connect()         a blocking hiredis connection to it
  *   bench_server_cpu()             its CPU seconds so far (all threads)
+ *   bench_server_info()            one numeric field of its INFO
  */
 #include "servers.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -42,7 +42,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -191,18 +190,26 @@ static int server_pings(const bench_server_t *s) {
   return ok;
 }
 
-static int server_rm_entry(const char *path, const struct stat *sb, int flag,
-                           struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
+long long bench_server_info(redisContext *c, const char *section,
+                            const char *field) {
+  redisReply *r =
+      section ? redisCommand(c, "INFO %s", section) : redisCommand(c, "INFO");
+  long long v = -1;
+  if (r != NULL && r->type == REDIS_REPLY_STRING) {
+    size_t fl = strlen(field);
+    for (const char *p = r->str; (p = strstr(p, field)) != NULL; p += fl)
+      if ((p == r->str || p[-1] == '\n') && p[fl] == ':') {
+        v = atoll(p + fl + 1);
+        break;
+      }
+  }
+  if (r != NULL)
+    freeReplyObject(r);
+  return v;
 }
 
 static void server_rm_dir(bench_server_t *s) {
-  if (s->dir[0] != '\0')
-    nftw(s->dir, server_rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+  bench_rm_tree(s->dir);
   s->dir[0] = '\0';
 }
 

@@ -35,6 +35,10 @@ void bench_server_stop(const bench_row_t *row, bench_server_t *s);
 /* A blocking connection with `timeout` seconds for connect and replies, or
  * NULL. */
 redisContext *bench_server_connect(const bench_server_t *s, double timeout);
+/* The numeric field `field` of the server's INFO (of that section, or of
+ * all when section is NULL), or -1. */
+long long bench_server_info(redisContext *c, const char *section,
+                            const char *field);
 /* The server's CPU time so far in seconds (user + system, all threads), or
  * -1. */
 double bench_server_cpu(const bench_server_t *s);
