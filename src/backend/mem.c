@@ -180,8 +180,21 @@ static int wait_spin(mem_place *p, mem_txn *t, uint64_t deadline_ns) {
   return rc;
 }
 
+static int mem_lock_wait(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
+                         uint64_t deadline_ns);
+
 static int mem_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
                         uint64_t deadline_ns) {
+  if (ordo__fast_acquire(&mt(tx)->ow, r, n) == 0)
+    return 0; /* idle keys: one compare-and-swap each */
+  return mem_lock_wait(tx, r, n, deadline_ns);
+}
+
+/* The rest of mem_lock_all, apart so that the fast path's caller stays
+ * small: a busy key, a new one, or a wait. */
+static __attribute__((noinline)) int
+mem_lock_wait(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
+              uint64_t deadline_ns) {
   mem_txn *t = mt(tx);
   if (n == 1 && ordo__try_one(&t->ow, r) == 0)
     return 0; /* a free key: no wait to prepare for */

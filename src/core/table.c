@@ -44,6 +44,9 @@ struct ordo__hold_block {
   ordo__hold h[];
 };
 #define INITIAL_BUCKETS 16
+/* The fast path walks at most this many lock objects of a chain (chains
+ * average at most two; a longer walk goes the slow way). */
+#define FAST_WALK 8
 
 /* ---- Small helpers --------------------------------------------------------
  */
@@ -90,12 +93,61 @@ static inline bool key_eq(const uint8_t *a, const uint8_t *b, size_t len) {
   return memcmp(a, b, len) == 0;
 }
 
+#define RELAXED memory_order_relaxed
+
+static inline ordo__lock *next_of(const ordo__lock *l) {
+  return atomic_load_explicit(&((ordo__lock *)l)->hnext, RELAXED);
+}
+
+static inline uint32_t hash_of(const ordo__lock *l) {
+  return atomic_load_explicit(&((ordo__lock *)l)->hash, RELAXED);
+}
+
+ORDO_HOT void empty_unlink(ordo__stripe *st, ordo__lock *l);
+
+/* The fast path's hold h on l becomes a listed holder (caller holds the
+ * stripe, and has just taken h's place in l->fast): off the empty list,
+ * where the fast path left it, and onto the holder list. */
+static void adopt(ordo__stripe *st, ordo__lock *l, ordo__hold *h) {
+  empty_unlink(st, l);
+  l->holders = h; /* h->lnext is NULL since the fast path took l */
+  l->xheld = 1;
+}
+
+/* Makes the stripe's lists the whole truth about l (caller holds the
+ * stripe): after this, the fast path keeps off l until retire() lists it
+ * idle again. */
+ORDO_HOT void inflate(ordo__stripe *st, ordo__lock *l) {
+  uintptr_t v = atomic_load_explicit(&l->fast, RELAXED);
+  while (v != ORDO__FAST_SLOW) {
+    /* (Only a holder of the stripe's mutex moves it off SLOW.) An idle
+     * lock becomes SLOW at once. A held one is ADOPTING until its lists
+     * say so: readers of a held lock's queue under wait_mu alone
+     * (ordo__held_queue) see SLOW only once the list word is the queue. */
+    ORDO_ASSERT(v == ORDO__FAST_IDLE || v >= ORDO__FAST_HOLD);
+    uintptr_t to = v == ORDO__FAST_IDLE ? ORDO__FAST_SLOW : ORDO__FAST_ADOPTING;
+    if (atomic_compare_exchange_weak_explicit(&l->fast, &v, to,
+                                              memory_order_acq_rel, RELAXED)) {
+      if (to == ORDO__FAST_ADOPTING) {
+        adopt(st, l, (ordo__hold *)v);
+        atomic_store_explicit(&l->fast, ORDO__FAST_SLOW, memory_order_release);
+      }
+      return;
+    }
+  }
+}
+
+/* The lock of key in stripe st, inflated (caller holds the stripe). */
 ORDO_HOT ordo__lock *lookup(ordo__stripe *st, uint32_t h, const void *key,
                             size_t len) {
-  ordo__lock *l = st->bucket[bucket_of(st, h, st->nbucket)];
-  for (; l; l = l->hnext)
-    if (l->hash == h && l->klen == len && key_eq(l->key, key, len))
+  ordo__bview *bk = stripe_bk(st);
+  ordo__lock *l = atomic_load_explicit(&bk->slot[bucket_of(st, h, bk->n)],
+                                       RELAXED);
+  for (; l; l = next_of(l))
+    if (hash_of(l) == h && l->klen == len && key_eq(l->key, key, len)) {
+      inflate(st, l);
       return l;
+    }
   return NULL;
 }
 
@@ -115,31 +167,51 @@ ORDO_HOT void empty_unlink(ordo__stripe *st, ordo__lock *l) {
   st->nempty--;
 }
 
+/* Unlinks l from its hash chain. The fast path may be on l or about to
+ * step onto it: l keeps its own link, so such a walk goes on along the
+ * chain (or stops at its bound). */
 static void hash_remove(ordo__stripe *st, ordo__lock *l) {
-  ordo__lock **pp = &st->bucket[bucket_of(st, l->hash, st->nbucket)];
-  while (*pp != l)
-    pp = &(*pp)->hnext;
-  *pp = l->hnext;
+  ordo__bview *bk = stripe_bk(st);
+  _Atomic(ordo__lock *) *pp = &bk->slot[bucket_of(st, hash_of(l), bk->n)];
+  ordo__lock *x;
+  while ((x = atomic_load_explicit(pp, RELAXED)) != l)
+    pp = &x->hnext;
+  atomic_store_explicit(pp, next_of(l), RELAXED);
   st->nlock--;
 }
 
-static void free_lock(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
+/* Takes l out of the table into the stripe's graveyard (l->fast is DEAD):
+ * the fast path may still read its atomics, so it is kept, for a later key
+ * of its size class, until the table ends. */
+static void bury(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
   empty_unlink(st, l);
   hash_remove(st, l);
-  free(l);
-  atomic_fetch_sub_explicit(&tab->live, 1, memory_order_relaxed);
+  l->enext = st->grave[l->kclass];
+  st->grave[l->kclass] = l;
+  atomic_fetch_sub_explicit(&tab->live, 1, RELAXED);
 }
 
-/* Frees the oldest cached empty lock of this stripe; false if none. */
+/* Evicts the oldest cached empty lock of this stripe; false if none. A
+ * lock the fast path holds is on the list too: it is adopted (and so taken
+ * off the list) instead. */
 static bool evict_one(ordo__table *tab, ordo__stripe *st) {
-  if (!st->ehead)
-    return false;
-  free_lock(tab, st, st->ehead);
-  return true;
+  while (st->ehead) {
+    ordo__lock *l = st->ehead;
+    uintptr_t v =
+        atomic_exchange_explicit(&l->fast, ORDO__FAST_DEAD, memory_order_acq_rel);
+    if (v < ORDO__FAST_HOLD) {
+      bury(tab, st, l);
+      return true;
+    }
+    adopt(st, l, (ordo__hold *)v); /* DEAD stood for ADOPTING meanwhile */
+    atomic_store_explicit(&l->fast, ORDO__FAST_SLOW, memory_order_release);
+  }
+  return false;
 }
 
-/* Puts a lock with no holders and no waiters on the empty list; the list
- * is bounded, so the oldest empty lock is freed past the table's empty_cap. */
+/* Puts a lock with no holders and no waiters on the empty list, where the
+ * fast path may take it; the list is bounded, so the oldest empty lock is
+ * evicted past the table's empty_cap. */
 ORDO_HOT void retire(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
   if (l->listed || l->holders || l->qhead || l->pins)
     return;
@@ -151,31 +223,48 @@ ORDO_HOT void retire(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
   else
     st->ehead = l;
   st->etail = l;
+  /* Release: a fast-path taker sees every write of the lock's last holder
+   * and of this stripe's critical sections before this one. */
+  atomic_store_explicit(&l->fast, ORDO__FAST_IDLE, memory_order_release);
   if (++st->nempty > tab->empty_cap)
     evict_one(tab, st);
 }
 
+static ordo__bview *bview_new(uint32_t n) {
+  ordo__bview *v = calloc(1, sizeof *v + n * sizeof v->slot[0]);
+  if (v)
+    v->n = n;
+  return v;
+}
+
 static void maybe_grow(ordo__stripe *st) {
   /* The bits above the stripe's number the buckets: at most 2^(32-bshift). */
-  if (st->nlock <= st->nbucket * 2u || st->nbucket >= (1u << (31 - st->bshift)))
+  ordo__bview *ob = stripe_bk(st);
+  if (st->nlock <= ob->n * 2u || ob->n >= (1u << (31 - st->bshift)))
     return;
-  uint32_t nb = st->nbucket * 2;
-  ordo__lock **b = calloc(nb, sizeof *b);
-  if (!b)
+  ordo__bview *nb = bview_new(ob->n * 2);
+  if (!nb)
     return; /* longer chains, still correct */
-  for (uint32_t i = 0; i < st->nbucket; i++) {
-    ordo__lock *l = st->bucket[i];
+  /* Every lock is moved to the new array before it is published; a fast
+   * walk on the old one meanwhile may miss its key and go the slow way. */
+  for (uint32_t i = 0; i < ob->n; i++) {
+    ordo__lock *l = atomic_load_explicit(&ob->slot[i], RELAXED);
     while (l) {
-      ordo__lock *next = l->hnext;
-      uint32_t j = bucket_of(st, l->hash, nb);
-      l->hnext = b[j];
-      b[j] = l;
+      ordo__lock *next = next_of(l);
+      uint32_t j = bucket_of(st, hash_of(l), nb->n);
+      atomic_store_explicit(&l->hnext, atomic_load_explicit(&nb->slot[j], RELAXED),
+                            RELAXED);
+      atomic_store_explicit(&nb->slot[j], l, RELAXED);
       l = next;
     }
   }
-  free(st->bucket);
-  st->bucket = b;
-  st->nbucket = nb;
+  nb->old = ob; /* the fast path may still read it: freed with the table */
+  atomic_store_explicit(&st->bk, nb, memory_order_release);
+}
+
+/* The size class of a key of len bytes: capacity 1 << kclass >= len. */
+static inline unsigned kclass_of(size_t len) {
+  return len <= 1 ? 0 : 64u - (unsigned)__builtin_clzll((uint64_t)len - 1);
 }
 
 /* Finds the lock for key or makes it; an empty lock found is taken off the
@@ -197,20 +286,37 @@ ORDO_HOT int lookup_or_create(ordo__table *tab, ordo__stripe *st, uint32_t h,
       return ORDO_ELIMIT;
     }
   }
-  /* The key right after the header's last field, not after its padding:
-   * a held lock's object is most of what it costs. */
-  l = malloc(offsetof(ordo__lock, key) + len);
-  if (!l) {
-    atomic_fetch_sub_explicit(&tab->live, 1, memory_order_relaxed);
-    return ORDO_ENOMEM;
+  /* A dead lock object of the key's size class, or a new one: the key
+   * right after the header's last field, not after its padding (a held
+   * lock's object is most of what it costs). */
+  unsigned kc = kclass_of(len);
+  l = st->grave[kc];
+  if (l) {
+    /* The fast path may read its atomics; the rest is this thread's. */
+    st->grave[kc] = l->enext;
+    l->eprev = l->enext = NULL;
+    l->qtail = NULL;
+    l->pins = 0;
+    l->xheld = l->listed = l->reordered = 0;
+  } else {
+    l = malloc(offsetof(ordo__lock, key) + ((size_t)1 << kc));
+    if (!l) {
+      atomic_fetch_sub_explicit(&tab->live, 1, RELAXED);
+      return ORDO_ENOMEM;
+    }
+    memset(l, 0, offsetof(ordo__lock, key));
+    l->kclass = (uint8_t)kc;
   }
-  memset(l, 0, offsetof(ordo__lock, key));
-  l->hash = h;
-  l->klen = (uint32_t)len & 0xffffffu;
+  /* Not IDLE: the caller grants it, queues on it or retires it. */
+  atomic_store_explicit(&l->fast, ORDO__FAST_SLOW, RELAXED);
+  atomic_store_explicit(&l->hash, h, RELAXED);
+  l->klen = (uint32_t)len;
   memcpy(l->key, key, len);
-  uint32_t b = bucket_of(st, h, st->nbucket);
-  l->hnext = st->bucket[b];
-  st->bucket[b] = l;
+  ordo__bview *bk = stripe_bk(st);
+  _Atomic(ordo__lock *) *slot = &bk->slot[bucket_of(st, h, bk->n)];
+  atomic_store_explicit(&l->hnext, atomic_load_explicit(slot, RELAXED),
+                        RELAXED);
+  atomic_store_explicit(slot, l, memory_order_release);
   st->nlock++;
   maybe_grow(st);
   *out = l;
@@ -225,6 +331,13 @@ ORDO_HOT ordo__hold *find_hold(const ordo__lock *l, const ordo__owner *w) {
     if (h->owner == w)
       return h;
   return NULL;
+}
+
+/* Does w hold l in mode or a stronger one? */
+ORDO_HOT bool holds_covering(const ordo__lock *l, const ordo__owner *w,
+                             int mode) {
+  const ordo__hold *h = find_hold(l, w);
+  return h && h->mode >= mode;
 }
 
 /* Does a holder other than w conflict with mode? */
@@ -329,11 +442,26 @@ ORDO_HOT bool grantable(const ordo__table *tab, const ordo__owner *w,
     const ordo__entry *e = &w->ent[i];
     if (holders_block(e->lock, w, e->mode))
       return false;
-    if (e->lock->qhead &&
+    /* A key w already holds in this mode or a stronger one is only
+     * counted again: nobody is kept waiting by it, so no reservation
+     * applies (it would make w wait on a key it holds). */
+    if (e->lock->qhead && !holds_covering(e->lock, w, e->mode) &&
         reserved_against(tab, e->lock, w, e->mode, queued ? e : NULL, rc, true))
       return false;
   }
   return true;
+}
+
+/* Appends h to w's holds (acquisition order). */
+ORDO_HOT void hold_link(ordo__owner *w, ordo__hold *h) {
+  h->tnext = NULL;
+  h->tprev = w->htail;
+  if (w->htail)
+    w->htail->tnext = h;
+  else
+    w->hhead = h;
+  w->htail = h;
+  w->nholds++;
 }
 
 /* Grants one key to w (caller holds its stripe, and w has a free hold). */
@@ -372,37 +500,22 @@ ORDO_HOT void grant_one(ordo__table *tab, ordo__stripe *st, ordo__owner *w,
   l->holders = h;
   if (mode == ORDO_MODE_X)
     l->xheld = 1;
-  /* Append to the owner's holds, acquisition order. */
-  h->tnext = NULL;
-  h->tprev = w->htail;
-  if (w->htail)
-    w->htail->tnext = h;
-  else
-    w->hhead = h;
-  w->htail = h;
-  w->nholds++;
+  hold_link(w, h);
 }
 
-/* Drops a whole hold (caller holds the stripe); the record returns to the
- * owner's free list. */
-ORDO_HOT void drop_hold(ordo__table *tab, ordo__stripe *st, ordo__hold *h) {
-  ordo__lock *l = h->lock;
-  ordo__owner *w = h->owner;
-  ordo__hold **pp = &l->holders;
-  while (*pp != h)
-    pp = &(*pp)->lnext;
-  *pp = h->lnext;
-  if (h->mode == ORDO_MODE_X)
-    l->xheld = 0; /* X is never shared, so it was the only X */
-  if (h == w->sampled) {
-    uint64_t held = ordo__now_ns() - w->sampled_ns;
-    hist_add(tab->hold_hist, held / 1000);
-    uint64_t m = GET(tab->hold_mean_ns);
-    atomic_store_explicit(&tab->hold_mean_ns, m ? m - m / 16 + held / 16 : held,
-                          memory_order_relaxed);
-    w->sampled = NULL;
-  }
-  BUMP(st->released);
+/* The sampled hold of w ends: its time goes into the statistics and the
+ * mean hold time. */
+static void sample_end(ordo__table *tab, ordo__owner *w) {
+  uint64_t held = ordo__now_ns() - w->sampled_ns;
+  hist_add(tab->hold_hist, held / 1000);
+  uint64_t m = GET(tab->hold_mean_ns);
+  atomic_store_explicit(&tab->hold_mean_ns, m ? m - m / 16 + held / 16 : held,
+                        memory_order_relaxed);
+  w->sampled = NULL;
+}
+
+/* Takes h off its owner's hold list and back to the free list. */
+ORDO_HOT void hold_unlink(ordo__owner *w, ordo__hold *h) {
   if (h->tprev)
     h->tprev->tnext = h->tnext;
   else
@@ -417,6 +530,26 @@ ORDO_HOT void drop_hold(ordo__table *tab, ordo__stripe *st, ordo__hold *h) {
   w->hfree = h;
   w->nfree++;
 }
+
+/* Drops a whole hold (caller holds the stripe); the record returns to the
+ * owner's free list. */
+ORDO_HOT void drop_hold(ordo__table *tab, ordo__stripe *st, ordo__hold *h) {
+  ordo__lock *l = h->lock;
+  ordo__owner *w = h->owner;
+  ordo__hold **pp = &l->holders;
+  while (*pp != h)
+    pp = &(*pp)->lnext;
+  *pp = h->lnext;
+  if (h->mode == ORDO_MODE_X)
+    l->xheld = 0; /* X is never shared, so it was the only X */
+  if (h == w->sampled)
+    sample_end(tab, w);
+  if (!h->quiet)
+    BUMP(st->released);
+  h->quiet = 0;
+  hold_unlink(w, h);
+}
+
 
 /* ---- Stripe sets ----------------------------------------------------------
  */
@@ -850,9 +983,9 @@ int ordo__table_create(ordo__table **out, const ordo_options_t *opts) {
     ordo__stripe *st = &tab->stripe[i];
     pthread_mutex_init(&st->mu, &ma);
     st->bshift = (uint32_t)__builtin_ctz(opts->stripes);
-    st->nbucket = INITIAL_BUCKETS;
-    st->bucket = calloc(INITIAL_BUCKETS, sizeof *st->bucket);
-    if (!st->bucket) {
+    ordo__bview *bk = bview_new(INITIAL_BUCKETS);
+    atomic_init(&st->bk, bk);
+    if (!bk) {
       tab->opts.stripes = i + 1;
       pthread_mutexattr_destroy(&ma);
       ordo__table_destroy(tab);
@@ -862,6 +995,7 @@ int ordo__table_create(ordo__table **out, const ordo_options_t *opts) {
   pthread_mutex_init(&tab->wait_mu, &ma);
   pthread_mutexattr_destroy(&ma);
   pthread_mutex_init(&tab->timer_mu, NULL);
+  pthread_mutex_init(&tab->own_mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -887,15 +1021,27 @@ void ordo__table_destroy(ordo__table *tab) {
     pthread_join(tab->timer_thr, NULL);
   for (unsigned i = 0; i < tab->opts.stripes; i++) {
     ordo__stripe *st = &tab->stripe[i];
-    for (uint32_t b = 0; st->bucket && b < st->nbucket; b++) {
-      ordo__lock *l = st->bucket[b];
+    ordo__bview *bk = stripe_bk(st);
+    for (uint32_t b = 0; bk && b < bk->n; b++) {
+      ordo__lock *l = atomic_load_explicit(&bk->slot[b], RELAXED);
       while (l) {
-        ordo__lock *next = l->hnext;
+        ordo__lock *next = next_of(l);
         free(l);
         l = next;
       }
     }
-    free(st->bucket);
+    for (unsigned c = 0; c < ORDO__KCLASSES; c++) {
+      while (st->grave[c]) {
+        ordo__lock *l = st->grave[c];
+        st->grave[c] = l->enext;
+        free(l);
+      }
+    }
+    while (bk) {
+      ordo__bview *old = bk->old;
+      free(bk);
+      bk = old;
+    }
     pthread_mutex_destroy(&st->mu);
   }
   free(tab->stripe);
@@ -903,6 +1049,7 @@ void ordo__table_destroy(ordo__table *tab) {
   ordo__detect_destroy(tab);
   pthread_mutex_destroy(&tab->wait_mu);
   pthread_mutex_destroy(&tab->timer_mu);
+  pthread_mutex_destroy(&tab->own_mu);
   pthread_cond_destroy(&tab->timer_cv);
   free(tab);
 }
@@ -915,11 +1062,29 @@ void ordo__owner_init(ordo__table *tab, ordo__owner *w, uint64_t id,
   w->priority = priority;
   w->timer_idx = -1;
   atomic_init(&w->state, ORDO__IDLE);
+  /* Listed for ordo__table_stats, which sums the fast path's counts. */
+  pthread_mutex_lock(&tab->own_mu);
+  w->onext = tab->ohead;
+  if (tab->ohead)
+    tab->ohead->oprev = w;
+  tab->ohead = w;
+  pthread_mutex_unlock(&tab->own_mu);
 }
 
 void ordo__owner_fini(ordo__owner *w) {
+  ordo__table *tab = w->tab;
   ordo__abort_wait(w, ORDO_ECANCELED);
   ordo__release_all(w);
+  pthread_mutex_lock(&tab->own_mu);
+  if (w->oprev)
+    w->oprev->onext = w->onext;
+  else
+    tab->ohead = w->onext;
+  if (w->onext)
+    w->onext->oprev = w->oprev;
+  ADD(tab->fast_acq, GET(w->fast_acq));
+  ADD(tab->fast_rel, GET(w->fast_rel));
+  pthread_mutex_unlock(&tab->own_mu);
   while (w->blocks) {
     struct ordo__hold_block *b = w->blocks;
     w->blocks = b->next;
@@ -1140,6 +1305,116 @@ int ordo__try_one(ordo__owner *w, const ordo_req_t *r) {
   return rc;
 }
 
+static void release_hold(ordo__table *tab, ordo__hold *h, bool *have_wait,
+                         ordo__owner **fire);
+
+/* The fast path gives back the holds took[0..got), newest first. A hold
+ * that another thread adopted meanwhile is a listed holder now: it joins
+ * w's holds and is released the slow way. */
+static __attribute__((noinline)) void
+fast_give_back(ordo__owner *w, ordo__hold **took, size_t got) {
+  bool have_wait = false;
+  ordo__owner *fire = NULL;
+  while (got > 0) {
+    ordo__hold *x = took[--got];
+    uintptr_t mine = (uintptr_t)x;
+    if (atomic_compare_exchange_strong_explicit(&x->lock->fast, &mine,
+                                                ORDO__FAST_IDLE,
+                                                memory_order_release, RELAXED)) {
+      x->lock = NULL;
+      x->tnext = w->hfree;
+      w->hfree = x;
+      w->nfree++;
+    } else {
+      hold_link(w, x);
+      x->quiet = 1;
+      release_hold(w->tab, x, &have_wait, &fire);
+    }
+  }
+  if (have_wait)
+    pthread_mutex_unlock(&w->tab->wait_mu);
+  fire_all(fire);
+}
+
+/*
+ * ordo__fast_acquire -- see table.h and src/core/README.md, "The fast path".
+ * For each key: the hash, the stripe's bucket array, a bounded walk of the
+ * chain comparing hashes only, then CAS(fast, IDLE -> our hold record). The
+ * key is compared after the CAS, when the lock object is ours and so can no
+ * longer be evicted and reused for another key (a walk without the stripe
+ * may end on a lock object that was reused meanwhile; then we give it back).
+ */
+int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r, size_t n) {
+  ordo__table *tab = w->tab;
+  if (n > ORDO__FAST_MAX || w->nfree < n ||
+      atomic_load_explicit(&w->state, RELAXED) != ORDO__IDLE)
+    return 1;
+  /* First find every key's lock object and look at its word: a request
+   * that would give back what it took (a key held, or SLOW after a wait)
+   * goes the slow way before it takes anything. */
+  ordo__lock *lk[ORDO__FAST_MAX];
+  uint32_t hs[ORDO__FAST_MAX];
+  for (size_t i = 0; i < n; i++) {
+    if (r[i].mode != ORDO_MODE_X)
+      return 1;
+    uint32_t hv = hs[i] = hash_key(r[i].key, r[i].len);
+    ordo__stripe *st = &tab->stripe[stripe_of(tab, hv)];
+    ordo__bview *bk = atomic_load_explicit(&st->bk, memory_order_acquire);
+    ordo__lock *l = atomic_load_explicit(&bk->slot[bucket_of(st, hv, bk->n)],
+                                         memory_order_acquire);
+    for (int k = 0; l && hash_of(l) != hv; k++)
+      l = k + 1 < FAST_WALK ? atomic_load_explicit(&l->hnext,
+                                                   memory_order_acquire)
+                            : NULL;
+    if (!l || atomic_load_explicit(&l->fast, RELAXED) != ORDO__FAST_IDLE)
+      return 1;
+    lk[i] = l;
+  }
+  ordo__hold *took[ORDO__FAST_MAX];
+  ordo__hold *h = w->hfree; /* the next free record, still on the list */
+  size_t got = 0;
+  bool ok = true;
+  for (size_t i = 0; i < n && ok; i++) {
+    ordo__lock *l = lk[i];
+    /* Everything an adopter reads of h is written before the CAS. */
+    h->lnext = NULL;
+    h->lock = l;
+    h->owner = w;
+    h->mode = ORDO_MODE_X;
+    h->count = 1;
+    h->fence = 0;
+    uintptr_t idle = ORDO__FAST_IDLE;
+    if (!atomic_compare_exchange_strong_explicit(
+            &l->fast, &idle, (uintptr_t)h, memory_order_acq_rel, RELAXED))
+      break;
+    took[got++] = h;
+    /* Ours now: it cannot be reused for another key, so compare. */
+    ok = hash_of(l) == hs[i] && l->klen == r[i].len &&
+         key_eq(l->key, r[i].key, r[i].len);
+    h = h->tnext;
+  }
+  ok = ok && got == n;
+  /* The records taken leave the free list (h is the first one left). */
+  w->hfree = h;
+  w->nfree -= got;
+  if (!ok) {
+    fast_give_back(w, took, got);
+    return 1;
+  }
+  uint64_t now = 0;
+  for (size_t i = 0; i < got; i++) {
+    hold_link(w, took[i]);
+    if ((w->sample++ & (tab->opts.hold_sample - 1)) == 0 && !w->sampled) {
+      if (!now)
+        now = ordo__now_ns();
+      w->sampled = took[i];
+      w->sampled_ns = now;
+    }
+  }
+  BUMP(w->fast_acq);
+  return 0;
+}
+
 int ordo__abort_wait(ordo__owner *w, int status) {
   ordo__table *tab = w->tab;
   ordo__owner *fire = NULL;
@@ -1183,13 +1458,36 @@ int ordo__retry(ordo__owner *w) {
   return rc;
 }
 
-/* Releases hold h whole. Takes wait_mu (once, kept in *have_wait) only when
- * the lock has waiters to hand it to. */
+/* Releases hold h whole. A hold the fast path made and nobody adopted goes
+ * back with one compare-and-swap (the lock never left the empty list, and
+ * has no waiters: queueing adopts). Otherwise this takes the stripe, and
+ * wait_mu (once, kept in *have_wait) only when the lock has waiters to
+ * hand it to. */
+ORDO_HOT bool fast_release(ordo__table *tab, ordo__hold *h) {
+  ordo__lock *l = h->lock;
+  uintptr_t mine = (uintptr_t)h;
+  if (atomic_load_explicit(&l->fast, RELAXED) != mine ||
+      !atomic_compare_exchange_strong_explicit(&l->fast, &mine,
+                                               ORDO__FAST_IDLE,
+                                               memory_order_release, RELAXED))
+    return false;
+  /* l may be evicted and reused from here on: not read again. */
+  ordo__owner *w = h->owner;
+  if (h == w->sampled)
+    sample_end(tab, w);
+  BUMP(w->fast_rel);
+  hold_unlink(w, h);
+  return true;
+}
+
 static void release_hold(ordo__table *tab, ordo__hold *h, bool *have_wait,
                          ordo__owner **fire) {
+  if (fast_release(tab, h))
+    return;
   ordo__lock *l = h->lock;
   ordo__stripe *st = lock_stripe(tab, l);
   pthread_mutex_lock(&st->mu);
+  inflate(st, l);
   if (l->qhead && !*have_wait) {
     if (pthread_mutex_trylock(&tab->wait_mu) != 0) {
       pthread_mutex_unlock(&st->mu);
@@ -1207,7 +1505,8 @@ static void release_hold(ordo__table *tab, ordo__hold *h, bool *have_wait,
     ordo__wake_queue(tab, l, fire);
 }
 
-int ordo__release_all(ordo__owner *w) {
+/* What ordo__release_all leaves to the slow path: the rest of w's holds. */
+static __attribute__((noinline)) int release_rest(ordo__owner *w) {
   ordo__table *tab = w->tab;
   bool have_wait = false;
   ordo__owner *fire = NULL;
@@ -1222,6 +1521,13 @@ int ordo__release_all(ordo__owner *w) {
   return n;
 }
 
+int ordo__release_all(ordo__owner *w) {
+  int n = 0;
+  while (w->htail && fast_release(w->tab, w->htail))
+    n++;
+  return w->htail ? n + release_rest(w) : n;
+}
+
 void ordo__release_holds_locked(ordo__table *tab, ordo__owner *w,
                                 ordo__owner **fire) {
   bool have_wait = true;
@@ -1229,9 +1535,31 @@ void ordo__release_holds_locked(ordo__table *tab, ordo__owner *w,
     release_hold(tab, w->htail, &have_wait, fire);
 }
 
+/* How many of an owner's newest holds ordo__release_one looks at before it
+ * asks the stripe. */
+#define RECENT_HOLDS 8
+
 int ordo__release_one(ordo__owner *w, const void *key, size_t len) {
   ordo__table *tab = w->tab;
   uint32_t h = hash_key(key, len);
+  /* A key just taken is usually among the owner's newest holds: a single
+   * one goes back without the stripe when the fast path made it. (A hold's
+   * lock is not reused while held, so its key may be read.) */
+  int k = 0;
+  for (ordo__hold *x = w->htail; x && k < RECENT_HOLDS; x = x->tprev, k++) {
+    ordo__lock *l = x->lock;
+    if (hash_of(l) == h && l->klen == len && key_eq(l->key, key, len)) {
+      if (x->count != 1)
+        break;
+      bool have_wait = false;
+      ordo__owner *fire = NULL;
+      release_hold(tab, x, &have_wait, &fire);
+      if (have_wait)
+        pthread_mutex_unlock(&tab->wait_mu);
+      fire_all(fire);
+      return 0;
+    }
+  }
   ordo__stripe *st = &tab->stripe[stripe_of(tab, h)];
   pthread_mutex_lock(&st->mu);
   ordo__lock *l = lookup(st, h, key, len);
@@ -1256,11 +1584,27 @@ int ordo__release_one(ordo__owner *w, const void *key, size_t len) {
   return 0;
 }
 
+/* h's fencing token, drawn now if the fast path granted h (caller is h's
+ * owner, or holds h's stripe when locked is true). */
+static uint64_t hold_fence(ordo__table *tab, ordo__hold *h, bool locked) {
+  if (h->fence)
+    return h->fence;
+  ordo__stripe *st = lock_stripe(tab, h->lock);
+  if (!locked)
+    pthread_mutex_lock(&st->mu);
+  if (!h->fence)
+    h->fence = ++st->fence;
+  uint64_t f = h->fence;
+  if (!locked)
+    pthread_mutex_unlock(&st->mu);
+  return f;
+}
+
 void ordo__owner_each_hold(ordo__owner *w, ordo__hold_fn fn, void *arg) {
   pthread_mutex_lock(&w->tab->wait_mu);
-  for (const ordo__hold *h = w->hhead; h; h = h->tnext)
-    fn(arg, h->lock->key, h->lock->klen, (ordo_mode_t)h->mode, h->fence,
-       h->count);
+  for (ordo__hold *h = w->hhead; h; h = h->tnext)
+    fn(arg, h->lock->key, h->lock->klen, (ordo_mode_t)h->mode,
+       hold_fence(w->tab, h, false), h->count);
   pthread_mutex_unlock(&w->tab->wait_mu);
 }
 
@@ -1285,7 +1629,7 @@ int ordo__held(ordo__owner *w, const void *key, size_t len, ordo_mode_t *mode,
     if (mode)
       *mode = (ordo_mode_t)hd->mode;
     if (fence)
-      *fence = hd->fence;
+      *fence = hold_fence(tab, hd, true);
   }
   pthread_mutex_unlock(&st->mu);
   return count;
@@ -1298,6 +1642,14 @@ void ordo__table_stats(ordo__table *tab, ordo_stats_t *out) {
     out->released += GET(tab->stripe[i].released);
   }
   out->acquired += GET(tab->acquired_w);
+  pthread_mutex_lock(&tab->own_mu);
+  out->acquired += GET(tab->fast_acq);
+  out->released += GET(tab->fast_rel);
+  for (ordo__owner *w = tab->ohead; w; w = w->onext) {
+    out->acquired += GET(w->fast_acq);
+    out->released += GET(w->fast_rel);
+  }
+  pthread_mutex_unlock(&tab->own_mu);
   out->waited = GET(tab->waited);
   out->timeouts = GET(tab->timeouts);
   out->canceled = GET(tab->canceled);
@@ -1360,8 +1712,11 @@ void ordo__table_dump(ordo__table *tab, int fd) {
       fprintf(f, "  stripe %u: mutex held elsewhere for 2 s, skipped\n", s);
       continue;
     }
-    for (uint32_t b = 0; b < st->nbucket; b++) {
-      for (ordo__lock *l = st->bucket[b]; l; l = l->hnext) {
+    ordo__bview *bk = stripe_bk(st);
+    for (uint32_t b = 0; b < bk->n; b++) {
+      for (ordo__lock *l = atomic_load_explicit(&bk->slot[b], RELAXED); l;
+           l = next_of(l)) {
+        inflate(st, l); /* a fast-path holder is listed from now on */
         if (l->listed || (!l->holders && !l->qhead))
           continue;
         fprintf(f, "  key \"");

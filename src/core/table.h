@@ -29,9 +29,15 @@ struct ordo__hold {
   ordo__hold *tprev, *tnext; /* the owner's holds, in acquisition order */
   ordo__lock *lock;
   ordo__owner *owner;
-  uint64_t fence; /* token of the grant */
+  /* Token of the grant; 0 for a fast-path grant until it is first asked
+   * for, when it is drawn under the stripe's mutex (still while held, so
+   * a key's tokens still increase along its holders). */
+  uint64_t fence;
   uint32_t count;
   uint8_t mode;
+  /* The fast path gives it back (it was never a grant): its release is
+   * not counted. */
+  uint8_t quiet;
 };
 
 /* One key of a queued request. */
@@ -81,6 +87,10 @@ struct ordo__owner {
   uint64_t enq_ns, deadline_ns;
   ordo__event_cb cb;
   void *cbarg;
+  /* The fast path's counts (requests granted, keys released), written by
+   * whoever owns the holds (see above) and read by ordo__table_stats. */
+  _Atomic uint64_t fast_acq, fast_rel;
+  ordo__owner *oprev, *onext; /* the table's owners; under its own_mu */
   ordo__owner *fire_next; /* a transition's local list of events to fire */
   long timer_idx;         /* slot in the timer heap or -1; under timer_mu */
   _Atomic bool pokeable;  /* a thread waits: poke it, don't hand over */
@@ -125,6 +135,17 @@ void ordo__owner_fini(ordo__owner *w);
  * a transfer's instructions, too little for a second grant path.)
  */
 int ordo__try_one(ordo__owner *w, const ordo_req_t *r);
+
+/*
+ * ordo__fast_acquire -- the fast path: grants the sorted, distinct X keys
+ * r[0..n) (n <= ORDO__FAST_MAX) with one compare-and-swap each and no
+ * mutex, when each has an idle lock object; then 0. Otherwise it takes
+ * nothing (what it took is given back) and returns 1: ask ordo__acquire.
+ * It never waits, so it cannot hold while it waits. See src/core/README.md,
+ * "The fast path".
+ */
+#define ORDO__FAST_MAX 4
+int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r, size_t n);
 
 int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
                   uint64_t deadline_ns, bool use_timer, ordo__event_cb cb,

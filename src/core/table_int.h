@@ -15,9 +15,14 @@
  * waiters, and its cache links share their words with those two lists.
  * Read holders and qhead only of a lock that is not listed (every lock an
  * entry or a hold points at is not), or after checking listed.
+ *
+ * The fast path (src/core/README.md, "The fast path") reads hnext, hash and
+ * fast without the stripe's mutex, so those three are atomics and lock
+ * objects are never freed while the table lives: an evicted one goes to its
+ * stripe's graveyard and is reused for a later key of its size class.
  */
 struct ordo__lock {
-  ordo__lock *hnext; /* hash chain */
+  _Atomic(ordo__lock *) hnext; /* hash chain (the graveyard's, when dead) */
   union {
     struct {
       ordo__hold *holders;
@@ -28,18 +33,47 @@ struct ordo__lock {
     };
   };
   ordo__entry *qtail;
-  uint32_t hash; /* hash_key's: stripe and bucket (stripe_of, bucket_of) */
-  uint32_t pins; /* wake-ups in progress that will read this lock */
-  /* One word, all of it written under the stripe's mutex. */
-  uint32_t klen : 24;  /* max_key_len is at most 2^20 */
-  uint32_t xheld : 1;  /* some holder holds X */
-  uint32_t listed : 1; /* on the stripe's empty list */
+  /*
+   * The fast word: ORDO__FAST_IDLE (listed, no holder, no waiter: the fast
+   * path may take it with one compare-and-swap), ORDO__FAST_SLOW (the
+   * stripe's lists are the truth; the fast path keeps off), ORDO__FAST_DEAD
+   * (in the graveyard), ORDO__FAST_ADOPTING, or the ordo__hold of the one
+   * owner that took it in X on the fast path (the lock stays listed
+   * meanwhile). Moved off IDLE only by the fast path or under the stripe's
+   * mutex, off a hold only by that hold's owner or under the mutex, and off
+   * SLOW, DEAD and ADOPTING only under the mutex.
+   */
+  _Atomic uintptr_t fast;
+  _Atomic uint32_t hash; /* hash_key's: stripe and bucket (stripe_of, ...) */
+  uint32_t klen;         /* max_key_len is at most 2^20 */
+  uint32_t pins;         /* wake-ups in progress that will read this lock */
+  /* Written under the stripe's mutex, each a byte of its own (the fast path
+   * reads klen and key while another thread may write these). */
+  uint8_t xheld;  /* some holder holds X */
+  uint8_t listed; /* on the stripe's empty list */
   /* The queue left arrival order (a soft-cycle fix). Written under wait_mu
-   * and the stripe, like the queue, so either one is enough to read it:
-   * a byte of its own, since the word above changes under the stripe alone. */
+   * and the stripe, like the queue, so either one is enough to read it. */
   uint8_t reordered;
+  uint8_t kclass; /* key capacity 1 << kclass (graveyard size class) */
   uint8_t key[];
 };
+
+enum {
+  ORDO__FAST_IDLE = 0,
+  ORDO__FAST_SLOW = 1,
+  ORDO__FAST_DEAD = 2,
+  ORDO__FAST_ADOPTING = 3, /* a fast hold is being adopted (inflate) */
+  ORDO__FAST_HOLD = 8,     /* this and above: a hold record's address */
+  ORDO__KCLASSES = 22      /* key capacities 1 << 0 ... 1 << 21 */
+};
+
+/* A stripe's bucket array. The fast path may read one that has been
+ * replaced, so replaced arrays stay (on old) until the table ends. */
+typedef struct ordo__bview {
+  struct ordo__bview *old;
+  uint32_t n;
+  _Atomic(ordo__lock *) slot[];
+} ordo__bview;
 
 /* Counters written under a stripe's mutex and read anywhere: relaxed atomic
  * stores of a plain read-modify-write, since only one writer exists. */
@@ -54,18 +88,19 @@ struct ordo__lock {
 typedef struct ordo__stripe {
   /*
    * mu guards every field below it except the atomics, which it guards for
-   * writing only: readers of statistics load them without it. A stripe's
-   * mutex is taken after the table's wait_mu and before any stripe with a
-   * larger number.
+   * writing only: readers of statistics load them without it, and the fast
+   * path loads bk and the chains it points at. A stripe's mutex is taken
+   * after the table's wait_mu and before any stripe with a larger number.
    */
   _Alignas(64) pthread_mutex_t mu;
-  ordo__lock **bucket;
-  uint32_t nbucket, nlock;
+  _Atomic(ordo__bview *) bk;
+  uint32_t nlock;
   uint32_t bshift;           /* read-only: a hash's bits above the stripe's */
   ordo__lock *ehead, *etail; /* empty lock objects, oldest first */
   uint32_t nempty;
   uint64_t fence; /* last fencing token granted in this stripe */
   _Atomic uint64_t acquired, released;
+  ordo__lock *grave[ORDO__KCLASSES]; /* dead lock objects, by key class */
 } ordo__stripe;
 
 struct ordo__table {
@@ -79,7 +114,16 @@ struct ordo__table {
   uint32_t smask;     /* read-only: stripes - 1 */
   uint32_t empty_cap; /* read-only: empty lock objects cached per stripe */
   ordo__stripe *stripe;
-  _Atomic uint64_t live; /* lock objects allocated */
+  _Atomic uint64_t live; /* lock objects in the stripes' hash chains */
+
+  /*
+   * own_mu guards the list of owners (ohead) and the fast path's counters
+   * of the owners that ended (fast_acq, fast_rel: written under it, read
+   * anywhere). It is a leaf: nothing is taken while it is held.
+   */
+  pthread_mutex_t own_mu;
+  ordo__owner *ohead;
+  _Atomic uint64_t fast_acq, fast_rel;
 
   /*
    * wait_mu guards every wait queue (a queue changes only under wait_mu
@@ -124,6 +168,12 @@ static inline uint32_t bucket_of(const ordo__stripe *st, uint32_t h,
   return (h >> st->bshift) & (nbucket - 1);
 }
 
+/* The stripe's bucket array (caller holds its mutex). */
+static inline ordo__bview *stripe_bk(const ordo__stripe *st) {
+  return atomic_load_explicit(&((ordo__stripe *)st)->bk,
+                              memory_order_relaxed);
+}
+
 static inline ordo__stripe *lock_stripe(ordo__table *tab, const ordo__lock *l) {
   return &tab->stripe[stripe_of(tab, l->hash)];
 }
@@ -158,6 +208,20 @@ static inline void ordo__queue_insert_after(ordo__lock *l, ordo__entry *prev,
     prev->qnext = e;
   else
     l->qhead = e;
+}
+
+/*
+ * The wait queue of the lock that hold h is of, for a reader that holds
+ * wait_mu but not the lock's stripe (the detector, on a waiting owner's
+ * holds). A hold the fast path made that has not been adopted (the word is
+ * not SLOW) has no waiters (queueing inflates, under wait_mu), and its list
+ * word is then an empty-list link, not a queue: it is not read.
+ */
+static inline ordo__entry *ordo__held_queue(const ordo__hold *h) {
+  ordo__lock *l = h->lock;
+  if (atomic_load_explicit(&l->fast, memory_order_acquire) != ORDO__FAST_SLOW)
+    return NULL;
+  return l->qhead;
 }
 
 /* Provided by table.c for the detector; caller holds wait_mu. */

@@ -177,7 +177,7 @@ static bool expand_back(ordo__detect *d, ordo__owner *u, size_t *pos,
                         bool hard_only) {
   const uint64_t done = d->epoch | 1;
   for (const ordo__hold *h = u->hhead; h; h = h->tnext) {
-    for (ordo__entry *q = h->lock->qhead; q; q = q->qnext) {
+    for (ordo__entry *q = ordo__held_queue(h); q; q = q->qnext) {
       if (q->owner == u || !conflicts(q->mode, h->mode) ||
           q->owner->visit == done)
         continue;
@@ -629,7 +629,7 @@ static void resolve(ordo__table *tab, ordo__detect *d, ordo__owner *w,
  * edge into w), since w itself is last in every queue it just joined. */
 static bool awaited(const ordo__owner *w) {
   for (const ordo__hold *h = w->hhead; h; h = h->tnext)
-    for (const ordo__entry *q = h->lock->qhead; q; q = q->qnext)
+    for (const ordo__entry *q = ordo__held_queue(h); q; q = q->qnext)
       if (q->owner != w)
         return true;
   return false;
