@@ -368,8 +368,9 @@ static ordo_req_t *normalize(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
  * lock-order checker on, it is asked first (and may refuse, taking
  * nothing) and told of the grant after; off, this costs one branch.
  */
-static int lock_sorted(ordo_txn_t *t, const ordo_req_t *sorted, size_t n,
-                       long timeout_ms, const char *file, int line) {
+static inline __attribute__((always_inline)) int
+lock_sorted(ordo_txn_t *t, const ordo_req_t *sorted, size_t n,
+            long timeout_ms, const char *file, int line) {
   uint64_t deadline = ordo__deadline_ns(timeout_ms);
   struct ordo__order *ck = t->o->order;
   if (ck == NULL)

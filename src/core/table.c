@@ -1344,53 +1344,110 @@ fast_give_back(ordo__owner *w, ordo__hold **took, size_t got) {
  * longer be evicted and reused for another key (a walk without the stripe
  * may end on a lock object that was reused meanwhile; then we give it back).
  */
+/* The lock object of key r in the table, found without a mutex, if it is
+ * idle (else NULL); *hv gets the key's hash. */
+ORDO_HOT ordo__lock *fast_find(ordo__table *tab, ordo__owner *w,
+                               const ordo_req_t *r, uint32_t *hv) {
+  uint32_t h = *hv = hash_key(r->key, r->len);
+  /* The owner's hint first: a lock object it took before under this hash.
+   * It may have been evicted and reused since (lock objects stay memory
+   * of the table), so its hash and word are checked like a walk's, and
+   * its key after the CAS. */
+  ordo__lock *l = w->hint[h & (ORDO__HINTS - 1)].lock;
+  if (l && w->hint[h & (ORDO__HINTS - 1)].hash == h && hash_of(l) == h &&
+      atomic_load_explicit(&l->fast, RELAXED) == ORDO__FAST_IDLE)
+    return l;
+  ordo__stripe *st = &tab->stripe[stripe_of(tab, h)];
+  ordo__bview *bk = atomic_load_explicit(&st->bk, memory_order_acquire);
+  l = atomic_load_explicit(&bk->slot[bucket_of(st, h, bk->n)],
+                           memory_order_acquire);
+  for (int k = 0; l && hash_of(l) != h; k++)
+    l = k + 1 < FAST_WALK
+            ? atomic_load_explicit(&l->hnext, memory_order_acquire)
+            : NULL;
+  if (!l || atomic_load_explicit(&l->fast, RELAXED) != ORDO__FAST_IDLE)
+    return NULL;
+  return l;
+}
+
+/* Takes l for w with hold record h (still on w's free list): true if the
+ * CAS won. Everything an adopter reads of h is written before it. */
+ORDO_HOT bool fast_take(ordo__owner *w, ordo__hold *h, ordo__lock *l) {
+  h->lnext = NULL;
+  h->lock = l;
+  h->owner = w;
+  h->mode = ORDO_MODE_X;
+  h->count = 1;
+  h->fence = 0;
+  uintptr_t idle = ORDO__FAST_IDLE;
+  return atomic_compare_exchange_strong_explicit(
+      &l->fast, &idle, (uintptr_t)h, memory_order_acq_rel, RELAXED);
+}
+
+/* Is l, taken, the lock of key r (hash hv)? Ours now: it cannot be reused
+ * for another key meanwhile, so its key may be read. */
+ORDO_HOT bool fast_match(const ordo__lock *l, uint32_t hv,
+                         const ordo_req_t *r) {
+  return hash_of(l) == hv && l->klen == r->len &&
+         key_eq(l->key, r->key, r->len);
+}
+
+/* h, taken off w's free list, joins w's holds (and may be sampled); its
+ * lock (of hash hv) becomes w's hint for the hash. */
+ORDO_HOT void fast_granted(ordo__table *tab, ordo__owner *w, ordo__hold *h,
+                           uint32_t hv, uint64_t *now) {
+  hold_link(w, h);
+  w->hint[hv & (ORDO__HINTS - 1)].hash = hv;
+  w->hint[hv & (ORDO__HINTS - 1)].lock = h->lock;
+  if ((w->sample++ & (tab->opts.hold_sample - 1)) == 0 && !w->sampled) {
+    if (!*now)
+      *now = ordo__now_ns();
+    w->sampled = h;
+    w->sampled_ns = *now;
+  }
+}
+
 int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r, size_t n) {
   ordo__table *tab = w->tab;
   if (n > ORDO__FAST_MAX || w->nfree < n ||
       atomic_load_explicit(&w->state, RELAXED) != ORDO__IDLE)
     return 1;
+  uint64_t now = 0;
+  uint32_t hv;
+  ordo__hold *h = w->hfree; /* the next free record, still on the list */
+  if (n == 1) {
+    /* The commonest request, without the arrays below. */
+    ordo__lock *l;
+    if (r->mode != ORDO_MODE_X || !(l = fast_find(tab, w, r, &hv)) ||
+        !fast_take(w, h, l))
+      return 1;
+    w->hfree = h->tnext;
+    w->nfree--;
+    if (!fast_match(l, hv, r)) {
+      fast_give_back(w, &h, 1);
+      return 1;
+    }
+    fast_granted(tab, w, h, hv, &now);
+    BUMP(w->fast_acq);
+    return 0;
+  }
   /* First find every key's lock object and look at its word: a request
    * that would give back what it took (a key held, or SLOW after a wait)
    * goes the slow way before it takes anything. */
   ordo__lock *lk[ORDO__FAST_MAX];
   uint32_t hs[ORDO__FAST_MAX];
   for (size_t i = 0; i < n; i++) {
-    if (r[i].mode != ORDO_MODE_X)
+    if (r[i].mode != ORDO_MODE_X || !(lk[i] = fast_find(tab, w, &r[i], &hs[i])))
       return 1;
-    uint32_t hv = hs[i] = hash_key(r[i].key, r[i].len);
-    ordo__stripe *st = &tab->stripe[stripe_of(tab, hv)];
-    ordo__bview *bk = atomic_load_explicit(&st->bk, memory_order_acquire);
-    ordo__lock *l = atomic_load_explicit(&bk->slot[bucket_of(st, hv, bk->n)],
-                                         memory_order_acquire);
-    for (int k = 0; l && hash_of(l) != hv; k++)
-      l = k + 1 < FAST_WALK ? atomic_load_explicit(&l->hnext,
-                                                   memory_order_acquire)
-                            : NULL;
-    if (!l || atomic_load_explicit(&l->fast, RELAXED) != ORDO__FAST_IDLE)
-      return 1;
-    lk[i] = l;
   }
   ordo__hold *took[ORDO__FAST_MAX];
-  ordo__hold *h = w->hfree; /* the next free record, still on the list */
   size_t got = 0;
   bool ok = true;
   for (size_t i = 0; i < n && ok; i++) {
-    ordo__lock *l = lk[i];
-    /* Everything an adopter reads of h is written before the CAS. */
-    h->lnext = NULL;
-    h->lock = l;
-    h->owner = w;
-    h->mode = ORDO_MODE_X;
-    h->count = 1;
-    h->fence = 0;
-    uintptr_t idle = ORDO__FAST_IDLE;
-    if (!atomic_compare_exchange_strong_explicit(
-            &l->fast, &idle, (uintptr_t)h, memory_order_acq_rel, RELAXED))
+    if (!fast_take(w, h, lk[i]))
       break;
     took[got++] = h;
-    /* Ours now: it cannot be reused for another key, so compare. */
-    ok = hash_of(l) == hs[i] && l->klen == r[i].len &&
-         key_eq(l->key, r[i].key, r[i].len);
+    ok = fast_match(lk[i], hs[i], &r[i]);
     h = h->tnext;
   }
   ok = ok && got == n;
@@ -1401,16 +1458,8 @@ int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r, size_t n) {
     fast_give_back(w, took, got);
     return 1;
   }
-  uint64_t now = 0;
-  for (size_t i = 0; i < got; i++) {
-    hold_link(w, took[i]);
-    if ((w->sample++ & (tab->opts.hold_sample - 1)) == 0 && !w->sampled) {
-      if (!now)
-        now = ordo__now_ns();
-      w->sampled = took[i];
-      w->sampled_ns = now;
-    }
-  }
+  for (size_t i = 0; i < got; i++)
+    fast_granted(tab, w, took[i], hs[i], &now);
   BUMP(w->fast_acq);
   return 0;
 }

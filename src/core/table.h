@@ -23,6 +23,9 @@ typedef struct ordo__owner ordo__owner;
  * runs on whichever thread made the transition, with no engine lock held. */
 typedef void (*ordo__event_cb)(ordo__owner *w, int status, void *arg);
 
+/* Lock objects an owner remembers for its fast path (a power of two). */
+#define ORDO__HINTS 32
+
 /* One hold of one key by one owner, with its hold count. */
 struct ordo__hold {
   ordo__hold *lnext;         /* next holder of the same lock */
@@ -91,6 +94,13 @@ struct ordo__owner {
    * whoever owns the holds (see above) and read by ordo__table_stats. */
   _Atomic uint64_t fast_acq, fast_rel;
   ordo__owner *oprev, *onext; /* the table's owners; under its own_mu */
+  /* The lock objects this owner last took on the fast path, by hash: a
+   * hint that skips the table's bucket walk (src/core/README.md, "The
+   * fast path"). The owner's thread's own; never trusted without checks. */
+  struct {
+    uint32_t hash;
+    ordo__lock *lock;
+  } hint[ORDO__HINTS];
   ordo__owner *fire_next; /* a transition's local list of events to fire */
   long timer_idx;         /* slot in the timer heap or -1; under timer_mu */
   _Atomic bool pokeable;  /* a thread waits: poke it, don't hand over */
