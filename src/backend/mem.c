@@ -192,9 +192,10 @@ static int mem_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
 
 /* The rest of mem_lock_all, apart so that the fast path's caller stays
  * small: a busy key, a new one, or a wait. */
-static __attribute__((noinline)) int
-mem_lock_wait(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
-              uint64_t deadline_ns) {
+static __attribute__((noinline)) int mem_lock_wait(ordo_txn_t *tx,
+                                                   const ordo_req_t *r,
+                                                   size_t n,
+                                                   uint64_t deadline_ns) {
   mem_txn *t = mt(tx);
   if (n == 1 && ordo__try_one(&t->ow, r) == 0)
     return 0; /* a free key: no wait to prepare for */

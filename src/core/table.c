@@ -141,8 +141,8 @@ ORDO_HOT void inflate(ordo__stripe *st, ordo__lock *l) {
 ORDO_HOT ordo__lock *lookup(ordo__stripe *st, uint32_t h, const void *key,
                             size_t len) {
   ordo__bview *bk = stripe_bk(st);
-  ordo__lock *l = atomic_load_explicit(&bk->slot[bucket_of(st, h, bk->n)],
-                                       RELAXED);
+  ordo__lock *l =
+      atomic_load_explicit(&bk->slot[bucket_of(st, h, bk->n)], RELAXED);
   for (; l; l = next_of(l))
     if (hash_of(l) == h && l->klen == len && key_eq(l->key, key, len)) {
       inflate(st, l);
@@ -197,8 +197,8 @@ static void bury(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
 static bool evict_one(ordo__table *tab, ordo__stripe *st) {
   while (st->ehead) {
     ordo__lock *l = st->ehead;
-    uintptr_t v =
-        atomic_exchange_explicit(&l->fast, ORDO__FAST_DEAD, memory_order_acq_rel);
+    uintptr_t v = atomic_exchange_explicit(&l->fast, ORDO__FAST_DEAD,
+                                           memory_order_acq_rel);
     if (v < ORDO__FAST_HOLD) {
       bury(tab, st, l);
       return true;
@@ -252,8 +252,8 @@ static void maybe_grow(ordo__stripe *st) {
     while (l) {
       ordo__lock *next = next_of(l);
       uint32_t j = bucket_of(st, hash_of(l), nb->n);
-      atomic_store_explicit(&l->hnext, atomic_load_explicit(&nb->slot[j], RELAXED),
-                            RELAXED);
+      atomic_store_explicit(
+          &l->hnext, atomic_load_explicit(&nb->slot[j], RELAXED), RELAXED);
       atomic_store_explicit(&nb->slot[j], l, RELAXED);
       l = next;
     }
@@ -549,7 +549,6 @@ ORDO_HOT void drop_hold(ordo__table *tab, ordo__stripe *st, ordo__hold *h) {
   h->quiet = 0;
   hold_unlink(w, h);
 }
-
 
 /* ---- Stripe sets ----------------------------------------------------------
  */
@@ -1318,9 +1317,9 @@ fast_give_back(ordo__owner *w, ordo__hold **took, size_t got) {
   while (got > 0) {
     ordo__hold *x = took[--got];
     uintptr_t mine = (uintptr_t)x;
-    if (atomic_compare_exchange_strong_explicit(&x->lock->fast, &mine,
-                                                ORDO__FAST_IDLE,
-                                                memory_order_release, RELAXED)) {
+    if (atomic_compare_exchange_strong_explicit(
+            &x->lock->fast, &mine, ORDO__FAST_IDLE, memory_order_release,
+            RELAXED)) {
       x->lock = NULL;
       x->tnext = w->hfree;
       w->hfree = x;
@@ -1346,21 +1345,25 @@ fast_give_back(ordo__owner *w, ordo__hold **took, size_t got) {
  */
 /* The lock object of key r in the table, found without a mutex, if it is
  * idle (else NULL); *hv gets the key's hash. */
-ORDO_HOT ordo__lock *fast_find(ordo__table *tab, ordo__owner *w,
-                               const ordo_req_t *r, uint32_t *hv) {
-  uint32_t h = *hv = hash_key(r->key, r->len);
-  /* The owner's hint first: a lock object it took before under this hash.
-   * It may have been evicted and reused since (lock objects stay memory
-   * of the table), so its hash and word are checked like a walk's, and
-   * its key after the CAS. */
-  ordo__lock *l = w->hint[h & (ORDO__HINTS - 1)].lock;
-  if (l && w->hint[h & (ORDO__HINTS - 1)].hash == h && hash_of(l) == h &&
-      atomic_load_explicit(&l->fast, RELAXED) == ORDO__FAST_IDLE)
-    return l;
+ORDO_HOT _Atomic(ordo__lock *) *fast_slot(ordo__table *tab, uint32_t h) {
   ordo__stripe *st = &tab->stripe[stripe_of(tab, h)];
   ordo__bview *bk = atomic_load_explicit(&st->bk, memory_order_acquire);
-  l = atomic_load_explicit(&bk->slot[bucket_of(st, h, bk->n)],
-                           memory_order_acquire);
+  return &bk->slot[bucket_of(st, h, bk->n)];
+}
+
+/* The owner's hint for hash h: a lock object it took before under this
+ * hash, or NULL. It may have been evicted and reused since (lock objects
+ * stay memory of the table), so its hash and word are checked like a
+ * walk's, and its key after the CAS. */
+ORDO_HOT ordo__lock *fast_hint(const ordo__owner *w, uint32_t h) {
+  return w->hint[h & (ORDO__HINTS - 1)].hash == h
+             ? w->hint[h & (ORDO__HINTS - 1)].lock
+             : NULL;
+}
+
+/* The lock object of hash h along the chain from l, if it is idle (else
+ * NULL). */
+ORDO_HOT ordo__lock *fast_walk(ordo__lock *l, uint32_t h) {
   for (int k = 0; l && hash_of(l) != h; k++)
     l = k + 1 < FAST_WALK
             ? atomic_load_explicit(&l->hnext, memory_order_acquire)
@@ -1368,6 +1371,25 @@ ORDO_HOT ordo__lock *fast_find(ordo__table *tab, ordo__owner *w,
   if (!l || atomic_load_explicit(&l->fast, RELAXED) != ORDO__FAST_IDLE)
     return NULL;
   return l;
+}
+
+/* An idle hint of w for hash h, or NULL. */
+ORDO_HOT ordo__lock *fast_hint_idle(const ordo__owner *w, uint32_t h) {
+  ordo__lock *l = fast_hint(w, h);
+  if (l && hash_of(l) == h &&
+      atomic_load_explicit(&l->fast, RELAXED) == ORDO__FAST_IDLE)
+    return l;
+  return NULL;
+}
+
+/* The lock object of the key of hash h, found without a mutex, if it is
+ * idle (else NULL). */
+ORDO_HOT ordo__lock *fast_find(ordo__table *tab, ordo__owner *w, uint32_t h) {
+  ordo__lock *l = fast_hint_idle(w, h);
+  if (l)
+    return l;
+  return fast_walk(
+      atomic_load_explicit(fast_slot(tab, h), memory_order_acquire), h);
 }
 
 /* Takes l for w with hold record h (still on w's free list): true if the
@@ -1380,8 +1402,8 @@ ORDO_HOT bool fast_take(ordo__owner *w, ordo__hold *h, ordo__lock *l) {
   h->count = 1;
   h->fence = 0;
   uintptr_t idle = ORDO__FAST_IDLE;
-  return atomic_compare_exchange_strong_explicit(
-      &l->fast, &idle, (uintptr_t)h, memory_order_acq_rel, RELAXED);
+  return atomic_compare_exchange_strong_explicit(&l->fast, &idle, (uintptr_t)h,
+                                                 memory_order_acq_rel, RELAXED);
 }
 
 /* Is l, taken, the lock of key r (hash hv)? Ours now: it cannot be reused
@@ -1418,7 +1440,8 @@ int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r, size_t n) {
   if (n == 1) {
     /* The commonest request, without the arrays below. */
     ordo__lock *l;
-    if (r->mode != ORDO_MODE_X || !(l = fast_find(tab, w, r, &hv)) ||
+    if (r->mode != ORDO_MODE_X ||
+        !(l = fast_find(tab, w, hv = hash_key(r->key, r->len))) ||
         !fast_take(w, h, l))
       return 1;
     w->hfree = h->tnext;
@@ -1436,10 +1459,31 @@ int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r, size_t n) {
    * goes the slow way before it takes anything. */
   ordo__lock *lk[ORDO__FAST_MAX];
   uint32_t hs[ORDO__FAST_MAX];
+  /* The keys' lock objects are far apart in memory (a transfer between two
+   * of 10,000 accounts): every key's loads start before any is waited on.
+   * First the hint or the bucket of each key, then the chains' heads. */
+  _Atomic(ordo__lock *) *sp[ORDO__FAST_MAX];
   for (size_t i = 0; i < n; i++) {
-    if (r[i].mode != ORDO_MODE_X || !(lk[i] = fast_find(tab, w, &r[i], &hs[i])))
+    if (r[i].mode != ORDO_MODE_X)
       return 1;
+    uint32_t h = hs[i] = hash_key(r[i].key, r[i].len);
+    ordo__lock *l = lk[i] = fast_hint(w, h);
+    sp[i] = fast_slot(tab, h);
+    __builtin_prefetch(l ? (const void *)l : (const void *)sp[i]);
   }
+  for (size_t i = 0; i < n; i++) {
+    if (lk[i] && hash_of(lk[i]) == hs[i] &&
+        atomic_load_explicit(&lk[i]->fast, RELAXED) == ORDO__FAST_IDLE) {
+      sp[i] = NULL; /* the hint holds */
+      continue;
+    }
+    lk[i] = atomic_load_explicit(sp[i], memory_order_acquire);
+    if (lk[i])
+      __builtin_prefetch(lk[i]);
+  }
+  for (size_t i = 0; i < n; i++)
+    if (sp[i] && !(lk[i] = fast_walk(lk[i], hs[i])))
+      return 1;
   ordo__hold *took[ORDO__FAST_MAX];
   size_t got = 0;
   bool ok = true;
@@ -1516,8 +1560,7 @@ ORDO_HOT bool fast_release(ordo__table *tab, ordo__hold *h) {
   ordo__lock *l = h->lock;
   uintptr_t mine = (uintptr_t)h;
   if (atomic_load_explicit(&l->fast, RELAXED) != mine ||
-      !atomic_compare_exchange_strong_explicit(&l->fast, &mine,
-                                               ORDO__FAST_IDLE,
+      !atomic_compare_exchange_strong_explicit(&l->fast, &mine, ORDO__FAST_IDLE,
                                                memory_order_release, RELAXED))
     return false;
   /* l may be evicted and reused from here on: not read again. */

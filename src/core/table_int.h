@@ -170,8 +170,7 @@ static inline uint32_t bucket_of(const ordo__stripe *st, uint32_t h,
 
 /* The stripe's bucket array (caller holds its mutex). */
 static inline ordo__bview *stripe_bk(const ordo__stripe *st) {
-  return atomic_load_explicit(&((ordo__stripe *)st)->bk,
-                              memory_order_relaxed);
+  return atomic_load_explicit(&((ordo__stripe *)st)->bk, memory_order_relaxed);
 }
 
 static inline ordo__stripe *lock_stripe(ordo__table *tab, const ordo__lock *l) {

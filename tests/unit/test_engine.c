@@ -356,7 +356,6 @@ static void test_stats(void **state) {
   ordo_txn_end(t);
 }
 
-
 /*
  * The fast path (src/core/README.md) against eviction and reuse: 4 threads
  * take 2 of 256 keys (1 to 40 bytes, so several size classes) over and
@@ -486,8 +485,7 @@ static void test_fast_path_churn(void **state) {
   (void)state;
   static churn_t c;
   memset(&c, 0, sizeof c);
-  assert_int_equal(ordo_open(&c.o, "mem://?max_locks=128&stripes=2", NULL),
-                   0);
+  assert_int_equal(ordo_open(&c.o, "mem://?max_locks=128&stripes=2", NULL), 0);
   c.iters = tu_scaled(20000);
   for (int k = 0; k < CH_KEYS; k++) {
     c.len[k] = 1 + (size_t)k % 40;
