@@ -159,6 +159,15 @@ static void lease_fired(uv_timer_t *t) {
     srv_sess_renew(ss);
     return;
   }
+  uint64_t now = srv_now_ms();
+  if (now < ss->expires_ms) {
+    /* The loop reads its clock once a turn, and every command renews the
+     * timer from that reading: a turn that ran long (a pipeline of
+     * thousands of commands, under a sanitizer) fires it before the lease
+     * the last command gave. expires_ms is the lease: wait out the rest. */
+    uv_timer_start(&ss->lease_timer, lease_fired, ss->expires_ms - now, 0);
+    return;
+  }
   s->lease_expiries++;
   if (!ss->c) {
     srv_log(s, 1, "session %llu: lease ran out while detached; ended",
