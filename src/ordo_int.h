@@ -38,9 +38,15 @@ void ordo__assert_fail(const char *expr, const char *file, int line);
 
 /* Nanoseconds on CLOCK_MONOTONIC. */
 uint64_t ordo__now_ns(void);
-/* The deadline timeout_ms from now; UINT64_MAX for ORDO_FOREVER. */
-uint64_t ordo__deadline_ns(long timeout_ms);
 #define ORDO_NO_DEADLINE UINT64_MAX
+/* The deadline timeout_ms from now; ORDO_NO_DEADLINE for ORDO_FOREVER (any
+ * negative timeout). Inline: every lock call asks, and most wait forever. */
+static inline uint64_t ordo__deadline_ns(long timeout_ms) {
+  if (timeout_ms < 0)
+    return ORDO_NO_DEADLINE;
+  return ordo__now_ns() + (uint64_t)timeout_ms * 1000000u;
+}
+
 /* A thread-local xorshift generator seeded from the clock and the thread. */
 uint64_t ordo__rand64(void);
 /* Log2 bucket of a microsecond value, in [0, ORDO_HIST_BUCKETS). */

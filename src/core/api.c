@@ -346,7 +346,8 @@ static ordo_req_t *normalize(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
   }
   ordo_req_t *r = buf;
   if (n > cap) {
-    r = malloc(n * sizeof *r);
+    /* A count whose array would not fit in memory fails like malloc. */
+    r = n <= SIZE_MAX / sizeof *r ? malloc(n * sizeof *r) : NULL;
     if (!r) {
       *err = ORDO_ENOMEM;
       return NULL;
@@ -434,8 +435,11 @@ int ordo_lock_all(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
   return ordo_lock_all_at(t, reqs, n, timeout_ms, NULL, 0);
 }
 
-int ordo_lock_at(ordo_txn_t *t, const void *key, size_t len, ordo_mode_t mode,
-                 long timeout_ms, const char *file, int line) {
+/* ordo_lock_at's body, inlined into ordo_lock too: the uncontended lock's
+ * path is short enough that a call and its frame show. */
+static inline __attribute__((always_inline)) int
+lock_one(ordo_txn_t *t, const void *key, size_t len, ordo_mode_t mode,
+         long timeout_ms, const char *file, int line) {
   if (!t)
     return ORDO_EINVAL;
   int rc = check_key(t->o, key, len);
@@ -449,9 +453,14 @@ int ordo_lock_at(ordo_txn_t *t, const void *key, size_t len, ordo_mode_t mode,
   return lock_sorted(t, &r, 1, timeout_ms, file, line);
 }
 
+int ordo_lock_at(ordo_txn_t *t, const void *key, size_t len, ordo_mode_t mode,
+                 long timeout_ms, const char *file, int line) {
+  return lock_one(t, key, len, mode, timeout_ms, file, line);
+}
+
 int ordo_lock(ordo_txn_t *t, const void *key, size_t len, ordo_mode_t mode,
               long timeout_ms) {
-  return ordo_lock_at(t, key, len, mode, timeout_ms, NULL, 0);
+  return lock_one(t, key, len, mode, timeout_ms, NULL, 0);
 }
 
 int ordo_lock_all_async(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,

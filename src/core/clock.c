@@ -2,7 +2,7 @@
  * clock.c -- monotonic time, deadlines, a per-thread random generator and
  * the log2 histogram bucket. See README.md.
  *
- * Interface: ordo__now_ns, ordo__deadline_ns, ordo__rand64,
+ * Interface: ordo__now_ns, ordo__rand64,
  * ordo__hist_bucket, ordo_hist_quantile.
  */
 #include "ordo_int.h"
@@ -14,12 +14,6 @@ uint64_t ordo__now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t ordo__deadline_ns(long timeout_ms) {
-  if (timeout_ms < 0)
-    return ORDO_NO_DEADLINE;
-  return ordo__now_ns() + (uint64_t)timeout_ms * 1000000u;
 }
 
 uint64_t ordo__rand64(void) {
