@@ -6,7 +6,7 @@
  *
  * Interface: ordo__backend_mem.
  */
-#include "core/table.h"
+#include "core/fast.h"
 
 #include <errno.h>
 #include <string.h>

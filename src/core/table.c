@@ -14,7 +14,7 @@
  * ordo__owner_fini, ordo__acquire, ordo__abort_wait, ordo__release_one,
  * ordo__release_all, ordo__held, ordo__table_stats, ordo__table_dump.
  */
-#include "core/table_int.h"
+#include "core/fast.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -30,9 +30,6 @@
  * with the default 64 stripes). */
 #define EMPTY_CACHE_MIN 1
 #define EMPTY_CACHE_MAX 256
-/* The few small functions of the path every grant takes: inlined, since
- * their calls were a tenth of an uncontended lock and unlock. */
-#define ORDO_HOT static inline __attribute__((always_inline))
 
 /* Hold records per block: a new block is as large as what the owner has,
  * within these bounds. */
@@ -44,33 +41,9 @@ struct ordo__hold_block {
   ordo__hold h[];
 };
 #define INITIAL_BUCKETS 16
-/* The fast path walks at most this many lock objects of a chain (chains
- * average at most two; a longer walk goes the slow way). */
-#define FAST_WALK 8
 
 /* ---- Small helpers --------------------------------------------------------
  */
-
-ORDO_HOT uint32_t hash_key(const void *key, size_t n) {
-  /* A multiply-xorshift hash over 8-byte words; keys are short. */
-  const uint8_t *p = key;
-  uint64_t h = 0x9E3779B97F4A7C15u ^ (uint64_t)n;
-  while (n >= 8) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    h = (h ^ v) * 0xBF58476D1CE4E5B9u;
-    h ^= h >> 31;
-    p += 8;
-    n -= 8;
-  }
-  uint64_t v = 0;
-  for (size_t i = 0; i < n; i++)
-    v |= (uint64_t)p[i] << (8 * i);
-  h = (h ^ v) * 0x94D049BB133111EBu;
-  h ^= h >> 29;
-  h *= 0xBF58476D1CE4E5B9u;
-  return (uint32_t)(h >> 32);
-}
 
 static void hist_add(_Atomic uint64_t *hist, uint64_t us) {
   ADD(hist[ordo__hist_bucket(us)], 1);
@@ -78,30 +51,6 @@ static void hist_add(_Atomic uint64_t *hist, uint64_t us) {
 
 /* ---- Lock objects (caller holds the stripe's mutex) ---------------------
  */
-
-/* Are the len-byte keys a and b equal? Two 8-byte loads (overlapping below
- * 16 bytes) for the common keys of 8 to 16 bytes, memcmp for the rest. */
-static inline bool key_eq(const uint8_t *a, const uint8_t *b, size_t len) {
-  if (len >= 8 && len <= 16) {
-    uint64_t a0, b0, a1, b1;
-    memcpy(&a0, a, 8);
-    memcpy(&b0, b, 8);
-    memcpy(&a1, a + len - 8, 8);
-    memcpy(&b1, b + len - 8, 8);
-    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
-  }
-  return memcmp(a, b, len) == 0;
-}
-
-#define RELAXED memory_order_relaxed
-
-static inline ordo__lock *next_of(const ordo__lock *l) {
-  return atomic_load_explicit(&((ordo__lock *)l)->hnext, RELAXED);
-}
-
-static inline uint32_t hash_of(const ordo__lock *l) {
-  return atomic_load_explicit(&((ordo__lock *)l)->hash, RELAXED);
-}
 
 ORDO_HOT void empty_unlink(ordo__stripe *st, ordo__lock *l);
 
@@ -452,18 +401,6 @@ ORDO_HOT bool grantable(const ordo__table *tab, const ordo__owner *w,
   return true;
 }
 
-/* Appends h to w's holds (acquisition order). */
-ORDO_HOT void hold_link(ordo__owner *w, ordo__hold *h) {
-  h->tnext = NULL;
-  h->tprev = w->htail;
-  if (w->htail)
-    w->htail->tnext = h;
-  else
-    w->hhead = h;
-  w->htail = h;
-  w->nholds++;
-}
-
 /* Grants one key to w (caller holds its stripe, and w has a free hold). */
 ORDO_HOT void grant_one(ordo__table *tab, ordo__stripe *st, ordo__owner *w,
                         ordo__lock *l, int mode, uint64_t *now) {
@@ -505,30 +442,13 @@ ORDO_HOT void grant_one(ordo__table *tab, ordo__stripe *st, ordo__owner *w,
 
 /* The sampled hold of w ends: its time goes into the statistics and the
  * mean hold time. */
-static void sample_end(ordo__table *tab, ordo__owner *w) {
+void ordo__sample_end(ordo__table *tab, ordo__owner *w) {
   uint64_t held = ordo__now_ns() - w->sampled_ns;
   hist_add(tab->hold_hist, held / 1000);
   uint64_t m = GET(tab->hold_mean_ns);
   atomic_store_explicit(&tab->hold_mean_ns, m ? m - m / 16 + held / 16 : held,
                         memory_order_relaxed);
   w->sampled = NULL;
-}
-
-/* Takes h off its owner's hold list and back to the free list. */
-ORDO_HOT void hold_unlink(ordo__owner *w, ordo__hold *h) {
-  if (h->tprev)
-    h->tprev->tnext = h->tnext;
-  else
-    w->hhead = h->tnext;
-  if (h->tnext)
-    h->tnext->tprev = h->tprev;
-  else
-    w->htail = h->tprev;
-  w->nholds--;
-  h->lock = NULL;
-  h->tnext = w->hfree;
-  w->hfree = h;
-  w->nfree++;
 }
 
 /* Drops a whole hold (caller holds the stripe); the record returns to the
@@ -543,7 +463,7 @@ ORDO_HOT void drop_hold(ordo__table *tab, ordo__stripe *st, ordo__hold *h) {
   if (h->mode == ORDO_MODE_X)
     l->xheld = 0; /* X is never shared, so it was the only X */
   if (h == w->sampled)
-    sample_end(tab, w);
+    ordo__sample_end(tab, w);
   if (!h->quiet)
     BUMP(st->released);
   h->quiet = 0;
@@ -1310,8 +1230,7 @@ static void release_hold(ordo__table *tab, ordo__hold *h, bool *have_wait,
 /* The fast path gives back the holds took[0..got), newest first. A hold
  * that another thread adopted meanwhile is a listed holder now: it joins
  * w's holds and is released the slow way. */
-static __attribute__((noinline)) void
-fast_give_back(ordo__owner *w, ordo__hold **took, size_t got) {
+void ordo__fast_give_back(ordo__owner *w, ordo__hold **took, size_t got) {
   bool have_wait = false;
   ordo__owner *fire = NULL;
   while (got > 0) {
@@ -1335,178 +1254,8 @@ fast_give_back(ordo__owner *w, ordo__hold **took, size_t got) {
   fire_all(fire);
 }
 
-/*
- * ordo__fast_acquire -- see table.h and src/core/README.md, "The fast path".
- * For each key: the hash, the stripe's bucket array, a bounded walk of the
- * chain comparing hashes only, then CAS(fast, IDLE -> our hold record). The
- * key is compared after the CAS, when the lock object is ours and so can no
- * longer be evicted and reused for another key (a walk without the stripe
- * may end on a lock object that was reused meanwhile; then we give it back).
- */
 /* The lock object of key r in the table, found without a mutex, if it is
  * idle (else NULL); *hv gets the key's hash. */
-ORDO_HOT _Atomic(ordo__lock *) *fast_slot(ordo__table *tab, uint32_t h) {
-  ordo__stripe *st = &tab->stripe[stripe_of(tab, h)];
-  ordo__bview *bk = atomic_load_explicit(&st->bk, memory_order_acquire);
-  return &bk->slot[bucket_of(st, h, bk->n)];
-}
-
-/* The owner's hint for hash h: a lock object it took before under this
- * hash, or NULL. It may have been evicted and reused since (lock objects
- * stay memory of the table), so its hash and word are checked like a
- * walk's, and its key after the CAS. */
-ORDO_HOT ordo__lock *fast_hint(const ordo__owner *w, uint32_t h) {
-  return w->hint[h & (ORDO__HINTS - 1)].hash == h
-             ? w->hint[h & (ORDO__HINTS - 1)].lock
-             : NULL;
-}
-
-/* The lock object of hash h along the chain from l, if it is idle (else
- * NULL). */
-ORDO_HOT ordo__lock *fast_walk(ordo__lock *l, uint32_t h) {
-  for (int k = 0; l && hash_of(l) != h; k++)
-    l = k + 1 < FAST_WALK
-            ? atomic_load_explicit(&l->hnext, memory_order_acquire)
-            : NULL;
-  if (!l || atomic_load_explicit(&l->fast, RELAXED) != ORDO__FAST_IDLE)
-    return NULL;
-  return l;
-}
-
-/* An idle hint of w for hash h, or NULL. */
-ORDO_HOT ordo__lock *fast_hint_idle(const ordo__owner *w, uint32_t h) {
-  ordo__lock *l = fast_hint(w, h);
-  if (l && hash_of(l) == h &&
-      atomic_load_explicit(&l->fast, RELAXED) == ORDO__FAST_IDLE)
-    return l;
-  return NULL;
-}
-
-/* The lock object of the key of hash h, found without a mutex, if it is
- * idle (else NULL). */
-ORDO_HOT ordo__lock *fast_find(ordo__table *tab, ordo__owner *w, uint32_t h) {
-  ordo__lock *l = fast_hint_idle(w, h);
-  if (l)
-    return l;
-  return fast_walk(
-      atomic_load_explicit(fast_slot(tab, h), memory_order_acquire), h);
-}
-
-/* Takes l for w with hold record h (still on w's free list): true if the
- * CAS won. Everything an adopter reads of h is written before it. */
-ORDO_HOT bool fast_take(ordo__owner *w, ordo__hold *h, ordo__lock *l) {
-  h->lnext = NULL;
-  h->lock = l;
-  h->owner = w;
-  h->mode = ORDO_MODE_X;
-  h->count = 1;
-  h->fence = 0;
-  uintptr_t idle = ORDO__FAST_IDLE;
-  return atomic_compare_exchange_strong_explicit(&l->fast, &idle, (uintptr_t)h,
-                                                 memory_order_acq_rel, RELAXED);
-}
-
-/* Is l, taken, the lock of key r (hash hv)? Ours now: it cannot be reused
- * for another key meanwhile, so its key may be read. */
-ORDO_HOT bool fast_match(const ordo__lock *l, uint32_t hv,
-                         const ordo_req_t *r) {
-  return hash_of(l) == hv && l->klen == r->len &&
-         key_eq(l->key, r->key, r->len);
-}
-
-/* h, taken off w's free list, joins w's holds (and may be sampled); its
- * lock (of hash hv) becomes w's hint for the hash. */
-ORDO_HOT void fast_granted(ordo__table *tab, ordo__owner *w, ordo__hold *h,
-                           uint32_t hv, uint64_t *now) {
-  hold_link(w, h);
-  w->hint[hv & (ORDO__HINTS - 1)].hash = hv;
-  w->hint[hv & (ORDO__HINTS - 1)].lock = h->lock;
-  if ((w->sample++ & (tab->opts.hold_sample - 1)) == 0 && !w->sampled) {
-    if (!*now)
-      *now = ordo__now_ns();
-    w->sampled = h;
-    w->sampled_ns = *now;
-  }
-}
-
-int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r, size_t n) {
-  ordo__table *tab = w->tab;
-  if (n > ORDO__FAST_MAX || w->nfree < n ||
-      atomic_load_explicit(&w->state, RELAXED) != ORDO__IDLE)
-    return 1;
-  uint64_t now = 0;
-  uint32_t hv;
-  ordo__hold *h = w->hfree; /* the next free record, still on the list */
-  if (n == 1) {
-    /* The commonest request, without the arrays below. */
-    ordo__lock *l;
-    if (r->mode != ORDO_MODE_X ||
-        !(l = fast_find(tab, w, hv = hash_key(r->key, r->len))) ||
-        !fast_take(w, h, l))
-      return 1;
-    w->hfree = h->tnext;
-    w->nfree--;
-    if (!fast_match(l, hv, r)) {
-      fast_give_back(w, &h, 1);
-      return 1;
-    }
-    fast_granted(tab, w, h, hv, &now);
-    BUMP(w->fast_acq);
-    return 0;
-  }
-  /* First find every key's lock object and look at its word: a request
-   * that would give back what it took (a key held, or SLOW after a wait)
-   * goes the slow way before it takes anything. */
-  ordo__lock *lk[ORDO__FAST_MAX];
-  uint32_t hs[ORDO__FAST_MAX];
-  /* The keys' lock objects are far apart in memory (a transfer between two
-   * of 10,000 accounts): every key's loads start before any is waited on.
-   * First the hint or the bucket of each key, then the chains' heads. */
-  _Atomic(ordo__lock *) *sp[ORDO__FAST_MAX];
-  for (size_t i = 0; i < n; i++) {
-    if (r[i].mode != ORDO_MODE_X)
-      return 1;
-    uint32_t h = hs[i] = hash_key(r[i].key, r[i].len);
-    ordo__lock *l = lk[i] = fast_hint(w, h);
-    sp[i] = fast_slot(tab, h);
-    __builtin_prefetch(l ? (const void *)l : (const void *)sp[i]);
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (lk[i] && hash_of(lk[i]) == hs[i] &&
-        atomic_load_explicit(&lk[i]->fast, RELAXED) == ORDO__FAST_IDLE) {
-      sp[i] = NULL; /* the hint holds */
-      continue;
-    }
-    lk[i] = atomic_load_explicit(sp[i], memory_order_acquire);
-    if (lk[i])
-      __builtin_prefetch(lk[i]);
-  }
-  for (size_t i = 0; i < n; i++)
-    if (sp[i] && !(lk[i] = fast_walk(lk[i], hs[i])))
-      return 1;
-  ordo__hold *took[ORDO__FAST_MAX];
-  size_t got = 0;
-  bool ok = true;
-  for (size_t i = 0; i < n && ok; i++) {
-    if (!fast_take(w, h, lk[i]))
-      break;
-    took[got++] = h;
-    ok = fast_match(lk[i], hs[i], &r[i]);
-    h = h->tnext;
-  }
-  ok = ok && got == n;
-  /* The records taken leave the free list (h is the first one left). */
-  w->hfree = h;
-  w->nfree -= got;
-  if (!ok) {
-    fast_give_back(w, took, got);
-    return 1;
-  }
-  for (size_t i = 0; i < got; i++)
-    fast_granted(tab, w, took[i], hs[i], &now);
-  BUMP(w->fast_acq);
-  return 0;
-}
 
 int ordo__abort_wait(ordo__owner *w, int status) {
   ordo__table *tab = w->tab;
@@ -1556,21 +1305,6 @@ int ordo__retry(ordo__owner *w) {
  * has no waiters: queueing adopts). Otherwise this takes the stripe, and
  * wait_mu (once, kept in *have_wait) only when the lock has waiters to
  * hand it to. */
-ORDO_HOT bool fast_release(ordo__table *tab, ordo__hold *h) {
-  ordo__lock *l = h->lock;
-  uintptr_t mine = (uintptr_t)h;
-  if (atomic_load_explicit(&l->fast, RELAXED) != mine ||
-      !atomic_compare_exchange_strong_explicit(&l->fast, &mine, ORDO__FAST_IDLE,
-                                               memory_order_release, RELAXED))
-    return false;
-  /* l may be evicted and reused from here on: not read again. */
-  ordo__owner *w = h->owner;
-  if (h == w->sampled)
-    sample_end(tab, w);
-  BUMP(w->fast_rel);
-  hold_unlink(w, h);
-  return true;
-}
 
 static void release_hold(ordo__table *tab, ordo__hold *h, bool *have_wait,
                          ordo__owner **fire) {
@@ -1598,7 +1332,7 @@ static void release_hold(ordo__table *tab, ordo__hold *h, bool *have_wait,
 }
 
 /* What ordo__release_all leaves to the slow path: the rest of w's holds. */
-static __attribute__((noinline)) int release_rest(ordo__owner *w) {
+int ordo__release_rest(ordo__owner *w) {
   ordo__table *tab = w->tab;
   bool have_wait = false;
   ordo__owner *fire = NULL;
@@ -1611,13 +1345,6 @@ static __attribute__((noinline)) int release_rest(ordo__owner *w) {
     pthread_mutex_unlock(&tab->wait_mu);
   fire_all(fire);
   return n;
-}
-
-int ordo__release_all(ordo__owner *w) {
-  int n = 0;
-  while (w->htail && fast_release(w->tab, w->htail))
-    n++;
-  return w->htail ? n + release_rest(w) : n;
 }
 
 void ordo__release_holds_locked(ordo__table *tab, ordo__owner *w,

@@ -146,16 +146,9 @@ void ordo__owner_fini(ordo__owner *w);
  */
 int ordo__try_one(ordo__owner *w, const ordo_req_t *r);
 
-/*
- * ordo__fast_acquire -- the fast path: grants the sorted, distinct X keys
- * r[0..n) (n <= ORDO__FAST_MAX) with one compare-and-swap each and no
- * mutex, when each has an idle lock object; then 0. Otherwise it takes
- * nothing (what it took is given back) and returns 1: ask ordo__acquire.
- * It never waits, so it cannot hold while it waits. See src/core/README.md,
- * "The fast path".
- */
+/* ordo__fast_acquire and ordo__release_all, the fast path's entry points,
+ * are inline in core/fast.h. */
 #define ORDO__FAST_MAX 4
-int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r, size_t n);
 
 int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
                   uint64_t deadline_ns, bool use_timer, ordo__event_cb cb,
@@ -173,8 +166,6 @@ int ordo__retry(ordo__owner *w);
 int ordo__abort_wait(ordo__owner *w, int status);
 /* Drops one hold of key. */
 int ordo__release_one(ordo__owner *w, const void *key, size_t len);
-/* Drops every hold, newest first; returns how many keys were released. */
-int ordo__release_all(ordo__owner *w);
 /* Hold count (0 when not held), mode and fencing token of key. */
 int ordo__held(ordo__owner *w, const void *key, size_t len, ordo_mode_t *mode,
                uint64_t *fence);
