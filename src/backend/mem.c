@@ -9,6 +9,7 @@
 #include "core/fast.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -181,21 +182,53 @@ static int wait_spin(mem_place *p, mem_txn *t, uint64_t deadline_ns) {
 }
 
 static int mem_lock_wait(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
-                         uint64_t deadline_ns);
+                         uint64_t deadline_ns, bool busy);
 
 static int mem_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
                         uint64_t deadline_ns) {
-  if (ordo__fast_acquire(&mt(tx)->ow, r, n) == 0)
+  int rc = ordo__fast_acquire(&mt(tx)->ow, r, n);
+  if (rc == 0)
     return 0; /* idle keys: one compare-and-swap each */
-  return mem_lock_wait(tx, r, n, deadline_ns);
+  return mem_lock_wait(tx, r, n, deadline_ns, rc == ORDO__FAST_BUSY);
+}
+
+/* How many times a request whose keys are busy yields its CPU and asks
+ * the fast path again before it queues. */
+#define FAST_YIELDS 3
+
+/*
+ * yield_retry -- a key of r is held, or waited for. Its holder lets it go
+ * within a few hundred instructions once its thread runs, while a queued
+ * wait costs the waiter and the releaser each microseconds (the slow
+ * path's mutexes, an adoption, a poke, a wake-up, and the lock stays on
+ * the slow path until it is idle again). So yield the CPU (to that holder,
+ * when they share one: with more threads than CPUs a holder is often
+ * preempted) and ask the fast path again, a few times, before queueing.
+ * The fast path takes only idle keys, never one with waiters, so no
+ * starving waiter's reservation is passed; the request is queued at most
+ * FAST_YIELDS yields later. 0 once granted; nonzero when the caller must
+ * queue.
+ */
+static int yield_retry(mem_txn *t, const ordo_req_t *r, size_t n,
+                       uint64_t deadline_ns) {
+  if (deadline_ns != ORDO_NO_DEADLINE && ordo__now_ns() >= deadline_ns)
+    return 1; /* a try: no time to give */
+  int rc = ORDO__FAST_BUSY;
+  for (int i = 0; i < FAST_YIELDS && rc == ORDO__FAST_BUSY; i++) {
+    sched_yield();
+    rc = ordo__fast_acquire(&t->ow, r, n);
+  }
+  return rc;
 }
 
 /* The rest of mem_lock_all, apart so that the fast path's caller stays
  * small: a busy key, a new one, or a wait. */
-static __attribute__((noinline)) int mem_lock_wait(ordo_txn_t *tx,
-                                                   const ordo_req_t *r,
-                                                   size_t n,
-                                                   uint64_t deadline_ns) {
+static __attribute__((noinline)) int
+mem_lock_wait(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
+              uint64_t deadline_ns, bool busy) {
+  if (busy && ((mem_place *)tx->o)->spin_ns &&
+      yield_retry(mt(tx), r, n, deadline_ns) == 0)
+    return 0;
   mem_txn *t = mt(tx);
   if (n == 1 && ordo__try_one(&t->ow, r) == 0)
     return 0; /* a free key: no wait to prepare for */

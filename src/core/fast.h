@@ -121,32 +121,20 @@ ORDO_HOT ordo__lock *fast_hint(const ordo__owner *w, uint32_t h) {
              : NULL;
 }
 
-/* The lock object of hash h along the chain from l, if it is idle (else
- * NULL). */
+/* The lock object of hash h along the chain from l, or NULL. */
 ORDO_HOT ordo__lock *fast_walk(ordo__lock *l, uint32_t h) {
   for (int k = 0; l && hash_of(l) != h; k++)
     l = k + 1 < FAST_WALK
             ? atomic_load_explicit(&l->hnext, memory_order_acquire)
             : NULL;
-  if (!l || atomic_load_explicit(&l->fast, RELAXED) != ORDO__FAST_IDLE)
-    return NULL;
   return l;
 }
 
-/* An idle hint of w for hash h, or NULL. */
-ORDO_HOT ordo__lock *fast_hint_idle(const ordo__owner *w, uint32_t h) {
-  ordo__lock *l = fast_hint(w, h);
-  if (l && hash_of(l) == h &&
-      atomic_load_explicit(&l->fast, RELAXED) == ORDO__FAST_IDLE)
-    return l;
-  return NULL;
-}
-
-/* The lock object of the key of hash h, found without a mutex, if it is
- * idle (else NULL). */
+/* The lock object of the key of hash h, found without a mutex (w's hint
+ * if it still has that hash, else the bucket's chain), or NULL. */
 ORDO_HOT ordo__lock *fast_find(ordo__table *tab, ordo__owner *w, uint32_t h) {
-  ordo__lock *l = fast_hint_idle(w, h);
-  if (l)
+  ordo__lock *l = fast_hint(w, h);
+  if (l && hash_of(l) == h)
     return l;
   return fast_walk(
       atomic_load_explicit(fast_slot(tab, h), memory_order_acquire), h);
@@ -164,6 +152,12 @@ ORDO_HOT bool fast_take(ordo__owner *w, ordo__hold *h, ordo__lock *l) {
   uintptr_t idle = ORDO__FAST_IDLE;
   return atomic_compare_exchange_strong_explicit(&l->fast, &idle, (uintptr_t)h,
                                                  memory_order_acq_rel, RELAXED);
+}
+
+/* Is l idle, for the fast path to take? */
+ORDO_HOT bool fast_idle(const ordo__lock *l) {
+  return atomic_load_explicit(&((ordo__lock *)l)->fast, RELAXED) ==
+         ORDO__FAST_IDLE;
 }
 
 /* Is l, taken, the lock of key r (hash hv)? Ours now: it cannot be reused
@@ -193,20 +187,20 @@ ORDO_HOT void fast_granted(ordo__table *tab, ordo__owner *w, ordo__hold *h,
  * ordo__fast_acquire -- the fast path: grants the sorted, distinct X keys
  * r[0..n) (n <= ORDO__FAST_MAX) with one compare-and-swap each and no
  * mutex, when each has an idle lock object; then 0. Otherwise it takes
- * nothing (what it took is given back) and returns 1: ask ordo__acquire.
- * It never waits, so it cannot hold while it waits. See src/core/README.md,
- * "The fast path".
- */
-/*
- * How: see src/core/README.md, "The fast path".
+ * nothing (what it took is given back) and returns ORDO__FAST_BUSY when
+ * what stopped it was a key that is held or has waiters (worth asking
+ * again once its holders have run), or 1 (a key with no lock object yet,
+ * an S request...): ask ordo__acquire. It never waits, so it cannot hold
+ * while it waits.
+ *
  * For each key: the hash, the stripe's bucket array, a bounded walk of the
  * chain comparing hashes only, then CAS(fast, IDLE -> our hold record). The
  * key is compared after the CAS, when the lock object is ours and so can no
  * longer be evicted and reused for another key (a walk without the stripe
- * may end on a lock object that was reused meanwhile; then we give it back).
+ * may end on a lock object that was reused meanwhile; then we give it
+ * back). See src/core/README.md, "The fast path".
  */
-ORDO_HOT int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r,
-                                size_t n) {
+ORDO_HOT int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r, size_t n) {
   ordo__table *tab = w->tab;
   if (n > ORDO__FAST_MAX || w->nfree < n ||
       atomic_load_explicit(&w->state, RELAXED) != ORDO__IDLE)
@@ -218,9 +212,10 @@ ORDO_HOT int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r,
     /* The commonest request, without the arrays below. */
     ordo__lock *l;
     if (r->mode != ORDO_MODE_X ||
-        !(l = fast_find(tab, w, hv = hash_key(r->key, r->len))) ||
-        !fast_take(w, h, l))
+        !(l = fast_find(tab, w, hv = hash_key(r->key, r->len))))
       return 1;
+    if (!fast_idle(l) || !fast_take(w, h, l))
+      return ORDO__FAST_BUSY;
     w->hfree = h->tnext;
     w->nfree--;
     if (!fast_match(l, hv, r)) {
@@ -249,8 +244,7 @@ ORDO_HOT int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r,
     __builtin_prefetch(l ? (const void *)l : (const void *)sp[i]);
   }
   for (size_t i = 0; i < n; i++) {
-    if (lk[i] && hash_of(lk[i]) == hs[i] &&
-        atomic_load_explicit(&lk[i]->fast, RELAXED) == ORDO__FAST_IDLE) {
+    if (lk[i] && hash_of(lk[i]) == hs[i]) {
       sp[i] = NULL; /* the hint holds */
       continue;
     }
@@ -258,15 +252,23 @@ ORDO_HOT int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r,
     if (lk[i])
       __builtin_prefetch(lk[i]);
   }
-  for (size_t i = 0; i < n; i++)
+  int why = 0;
+  for (size_t i = 0; i < n; i++) {
     if (sp[i] && !(lk[i] = fast_walk(lk[i], hs[i])))
       return 1;
+    if (!fast_idle(lk[i]))
+      why = ORDO__FAST_BUSY;
+  }
+  if (why)
+    return why;
   ordo__hold *took[ORDO__FAST_MAX];
   size_t got = 0;
   bool ok = true;
   for (size_t i = 0; i < n && ok; i++) {
-    if (!fast_take(w, h, lk[i]))
+    if (!fast_take(w, h, lk[i])) {
+      why = ORDO__FAST_BUSY;
       break;
+    }
     took[got++] = h;
     ok = fast_match(lk[i], hs[i], &r[i]);
     h = h->tnext;
@@ -277,7 +279,7 @@ ORDO_HOT int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r,
   w->nfree -= got;
   if (!ok) {
     ordo__fast_give_back(w, took, got);
-    return 1;
+    return why ? why : 1;
   }
   for (size_t i = 0; i < got; i++)
     fast_granted(tab, w, took[i], hs[i], &now);

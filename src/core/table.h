@@ -149,6 +149,8 @@ int ordo__try_one(ordo__owner *w, const ordo_req_t *r);
 /* ordo__fast_acquire and ordo__release_all, the fast path's entry points,
  * are inline in core/fast.h. */
 #define ORDO__FAST_MAX 4
+#define ORDO__FAST_BUSY                                                        \
+  2 /* ordo__fast_acquire: a key is held on the fast path */
 
 int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
                   uint64_t deadline_ns, bool use_timer, ordo__event_cb cb,
