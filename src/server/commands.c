@@ -783,4 +783,10 @@ void srv_dispatch(conn *c, size_t argc, ordo__resp_arg *argv) {
   }
   srv_sess_renew(ss); /* every command renews the lease */
   k->fn(c, argc, argv);
+  /* ...from its end, too: a command that ran longer than the lease (LOCKS
+   * of 20,000 keys on a loaded machine) must not cost its session the locks
+   * it just listed. (The command may have moved the connection to another
+   * session, or closed it.) */
+  if (c->sess && !c->closing)
+    srv_sess_renew(c->sess);
 }
