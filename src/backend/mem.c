@@ -206,11 +206,16 @@ static int mem_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
  * preempted) and ask the fast path again, a few times, before queueing.
  * The fast path takes only idle keys, never one with waiters, so no
  * starving waiter's reservation is passed; the request is queued at most
- * FAST_YIELDS yields later. 0 once granted; nonzero when the caller must
- * queue.
+ * FAST_YIELDS yields later. Only while the mean hold is shorter than the
+ * spin (spin_us): a long hold is not let go meanwhile. 0 once granted;
+ * nonzero when the caller must queue.
  */
 static int yield_retry(mem_txn *t, const ordo_req_t *r, size_t n,
-                       uint64_t deadline_ns) {
+                       uint64_t deadline_ns, uint64_t spin_ns) {
+  /* Holds longer than a spin (a dining philosopher eats for milliseconds)
+   * are not let go by a yield or three: queue at once, in arrival order. */
+  if (GET(t->ow.tab->hold_mean_ns) > spin_ns)
+    return 1;
   if (deadline_ns != ORDO_NO_DEADLINE && ordo__now_ns() >= deadline_ns)
     return 1; /* a try: no time to give */
   int rc = ORDO__FAST_BUSY;
@@ -226,8 +231,8 @@ static int yield_retry(mem_txn *t, const ordo_req_t *r, size_t n,
 static __attribute__((noinline)) int
 mem_lock_wait(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
               uint64_t deadline_ns, bool busy) {
-  if (busy && ((mem_place *)tx->o)->spin_ns &&
-      yield_retry(mt(tx), r, n, deadline_ns) == 0)
+  uint64_t spin_ns = ((mem_place *)tx->o)->spin_ns;
+  if (busy && spin_ns && yield_retry(mt(tx), r, n, deadline_ns, spin_ns) == 0)
     return 0;
   mem_txn *t = mt(tx);
   if (n == 1 && ordo__try_one(&t->ow, r) == 0)
