@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stddef.h>
 #include <string.h>
 #include <time.h>
@@ -129,15 +130,49 @@ static void hash_remove(ordo__stripe *st, ordo__lock *l) {
   st->nlock--;
 }
 
+/* The room for key bytes of lock object l: its malloc chunk's, which is
+ * at least what it was made for. */
+static size_t key_room(ordo__lock *l) {
+  return malloc_usable_size(l) - offsetof(ordo__lock, key);
+}
+
+/* A graveyard class: room in [2^k, 2^(k+1)). */
+static unsigned room_class(size_t room) {
+  unsigned k = room ? 63u - (unsigned)__builtin_clzll((uint64_t)room) : 0;
+  return k < ORDO__KCLASSES ? k : ORDO__KCLASSES - 1;
+}
+
 /* Takes l out of the table into the stripe's graveyard (l->fast is DEAD):
  * the fast path may still read its atomics, so it is kept, for a later key
- * of its size class, until the table ends. */
+ * it has room for, until the table ends. */
 static void bury(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
   empty_unlink(st, l);
   hash_remove(st, l);
-  l->enext = st->grave[l->kclass];
-  st->grave[l->kclass] = l;
+  unsigned k = room_class(key_room(l));
+  l->enext = st->grave[k];
+  st->grave[k] = l;
   atomic_fetch_sub_explicit(&tab->live, 1, RELAXED);
+}
+
+/* How many dead lock objects of a class a new key looks at for room. */
+#define GRAVE_LOOK 4
+
+/* A dead lock object of st with room for len key bytes, taken out of the
+ * graveyard, or NULL. Keys of one length (the common case) find one at
+ * the head of their class's list. */
+static ordo__lock *unbury(ordo__stripe *st, size_t len) {
+  unsigned k = room_class(len);
+  for (unsigned c = k; c < ORDO__KCLASSES && c <= k + 1; c++) {
+    ordo__lock **pp = &st->grave[c];
+    for (int i = 0; *pp && i < GRAVE_LOOK; i++, pp = &(*pp)->enext) {
+      ordo__lock *l = *pp;
+      if (key_room(l) >= len) {
+        *pp = l->enext;
+        return l;
+      }
+    }
+  }
+  return NULL;
 }
 
 /* Evicts the oldest cached empty lock of this stripe; false if none. A
@@ -211,11 +246,6 @@ static void maybe_grow(ordo__stripe *st) {
   atomic_store_explicit(&st->bk, nb, memory_order_release);
 }
 
-/* The size class of a key of len bytes: capacity 1 << kclass >= len. */
-static inline unsigned kclass_of(size_t len) {
-  return len <= 1 ? 0 : 64u - (unsigned)__builtin_clzll((uint64_t)len - 1);
-}
-
 /* Finds the lock for key or makes it; an empty lock found is taken off the
  * empty list so that no eviction frees it while the caller uses it. */
 ORDO_HOT int lookup_or_create(ordo__table *tab, ordo__stripe *st, uint32_t h,
@@ -235,26 +265,22 @@ ORDO_HOT int lookup_or_create(ordo__table *tab, ordo__stripe *st, uint32_t h,
       return ORDO_ELIMIT;
     }
   }
-  /* A dead lock object of the key's size class, or a new one: the key
+  /* A dead lock object with room for the key, or a new one: the key
    * right after the header's last field, not after its padding (a held
    * lock's object is most of what it costs). */
-  unsigned kc = kclass_of(len);
-  l = st->grave[kc];
+  l = unbury(st, len);
   if (l) {
     /* The fast path may read its atomics; the rest is this thread's. */
-    st->grave[kc] = l->enext;
     l->eprev = l->enext = NULL;
-    l->qtail = NULL;
     l->pins = 0;
     l->xheld = l->listed = l->reordered = 0;
   } else {
-    l = malloc(offsetof(ordo__lock, key) + ((size_t)1 << kc));
+    l = malloc(offsetof(ordo__lock, key) + len);
     if (!l) {
       atomic_fetch_sub_explicit(&tab->live, 1, RELAXED);
       return ORDO_ENOMEM;
     }
     memset(l, 0, offsetof(ordo__lock, key));
-    l->kclass = (uint8_t)kc;
   }
   /* Not IDLE: the caller grants it, queues on it or retires it. */
   atomic_store_explicit(&l->fast, ORDO__FAST_SLOW, RELAXED);
@@ -690,9 +716,10 @@ bool ordo__abort_locked(ordo__table *tab, ordo__owner *w, int status,
     ordo__lock *l = e->lock;
     e->pinned = l->qhead != NULL;
     if (e->pinned)
-      l->pins++; /* Leaving may lift this waiter's reservation of l; a
-                  * wake-up of one lock can empty another's queue, so each
-                  * stays pinned until its own wake-up is done. */
+      l->pins++; /* (at most 1: see ordo__lock) Leaving may lift this waiter's
+                  * reservation of l; a wake-up of one lock can empty another's
+                  * queue, so each stays pinned until its own wake-up is done.
+                  */
     else
       retire(tab, &tab->stripe[e->stripe], l);
   }
@@ -1162,7 +1189,7 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
     for (size_t i = 0; i < n; i++) {
       ordo__entry *e = &w->ent[i];
       ordo__lock *l = e->lock;
-      ordo__queue_insert_after(l, l->qtail, e);
+      ordo__queue_insert_after(l, ordo__queue_tail(l), e);
     }
     atomic_store_explicit(&w->state, ORDO__WAITING, memory_order_relaxed);
     unlock_stripes(tab, w);

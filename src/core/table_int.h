@@ -26,13 +26,12 @@ struct ordo__lock {
   union {
     struct {
       ordo__hold *holders;
-      ordo__entry *qhead; /* waiters in arrival order; qtail below */
+      ordo__entry *qhead; /* waiters in arrival order (see the queue below) */
     };
     struct {
       ordo__lock *eprev, *enext; /* the stripe's empty list, while listed */
     };
   };
-  ordo__entry *qtail;
   /*
    * The fast word: ORDO__FAST_IDLE (listed, no holder, no waiter: the fast
    * path may take it with one compare-and-swap), ORDO__FAST_SLOW (the
@@ -46,7 +45,10 @@ struct ordo__lock {
   _Atomic uintptr_t fast;
   _Atomic uint32_t hash; /* hash_key's: stripe and bucket (stripe_of, ...) */
   uint32_t klen;         /* max_key_len is at most 2^20 */
-  uint32_t pins;         /* wake-ups in progress that will read this lock */
+  /* Wake-ups in progress that will read this lock: only ordo__abort_locked
+   * pins, under wait_mu, one lock once each, and unpins before it returns,
+   * so at most 1. */
+  uint8_t pins;
   /* Written under the stripe's mutex, each a byte of its own (the fast path
    * reads klen and key while another thread may write these). */
   uint8_t xheld;  /* some holder holds X */
@@ -54,7 +56,6 @@ struct ordo__lock {
   /* The queue left arrival order (a soft-cycle fix). Written under wait_mu
    * and the stripe, like the queue, so either one is enough to read it. */
   uint8_t reordered;
-  uint8_t kclass; /* key capacity 1 << kclass (graveyard size class) */
   uint8_t key[];
 };
 
@@ -64,7 +65,7 @@ enum {
   ORDO__FAST_DEAD = 2,
   ORDO__FAST_ADOPTING = 3, /* a fast hold is being adopted (inflate) */
   ORDO__FAST_HOLD = 8,     /* this and above: a hold record's address */
-  ORDO__KCLASSES = 22      /* key capacities 1 << 0 ... 1 << 21 */
+  ORDO__KCLASSES = 22      /* graveyard classes: key room [2^k, 2^(k+1)) */
 };
 
 /* A stripe's bucket array. The fast path may read one that has been
@@ -100,7 +101,7 @@ typedef struct ordo__stripe {
   uint32_t nempty;
   uint64_t fence; /* last fencing token granted in this stripe */
   _Atomic uint64_t acquired, released;
-  ordo__lock *grave[ORDO__KCLASSES]; /* dead lock objects, by key class */
+  ordo__lock *grave[ORDO__KCLASSES]; /* dead lock objects, by key room */
 } ordo__stripe;
 
 struct ordo__table {
@@ -181,32 +182,60 @@ static inline bool conflicts(int a, int b) {
   return a == ORDO_MODE_X || b == ORDO_MODE_X;
 }
 
-/* A lock's wait queue (caller holds wait_mu and the lock's stripe). */
+/*
+ * A lock's wait queue (caller holds wait_mu and the lock's stripe, or one of
+ * them to read it). It is linked forward through qnext from qhead, and
+ * backward through qprev, except that the head's qprev is the tail: the
+ * lock object keeps no tail pointer of its own (a held lock's object is
+ * most of what it costs). Read a previous entry with ordo__queue_prev.
+ */
+static inline ordo__entry *ordo__queue_tail(const ordo__lock *l) {
+  return l->qhead ? l->qhead->qprev : NULL;
+}
+
+/* The entry ahead of e in l's queue, or NULL for the head. */
+static inline ordo__entry *ordo__queue_prev(const ordo__lock *l,
+                                            const ordo__entry *e) {
+  return e == l->qhead ? NULL : e->qprev;
+}
+
 static inline void ordo__queue_unlink(ordo__lock *l, ordo__entry *e) {
-  if (e->qprev)
-    e->qprev->qnext = e->qnext;
-  else
+  ordo__entry *head = l->qhead;
+  if (e == head) {
     l->qhead = e->qnext;
-  if (e->qnext)
-    e->qnext->qprev = e->qprev;
-  else
-    l->qtail = e->qprev;
+    if (e->qnext)
+      e->qnext->qprev = e->qprev; /* the tail, or the new head itself */
+  } else {
+    e->qprev->qnext = e->qnext;
+    if (e->qnext)
+      e->qnext->qprev = e->qprev;
+    else
+      head->qprev = e->qprev; /* the new tail */
+  }
   e->qprev = e->qnext = NULL;
 }
 
 /* Puts e right after prev (at the head when prev is NULL). */
 static inline void ordo__queue_insert_after(ordo__lock *l, ordo__entry *prev,
                                             ordo__entry *e) {
+  if (!prev) {
+    e->qnext = l->qhead;
+    if (l->qhead) {
+      e->qprev = l->qhead->qprev; /* the tail */
+      l->qhead->qprev = e;
+    } else {
+      e->qprev = e; /* alone: its own tail */
+    }
+    l->qhead = e;
+    return;
+  }
   e->qprev = prev;
-  e->qnext = prev ? prev->qnext : l->qhead;
+  e->qnext = prev->qnext;
   if (e->qnext)
     e->qnext->qprev = e;
   else
-    l->qtail = e;
-  if (prev)
-    prev->qnext = e;
-  else
-    l->qhead = e;
+    l->qhead->qprev = e; /* the new tail */
+  prev->qnext = e;
 }
 
 /*

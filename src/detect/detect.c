@@ -149,7 +149,8 @@ static bool expand(ordo__table *tab, ordo__detect *d, ordo__owner *u,
      * the head and stop after the first X: an X waiter conflicts with
      * everyone ahead of it, so they are all reachable through it, and a
      * hot key's queue of n costs O(n) per search instead of O(n^2). */
-    for (ordo__entry *q = e->qprev; q; q = q->qprev) {
+    for (ordo__entry *q = ordo__queue_prev(l, e); q;
+         q = ordo__queue_prev(l, q)) {
       if (q->owner == u || !conflicts(e->mode, q->mode))
         continue;
       if (q->owner->visit != done) {
@@ -376,9 +377,9 @@ static bool reorder(ordo__table *tab, ordo__detect *d, ordo__owner *w,
       break;
     ordo__stripe *st = lock_stripe(tab, l);
     pthread_mutex_lock(&st->mu);
-    mv[nm++] = (move){l, ea, ea->qprev};
+    mv[nm++] = (move){l, ea, ordo__queue_prev(l, ea)};
     ordo__queue_unlink(l, ea);
-    ordo__queue_insert_after(l, eb->qprev, ea);
+    ordo__queue_insert_after(l, ordo__queue_prev(l, eb), ea);
     l->reordered = 1;
     pthread_mutex_unlock(&st->mu);
     bool cycle = cycle_through(tab, d, w);
