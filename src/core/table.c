@@ -221,12 +221,22 @@ static ordo__bview *bview_new(uint32_t n) {
   return v;
 }
 
+/*
+ * A stripe's bucket array grows 4x once it holds more lock objects than
+ * buckets. A load of at most 1 keeps the fast path's walk short (with
+ * 10,000 keys, a fifth fewer lock objects touched per lookup than a load
+ * of 2, each a cache miss); growing 4x keeps the arrays outgrown, which stay
+ * until the table ends, at a third of the live one (2x would keep as much
+ * again): about 11 bytes a lock in all, against 8 with a load of 2.
+ */
 static void maybe_grow(ordo__stripe *st) {
   /* The bits above the stripe's number the buckets: at most 2^(32-bshift). */
   ordo__bview *ob = stripe_bk(st);
-  if (st->nlock <= ob->n * 2u || ob->n >= (1u << (31 - st->bshift)))
+  uint64_t most = UINT64_C(1) << (32 - st->bshift);
+  if (st->nlock <= ob->n || ob->n >= most)
     return;
-  ordo__bview *nb = bview_new(ob->n * 2);
+  ordo__bview *nb = bview_new(
+      (uint32_t)(ob->n * UINT64_C(4) < most ? ob->n * UINT64_C(4) : most));
   if (!nb)
     return; /* longer chains, still correct */
   /* Every lock is moved to the new array before it is published; a fast
