@@ -400,9 +400,9 @@ int ordo_lock_all_at(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
                         file, line);
   }
   if (n == 2) {
-    /* A pair (a transfer's two accounts): checked and put in order with one
-     * comparison, the commonest set, without normalize's copy and loops
-     * (the same checks and the same order as normalize's). */
+    /* A pair (a transfer's two accounts): checked, then ordered by
+     * ordo__reqs_normalize's one comparison, without normalize's copy loop
+     * into a 16-entry buffer. */
     if (!t || !reqs)
       return ORDO_EINVAL;
     int err = check_req(t, &reqs[0]);
@@ -410,11 +410,9 @@ int ordo_lock_all_at(ordo_txn_t *t, const ordo_req_t *reqs, size_t n,
       err = check_req(t, &reqs[1]);
     if (err)
       return err;
-    int c = ordo_key_cmp(reqs[0].key, reqs[0].len, reqs[1].key, reqs[1].len);
-    ordo_req_t p[2] = {reqs[c > 0], reqs[c <= 0]};
-    if (c == 0 && reqs[1].mode > p[0].mode)
-      p[0].mode = reqs[1].mode; /* one key twice: the stronger mode */
-    return lock_sorted(t, p, c ? 2 : 1, timeout_ms, file, line);
+    ordo_req_t p[2] = {reqs[0], reqs[1]};
+    return lock_sorted(t, p, ordo__reqs_normalize(p, 2), timeout_ms, file,
+                       line);
   }
   ordo_req_t buf[16];
   size_t m = 0;
@@ -442,14 +440,10 @@ lock_one(ordo_txn_t *t, const void *key, size_t len, ordo_mode_t mode,
          long timeout_ms, const char *file, int line) {
   if (!t)
     return ORDO_EINVAL;
-  int rc = check_key(t->o, key, len);
+  ordo_req_t r = {key, len, mode};
+  int rc = check_req(t, &r);
   if (rc)
     return rc;
-  if (mode != ORDO_MODE_X && mode != ORDO_MODE_S)
-    return ORDO_EINVAL;
-  if (mode == ORDO_MODE_S && !(t->o->be->caps & ORDO_CAP_SHARED))
-    return ORDO_ENOTSUP;
-  ordo_req_t r = {key, len, mode};
   return lock_sorted(t, &r, 1, timeout_ms, file, line);
 }
 

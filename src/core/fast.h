@@ -99,6 +99,14 @@ ORDO_HOT void hold_link(ordo__owner *w, ordo__hold *h) {
   w->nholds++;
 }
 
+/* Puts hold record h (on no list) back on w's free list. */
+ORDO_HOT void hold_free(ordo__owner *w, ordo__hold *h) {
+  h->lock = NULL;
+  h->tnext = w->hfree;
+  w->hfree = h;
+  w->nfree++;
+}
+
 /* Takes h off its owner's hold list and back to the free list. */
 ORDO_HOT void hold_unlink(ordo__owner *w, ordo__hold *h) {
   if (h->tprev)
@@ -110,10 +118,7 @@ ORDO_HOT void hold_unlink(ordo__owner *w, ordo__hold *h) {
   else
     w->htail = h->tprev;
   w->nholds--;
-  h->lock = NULL;
-  h->tnext = w->hfree;
-  w->hfree = h;
-  w->nfree++;
+  hold_free(w, h);
 }
 
 ORDO_HOT _Atomic(ordo__lock *) *fast_slot(ordo__table *tab, uint32_t h) {
@@ -274,23 +279,22 @@ ORDO_HOT int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r, size_t n) {
     return why;
   ordo__hold *took[ORDO__FAST_MAX];
   size_t got = 0;
-  bool ok = true;
-  for (size_t i = 0; i < n && ok; i++) {
+  for (size_t i = 0; i < n && !why; i++) {
     if (!fast_take(w, h, lk[i])) {
       why = ORDO__FAST_BUSY;
       break;
     }
     took[got++] = h;
-    ok = fast_match(lk[i], hs[i], &r[i]);
     h = h->tnext;
+    if (!fast_match(lk[i], hs[i], &r[i]))
+      why = 1;
   }
-  ok = ok && got == n;
   /* The records taken leave the free list (h is the first one left). */
   w->hfree = h;
   w->nfree -= got;
-  if (!ok) {
+  if (why) {
     ordo__fast_give_back(w, took, got);
-    return why ? why : 1;
+    return why;
   }
   for (size_t i = 0; i < got; i++)
     fast_granted(tab, w, took[i], hs[i], &now);

@@ -726,10 +726,10 @@ bool ordo__abort_locked(ordo__table *tab, ordo__owner *w, int status,
     ordo__lock *l = e->lock;
     e->pinned = l->qhead != NULL;
     if (e->pinned)
-      l->pins++; /* (at most 1: see ordo__lock) Leaving may lift this waiter's
-                  * reservation of l; a wake-up of one lock can empty another's
-                  * queue, so each stays pinned until its own wake-up is done.
-                  */
+      l->pins++; /* Leaving may lift this waiter's reservation of l; a
+                  * wake-up of one lock can empty another's queue, so each
+                  * stays pinned until its own wake-up is done (at most 1:
+                  * see ordo__lock). */
     else
       retire(tab, &tab->stripe[e->stripe], l);
   }
@@ -1264,6 +1264,14 @@ int ordo__try_one(ordo__owner *w, const ordo_req_t *r) {
 static void release_hold(ordo__table *tab, ordo__hold *h, bool *have_wait,
                          ordo__owner **fire);
 
+/* The end of a run of release_hold calls: wait_mu let go if one took it,
+ * then the events they queued. */
+static void releases_done(ordo__table *tab, bool have_wait, ordo__owner *fire) {
+  if (have_wait)
+    pthread_mutex_unlock(&tab->wait_mu);
+  fire_all(fire);
+}
+
 /* The fast path gives back the holds took[0..got), newest first. A hold
  * that another thread adopted meanwhile is a listed holder now: it joins
  * w's holds and is released the slow way. */
@@ -1276,23 +1284,15 @@ void ordo__fast_give_back(ordo__owner *w, ordo__hold **took, size_t got) {
     if (atomic_compare_exchange_strong_explicit(
             &x->lock->fast, &mine, ORDO__FAST_IDLE, memory_order_release,
             RELAXED)) {
-      x->lock = NULL;
-      x->tnext = w->hfree;
-      w->hfree = x;
-      w->nfree++;
+      hold_free(w, x);
     } else {
       hold_link(w, x);
       x->quiet = 1;
       release_hold(w->tab, x, &have_wait, &fire);
     }
   }
-  if (have_wait)
-    pthread_mutex_unlock(&w->tab->wait_mu);
-  fire_all(fire);
+  releases_done(w->tab, have_wait, fire);
 }
-
-/* The lock object of key r in the table, found without a mutex, if it is
- * idle (else NULL); *hv gets the key's hash. */
 
 int ordo__abort_wait(ordo__owner *w, int status) {
   ordo__table *tab = w->tab;
@@ -1378,9 +1378,7 @@ int ordo__release_rest(ordo__owner *w) {
     release_hold(tab, w->htail, &have_wait, &fire);
     n++;
   }
-  if (have_wait)
-    pthread_mutex_unlock(&tab->wait_mu);
-  fire_all(fire);
+  releases_done(tab, have_wait, fire);
   return n;
 }
 
@@ -1410,9 +1408,7 @@ int ordo__release_one(ordo__owner *w, const void *key, size_t len) {
       bool have_wait = false;
       ordo__owner *fire = NULL;
       release_hold(tab, x, &have_wait, &fire);
-      if (have_wait)
-        pthread_mutex_unlock(&tab->wait_mu);
-      fire_all(fire);
+      releases_done(tab, have_wait, fire);
       return 0;
     }
   }
@@ -1434,9 +1430,7 @@ int ordo__release_one(ordo__owner *w, const void *key, size_t len) {
   bool have_wait = false;
   ordo__owner *fire = NULL;
   release_hold(tab, hd, &have_wait, &fire);
-  if (have_wait)
-    pthread_mutex_unlock(&tab->wait_mu);
-  fire_all(fire);
+  releases_done(tab, have_wait, fire);
   return 0;
 }
 

@@ -89,6 +89,14 @@ static inline void tu_watchdog_start(ordo_t *o, double seconds,
   pthread_create(&tu_wd.thr, NULL, tu_watchdog_main, NULL);
 }
 
+/* The place whose lock table a firing watchdog dumps, for a case that
+ * opens a place of its own. */
+static inline void tu_watchdog_target(ordo_t *o) {
+  pthread_mutex_lock(&tu_wd.mu);
+  tu_wd.o = o;
+  pthread_mutex_unlock(&tu_wd.mu);
+}
+
 static inline void tu_watchdog_stop(void) {
   pthread_mutex_lock(&tu_wd.mu);
   tu_wd.stop = true;

@@ -519,6 +519,7 @@ static void test_fast_path_churn(void **state) {
   static churn_t c;
   memset(&c, 0, sizeof c);
   assert_int_equal(ordo_open(&c.o, "mem://?max_locks=128&stripes=2", NULL), 0);
+  tu_watchdog_target(c.o); /* a hang dumps this place's table */
   c.iters = tu_scaled(20000);
   for (int k = 0; k < CH_KEYS; k++) {
     c.len[k] = 1 + (size_t)k % 40;
@@ -560,6 +561,7 @@ static void test_fast_path_churn(void **state) {
   assert_true(released >= sum && released <= sum + (uint64_t)victims);
   assert_true(s1.locks <= 128);
   assert_int_equal(s1.waiting, 0);
+  tu_watchdog_target(O);
   ordo_close(c.o);
 }
 
