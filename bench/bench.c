@@ -124,7 +124,7 @@
                {"keys", 100000, NULL}},                                        \
     .setup = redlock_setup, .teardown = redlock_teardown,                      \
     .run_ordo = redlock_run_parallel, .run_peer = run_peer_,                   \
-    .extras = {"p99_us", "ops_per_s"},                                         \
+    .extras = {"p99_us", "ops_per_s", "ping_us"},                              \
   }
 #define REDLOCK_SEQ_ROW(id_, keys_, kpl)                                       \
   REDLOCK_ROW(id_, keys_, "Redlock sequential (key by key, node by node)",     \

@@ -27,7 +27,11 @@
  *
  * The result is the run's median sample in microseconds (metric "us p50",
  * lower is better); extras p99_us (nearest rank) and ops_per_s (samples
- * over the run's elapsed time).
+ * over the run's elapsed time), and ping_us: the median round trip of a
+ * bare PING made the way the place reaches the nodes (redlock_ping), for a
+ * fifth of the run's time after the samples. ping_us is the floor under
+ * the row: what any client pays on this machine before a script runs, so
+ * the two sides' ping_us say how high the ratio could go here.
  *
  * Interface:
  *   redlock_setup(), redlock_teardown()   the redis-servers
@@ -40,6 +44,7 @@
 #include <ordo.h>
 
 #include <math.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +218,119 @@ static int redlock_check_nodes(const bench_row_t *row,
   return 0;
 }
 
+/* A node's PINGs sent but not yet answered; a late node's answer of one
+ * round is read in the next, as a late node's reply is by ordo's client. */
+typedef struct redlock_pinger_s {
+  redisContext *c[REDLOCK_MAX_NODES];
+  int pending[REDLOCK_MAX_NODES];
+} redlock_pinger_t;
+
+/* Reads what node i has sent. -1 on a dead connection or a reply that is
+ * not PONG. */
+static int redlock_ping_read(redlock_pinger_t *pg, int i) {
+  void *r;
+  if (redisBufferRead(pg->c[i]) != REDIS_OK)
+    return -1;
+  while (pg->pending[i] > 0) {
+    if (redisGetReplyFromReader(pg->c[i], &r) != REDIS_OK)
+      return -1;
+    if (r == NULL)
+      break;
+    int pong = ((redisReply *)r)->type == REDIS_REPLY_STATUS &&
+               strcmp(((redisReply *)r)->str, "PONG") == 0;
+    freeReplyObject(r);
+    if (!pong)
+      return -1;
+    pg->pending[i]--;
+  }
+  return 0;
+}
+
+/* One round: PING to nodes [0, n) at once, or to one after the other
+ * (seq), until `need` of them have answered everything sent to them.
+ * Bounded by a 5 s poll per wait. */
+static int redlock_ping_round(redlock_pinger_t *pg, int n, int need, int seq) {
+  int answered = 0;
+  for (int i = 0; i < n && answered < need; i++) {
+    int last = seq ? i : n - 1;
+    for (int j = seq ? i : 0; j <= last; j++) {
+      int done = 0;
+      if (redisAppendCommand(pg->c[j], "PING") != REDIS_OK)
+        return -1;
+      pg->pending[j]++;
+      while (!done)
+        if (redisBufferWrite(pg->c[j], &done) != REDIS_OK)
+          return -1;
+    }
+    /* Wait until node i (seq) or `need` of them all have answered. */
+    for (;;) {
+      int have = 0;
+      struct pollfd pf[REDLOCK_MAX_NODES];
+      for (int j = 0; j <= last; j++) {
+        have += pg->pending[j] == 0 && (!seq || j == i);
+        pf[j].fd = pg->c[j]->fd;
+        pf[j].events = POLLIN;
+        pf[j].revents = 0;
+      }
+      if (have >= (seq ? 1 : need))
+        break;
+      if (poll(pf, (nfds_t)(last + 1), 5000) <= 0)
+        return -1;
+      for (int j = 0; j <= last; j++)
+        if ((pf[j].revents & (POLLIN | POLLHUP | POLLERR)) &&
+            redlock_ping_read(pg, j) != 0)
+          return -1;
+    }
+    answered = seq ? answered + 1 : need;
+  }
+  return 0;
+}
+
+/*
+ * redlock_ping -- the floor under kind's samples: for `seconds`, the round
+ * trip of a bare PING made as kind reaches the nodes: one node (node); all
+ * nodes at once, done when a majority answered (parallel); node after node
+ * until a majority answered (sequential). A blocking hiredis connection
+ * per node, driven by poll(2) as ordo's client drives its own. *p50 gets
+ * the median in microseconds. 0, or -1 after reporting.
+ */
+static int redlock_ping(const bench_row_t *row, const redlock_state_t *st,
+                        redlock_kind kind, double seconds, double *p50) {
+  redlock_pinger_t pg = {0};
+  redlock_samples_t s = {0};
+  int n = kind == REDLOCK_NODE ? 1 : st->nodes;
+  int need = kind == REDLOCK_NODE ? 1 : st->nodes / 2 + 1;
+  int rc = -1;
+  for (int i = 0; i < n; i++)
+    if ((pg.c[i] = bench_server_connect(&st->srv[i], 5.0)) == NULL) {
+      bench_error(row, "%s: PING floor: cannot connect to port %d",
+                  redlock_kind_name(kind), st->srv[i].port);
+      goto out;
+    }
+  uint64_t end = redlock_ns() + (uint64_t)(seconds * 1e9);
+  do {
+    uint64_t a = redlock_ns();
+    if (redlock_ping_round(&pg, n, need, kind == REDLOCK_SEQUENTIAL) != 0) {
+      bench_error(row, "%s: PING floor: a node failed or did not answer",
+                  redlock_kind_name(kind));
+      goto out;
+    }
+    if (redlock_push(&s, redlock_ns() - a) != 0) {
+      bench_error(row, "out of memory");
+      goto out;
+    }
+  } while (redlock_ns() < end);
+  qsort(s.ns, s.n, sizeof *s.ns, redlock_cmp_u64);
+  *p50 = redlock_quantile_us(s.ns, s.n, 0.50);
+  rc = 0;
+out:
+  for (int i = 0; i < n; i++)
+    if (pg.c[i] != NULL)
+      redisFree(pg.c[i]);
+  free(s.ns);
+  return rc;
+}
+
 static int redlock_run(const bench_row_t *row, redlock_state_t *st,
                        redlock_kind kind, double seconds, double *out) {
   int kpl = (int)bench_param_int(row, "keys_per_lock");
@@ -294,6 +412,10 @@ static int redlock_run(const bench_row_t *row, redlock_state_t *st,
   *out = redlock_quantile_us(s.ns, s.n, 0.50);
   bench_extra(row, "p99_us", redlock_quantile_us(s.ns, s.n, 0.99));
   bench_extra(row, "ops_per_s", (double)s.n / elapsed);
+  double ping;
+  if (redlock_ping(row, st, kind, seconds / 5, &ping) != 0)
+    goto out;
+  bench_extra(row, "ping_us", ping);
   rc = 0;
 out:
   if (t != NULL)
