@@ -177,6 +177,19 @@ def generate(rows, machine, plots):
                    f"{cell(r['peer_name'])}) | {cell(r['metric'])} | "
                    f"{fmt(r['ordo'])} | {fmt(r['peer'])} | {ratio} | {target} "
                    f"| {met} |")
+    extra = [r for r in rows if r.get("extra")]
+    if extra:
+        out.append("\n### Further values\n")
+        out.append(para("What some rows report beside their metric, the "
+                        "median of each side's runs (bench/README.md says "
+                        "what each value is and its unit): the longest "
+                        "waits, the Redlock rows' PING floor, and more."))
+        out.append("| row | value | ordo | peer |")
+        out.append("|---|---|---:|---:|")
+        for r in extra:
+            for name, v in r["extra"].items():
+                out.append(f"| `{r['id']}` | {cell(name)} | "
+                           f"{fmt(v.get('ordo'))} | {fmt(v.get('peer'))} |")
     counted = [r for r in rows if "instructions" in r]
     if counted:
         out.append("\n### Instructions per op\n")
