@@ -39,10 +39,16 @@
  * server's (TIME), one clock for every client; scripts are replicated by
  * their effects (the default since Redis 5; asked for explicitly before).
  *
- * ACQUIRE reads everything before it writes anything, so a request it
- * refuses (or a key holding other data, a WRONGTYPE error) changes nothing;
- * the fencing counters are checked to be integers in the same first pass so
- * that the INCR of the second cannot fail half-way.
+ * ACQUIRE reads every lock key before it writes anything, so a request it
+ * refuses (or a lock key holding other data, a WRONGTYPE error) changes
+ * nothing. A granted request then takes its fencing tokens (INCR, each
+ * through redis.pcall) before it writes any lock key: a fencing counter
+ * that is not a count fails the request with the lock keys untouched, and
+ * only the counters of the keys before it have moved on (a gap in a key's
+ * tokens, which still increase). ACQUIRE of one key calls TIME, HGETALL,
+ * INCR, HSET and PEXPIRE; RELEASE of one calls TIME, HGETALL, HDEL and,
+ * when the key is left free, PUBLISH (docs/backend-redis.md has what a
+ * lock+unlock costs a server).
  */
 
 static const char acquire_lua[] =
@@ -56,11 +62,6 @@ static const char acquire_lua[] =
     "for i = 1, n do\n"
     "  local want = string.sub(modes, i, i)\n"
     "  local h = redis.call('HGETALL', KEYS[2 * i - 1])\n"
-    "  local f = redis.call('GET', KEYS[2 * i])\n"
-    "  if f and not string.match(f, '^%d+$') then\n"
-    "    return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[2 * i]"
-    " .. ' is not a count')\n"
-    "  end\n"
     "  seen[i] = h\n"
     "  local blocked = false\n"
     "  for j = 1, #h, 2 do\n"
@@ -81,6 +82,14 @@ static const char acquire_lua[] =
     "end\n"
     "local out = {1, lease}\n"
     "for i = 1, n do\n"
+    "  local f = redis.pcall('INCR', KEYS[2 * i])\n"
+    "  if type(f) ~= 'number' then\n"
+    "    return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[2 * i]"
+    " .. ' is not a count')\n"
+    "  end\n"
+    "  out[#out + 1] = f\n"
+    "end\n"
+    "for i = 1, n do\n"
     "  local k, h, mode = KEYS[2 * i - 1], seen[i], string.sub(modes, i, i)\n"
     "  local top = now + lease\n"
     "  for j = 1, #h, 2 do\n"
@@ -96,7 +105,6 @@ static const char acquire_lua[] =
     "  end\n"
     "  redis.call('HSET', k, me, string.format('%s%d', mode, now + lease))\n"
     "  redis.call('PEXPIRE', k, top - now)\n"
-    "  out[#out + 1] = redis.call('INCR', KEYS[2 * i])\n"
     "end\n"
     "return out\n";
 
@@ -108,17 +116,18 @@ static const char release_lua[] =
     "local me, n = ARGV[1], 0\n"
     "for i = 1, #KEYS do\n"
     "  local k = KEYS[i]\n"
-    "  local v = redis.call('HGET', k, me)\n"
-    "  if v then\n"
+    "  local h, mine, live = redis.call('HGETALL', k), nil, 0\n"
+    "  for j = 1, #h, 2 do\n"
+    "    if h[j] == me then\n"
+    "      mine = h[j + 1]\n"
+    "    elseif (tonumber(string.sub(h[j + 1], 2)) or 0) > now then\n"
+    "      live = live + 1\n"
+    "    end\n"
+    "  end\n"
+    "  if mine then\n"
     "    redis.call('HDEL', k, me)\n"
-    "    if (tonumber(string.sub(v, 2)) or 0) > now then\n"
+    "    if (tonumber(string.sub(mine, 2)) or 0) > now then\n"
     "      n = n + 1\n"
-    "      local h, live = redis.call('HGETALL', k), 0\n"
-    "      for j = 2, #h, 2 do\n"
-    "        if (tonumber(string.sub(h[j], 2)) or 0) > now then\n"
-    "          live = live + 1\n"
-    "        end\n"
-    "      end\n"
     "      if live <= 1 then redis.call('PUBLISH', ARGV[2] .. k, 'r') end\n"
     "    end\n"
     "  end\n"

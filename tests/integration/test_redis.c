@@ -508,7 +508,8 @@ static void test_bad_db_and_wrongtype(void **state) {
   char buf[8192];
   it_dump_text(o, buf, sizeof buf);
   assert_non_null(strstr(buf, "WRONGTYPE"));
-  /* A fencing counter that is not a count: refused before any write. */
+  /* A fencing counter that is not a count: refused before any lock key is
+   * written. */
   ordo_req_t r2[] = {ORDO_REQ_X("okkey", 5), ORDO_REQ_X("wt", 2)};
   assert_int_equal(ordo_lock_all(t, r2, 2, 100), ORDO_EINVAL);
   assert_int_equal(it_int(c, "EXISTS okkey"), 0);
