@@ -246,44 +246,52 @@ static int redlock_ping_read(redlock_pinger_t *pg, int i) {
   return 0;
 }
 
-/* One round: PING to nodes [0, n) at once, or to one after the other
- * (seq), until `need` of them have answered everything sent to them.
- * Bounded by a 5 s poll per wait. */
-static int redlock_ping_round(redlock_pinger_t *pg, int n, int need, int seq) {
-  int answered = 0;
-  for (int i = 0; i < n && answered < need; i++) {
-    int last = seq ? i : n - 1;
-    for (int j = seq ? i : 0; j <= last; j++) {
-      int done = 0;
-      if (redisAppendCommand(pg->c[j], "PING") != REDIS_OK)
-        return -1;
-      pg->pending[j]++;
-      while (!done)
-        if (redisBufferWrite(pg->c[j], &done) != REDIS_OK)
-          return -1;
-    }
-    /* Wait until node i (seq) or `need` of them all have answered. */
-    for (;;) {
-      int have = 0;
-      struct pollfd pf[REDLOCK_MAX_NODES];
-      for (int j = 0; j <= last; j++) {
-        have += pg->pending[j] == 0 && (!seq || j == i);
-        pf[j].fd = pg->c[j]->fd;
-        pf[j].events = POLLIN;
-        pf[j].revents = 0;
-      }
-      if (have >= (seq ? 1 : need))
-        break;
-      if (poll(pf, (nfds_t)(last + 1), 5000) <= 0)
-        return -1;
-      for (int j = 0; j <= last; j++)
-        if ((pf[j].revents & (POLLIN | POLLHUP | POLLERR)) &&
-            redlock_ping_read(pg, j) != 0)
-          return -1;
-    }
-    answered = seq ? answered + 1 : need;
-  }
+/* Sends one PING to node j. */
+static int redlock_ping_send(redlock_pinger_t *pg, int j) {
+  int done = 0;
+  if (redisAppendCommand(pg->c[j], "PING") != REDIS_OK)
+    return -1;
+  pg->pending[j]++;
+  while (!done)
+    if (redisBufferWrite(pg->c[j], &done) != REDIS_OK)
+      return -1;
   return 0;
+}
+
+/* Waits until `need` of nodes [from, to) have answered everything sent to
+ * them, reading what any of them sends. Bounded by a 5 s poll per wait. */
+static int redlock_ping_wait(redlock_pinger_t *pg, int from, int to, int need) {
+  for (;;) {
+    int have = 0, nf = to - from;
+    struct pollfd pf[REDLOCK_MAX_NODES];
+    for (int j = 0; j < nf; j++) {
+      have += pg->pending[from + j] == 0;
+      pf[j] = (struct pollfd){.fd = pg->c[from + j]->fd, .events = POLLIN};
+    }
+    if (have >= need)
+      return 0;
+    if (poll(pf, (nfds_t)nf, 5000) <= 0)
+      return -1;
+    for (int j = 0; j < nf; j++)
+      if ((pf[j].revents & (POLLIN | POLLHUP | POLLERR)) &&
+          redlock_ping_read(pg, from + j) != 0)
+        return -1;
+  }
+}
+
+/* One round: PING to nodes [0, n) at once, done when `need` have answered,
+ * or (seq) to one node after the other until `need` have. */
+static int redlock_ping_round(redlock_pinger_t *pg, int n, int need, int seq) {
+  if (seq) {
+    for (int i = 0; i < need; i++)
+      if (redlock_ping_send(pg, i) != 0 || redlock_ping_wait(pg, i, i + 1, 1))
+        return -1;
+    return 0;
+  }
+  for (int j = 0; j < n; j++)
+    if (redlock_ping_send(pg, j) != 0)
+      return -1;
+  return redlock_ping_wait(pg, 0, n, need);
 }
 
 /*
