@@ -146,15 +146,17 @@ typedef struct ordo_req_s {
 
 /* Capabilities a backend declares (ordo_caps). */
 enum {
-  ORDO_CAP_SHARED = 1 << 0,        /* S mode as well as X */
-  ORDO_CAP_SERVER_WAIT = 1 << 1,   /* waits are queued by the lock owner */
-  ORDO_CAP_FENCE = 1 << 2,         /* per-grant fencing tokens */
-  ORDO_CAP_FENCE_DURABLE = 1 << 3, /* tokens never go back, restarts too */
-  ORDO_CAP_CANCEL = 1 << 4,        /* a blocked call can be cancelled */
-  ORDO_CAP_INCREMENTAL = 1 << 5,   /* ordo_lock of one key at a time */
-  ORDO_CAP_ASYNC = 1 << 6,         /* ordo_lock_all_async */
-  ORDO_CAP_REENTRANT = 1 << 7,     /* hold counts per txn */
-  ORDO_CAP_UPGRADE = 1 << 8        /* S to X upgrade */
+  ORDO_CAP_SHARED = 1 << 0,            /* S mode as well as X */
+  ORDO_CAP_SERVER_WAIT = 1 << 1,       /* waits are queued by the lock owner */
+  ORDO_CAP_FENCE = 1 << 2,             /* per-grant fencing tokens */
+  ORDO_CAP_FENCE_DURABLE = 1 << 3,     /* tokens never go back, restarts too */
+  ORDO_CAP_CANCEL = 1 << 4,            /* a blocked call can be cancelled */
+  ORDO_CAP_INCREMENTAL = 1 << 5,       /* ordo_lock of one key at a time */
+  ORDO_CAP_ASYNC = 1 << 6,             /* ordo_lock_all_async */
+  ORDO_CAP_REENTRANT = 1 << 7,         /* hold counts per txn */
+  ORDO_CAP_UPGRADE = 1 << 8,           /* S to X upgrade */
+  ORDO_CAP_WAIT_HOLDS_NOTHING = 1 << 9 /* a waiting ordo_lock_all holds none
+                                          of its keys meanwhile */
 };
 
 /* Deadlock detection modes (DESIGN §5). */

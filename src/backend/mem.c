@@ -364,7 +364,7 @@ const ordo__backend ordo__backend_mem = {
     .scheme = "mem",
     .caps = ORDO_CAP_SHARED | ORDO_CAP_SERVER_WAIT | ORDO_CAP_FENCE |
             ORDO_CAP_CANCEL | ORDO_CAP_INCREMENTAL | ORDO_CAP_ASYNC |
-            ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE,
+            ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE | ORDO_CAP_WAIT_HOLDS_NOTHING,
     .open = mem_open,
     .close = mem_close,
     .txn_begin = mem_txn_begin,

@@ -1076,7 +1076,7 @@ const ordo__backend ordo__backend_ordod = {
     .scheme = "ordod",
     .caps = ORDO_CAP_SHARED | ORDO_CAP_SERVER_WAIT | ORDO_CAP_FENCE |
             ORDO_CAP_FENCE_DURABLE | ORDO_CAP_INCREMENTAL | ORDO_CAP_REENTRANT |
-            ORDO_CAP_UPGRADE,
+            ORDO_CAP_UPGRADE | ORDO_CAP_WAIT_HOLDS_NOTHING,
     .open = od_open,
     .close = od_close,
     .txn_begin = od_txn_begin,

@@ -1282,7 +1282,7 @@ static void rd_on_lease_lost(ordo_t *o, rd_lost_cb cb, void *arg) {
 const ordo__backend ordo__backend_redis = {
     .scheme = "redis",
     .caps = ORDO_CAP_SHARED | ORDO_CAP_FENCE | ORDO_CAP_INCREMENTAL |
-            ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE,
+            ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE | ORDO_CAP_WAIT_HOLDS_NOTHING,
     .open = rd_open,
     .close = rd_close,
     .txn_begin = rd_txn_begin,

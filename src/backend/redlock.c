@@ -142,6 +142,9 @@ typedef struct rl_place {
   uint64_t lease_ns, drift_ns, io_ns;
   _Atomic uint64_t next_id;
   _Atomic uint64_t acquired, waited, timeouts, released, keys, retries;
+  /* Calls between their first failed try and their end: ordo_stats's
+   * waiting, the "this txn is now blocked" event tests wait for. */
+  _Atomic uint64_t waiting;
   /* The renewal thread, the txn list and the last failure's text, all
    * under rn.mu (renewer.h). Lock order: a txn's mu, then rn.mu. */
   ordo__renewer rn;
@@ -853,6 +856,7 @@ static int rl_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     if (!waited) {
       waited = true;
       atomic_fetch_add(&p->waited, 1);
+      atomic_fetch_add(&p->waiting, 1);
     }
     atomic_fetch_add(&p->retries, 1);
     /* Full jitter: uniform in [0, cap), cap doubling up to its bound. */
@@ -871,6 +875,8 @@ static int rl_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
       break;
     }
   }
+  if (waited)
+    atomic_fetch_sub(&p->waiting, 1);
 out:
   if (locked)
     pthread_mutex_unlock(&t->mu);
@@ -960,6 +966,7 @@ static int rl_stats(ordo_t *o, ordo_stats_t *out) {
   out->released = atomic_load(&p->released);
   out->pokes = atomic_load(&p->retries);
   out->locks = atomic_load(&p->keys);
+  out->waiting = atomic_load(&p->waiting);
   return 0;
 }
 
@@ -989,7 +996,7 @@ static void rl_on_lease_lost(ordo_t *o, rl_lost_cb cb, void *arg) {
 const ordo__backend ordo__backend_redlock = {
     .scheme = "redlock",
     .caps = ORDO_CAP_SHARED | ORDO_CAP_FENCE | ORDO_CAP_INCREMENTAL |
-            ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE,
+            ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE | ORDO_CAP_WAIT_HOLDS_NOTHING,
     .open = rl_open,
     .close = rl_close,
     .txn_begin = rl_txn_begin,

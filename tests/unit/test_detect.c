@@ -661,5 +661,5 @@ int main(void) {
       CASE(test_long_wait_logged),
 #undef CASE
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

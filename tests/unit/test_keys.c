@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "../common/testutil.h"
 #include "ordo.h"
 #include "ordo_int.h"
 
@@ -215,5 +216,5 @@ int main(void) {
       cmocka_unit_test(test_tuple_prefix_and_overflow),
       cmocka_unit_test(test_normalize),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }
