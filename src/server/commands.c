@@ -18,6 +18,43 @@
 
 #define FENCE_SHIFT 40
 
+/*
+ * The heap bytes in use, for INFO's used_memory: what the sanitizer's
+ * allocator counts in a sanitizer build (where mallinfo2 is intercepted and
+ * says nothing, and RSS counts shadow memory and AddressSanitizer's
+ * quarantine), glibc's count of bytes in allocated chunks otherwise. Either
+ * way it is the bytes malloc has handed out and not had back, so a leak
+ * shows in it whatever the allocator keeps for itself.
+ */
+#if defined(ORDO_SANITIZED)
+#if defined(__has_include)
+#if __has_include(<sanitizer/allocator_interface.h>)
+#include <sanitizer/allocator_interface.h>
+#define HAVE_SANITIZER_ALLOCATOR_H 1
+#endif
+#endif
+#ifndef HAVE_SANITIZER_ALLOCATOR_H
+size_t __sanitizer_get_current_allocated_bytes(void);
+#endif
+#define MEM_ALLOCATOR "sanitizer"
+static size_t heap_used(void) {
+  return __sanitizer_get_current_allocated_bytes();
+}
+#elif defined(__GLIBC__) &&                                                    \
+    (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+#include <malloc.h>
+#define MEM_ALLOCATOR "glibc"
+static size_t heap_used(void) {
+  struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd; /* chunks in the arenas, and mmap'd ones */
+}
+#else
+#define MEM_ALLOCATOR "unknown"
+static size_t heap_used(void) {
+  return 0;
+}
+#endif
+
 static bool arg_is(const ordo__resp_arg *a, const char *s) {
   size_t n = strlen(s);
   return a->len == n && strncasecmp(a->ptr, s, n) == 0;
@@ -261,7 +298,8 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
   ss->nreq = (size_t)nk;
   ss->gen++;
   *tag = (lock_tag){s, ss->id, ss->gen};
-  ss->waiting = true; /* before the call: its event may come at once */
+  ss->waiting = true;   /* before the call: its event may come at once */
+  s->order_last[0] = 0; /* the checker's report, if it makes one now */
   int rc = ordo_lock_all_async(ss->txn, ss->req, ss->nreq, (long)wait,
                                lock_done, tag);
   if (rc == ORDO_PENDING) {
@@ -279,10 +317,21 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
                     "the keys are held; WAIT 0 tried once. Nothing is held "
                     "for this LOCK");
   } else if (rc == ORDO_ELIMIT) {
-    ordo__out_error(&c->out, "LIMIT", "the lock table is full");
+    ordo__out_error(&c->out, "LIMIT",
+                    "the lock table is full (--max-locks %zu lock objects); "
+                    "nothing is held for this LOCK",
+                    s->cfg.max_locks);
   } else if (rc == ORDO_EORDER) {
-    ordo__out_error(&c->out, "ORDER", "lock order inversion");
-  } else if (rc == ORDO_EBUSY) {
+    /* The checker reports an inversion once; a repeat is refused alike. */
+    s->order_refusals++;
+    ordo__out_error(&c->out, "ORDER",
+                    "lock order inversion of key classes%s%s (--order "
+                    "refuse); nothing is held for this LOCK",
+                    s->order_last[0] ? ": " : "", s->order_last);
+  } else if (NEVER(rc == ORDO_EBUSY)) {
+    /* The engine refuses a second request of a txn whose first still
+     * waits, but none reaches it: a session's requests wait behind its
+     * waiting LOCK (conn_process), as Redis's blocked clients do. */
     ordo__out_error(&c->out, "BUSY", "this session is already waiting");
   } else {
     ordo__out_error(&c->out, "ERR", "%s", ordo_strerror(rc));
@@ -479,22 +528,24 @@ static void cmd_info(conn *c, size_t argc, ordo__resp_arg *argv) {
   if (SEC("clients")) {
     P("# Clients\r\nconnected_clients:%d\r\nsessions:%zu\r\nmaxclients:%d\r\n"
       "total_connections_received:%llu\r\nrejected_connections:%llu\r\n"
-      "total_commands_processed:%llu\r\nprotocol_errors:%llu\r\n\r\n",
+      "total_commands_processed:%llu\r\nprotocol_errors:%llu\r\n"
+      "output_cutoffs:%llu\r\n\r\n",
       s->nconns, s->nsess, s->cfg.maxclients,
       (unsigned long long)s->total_conns, (unsigned long long)s->rejected_conns,
-      (unsigned long long)s->total_cmds,
-      (unsigned long long)s->protocol_errors);
+      (unsigned long long)s->total_cmds, (unsigned long long)s->protocol_errors,
+      (unsigned long long)s->output_cutoffs);
   }
   if (SEC("locks")) {
     P("# Locks\r\nlock_objects:%llu\r\nlock_waiting:%llu\r\n"
       "lock_acquired:%llu\r\nlock_released:%llu\r\nlock_waited:%llu\r\n"
       "lock_timeouts:%llu\r\nlock_wakeups:%llu\r\nlock_pokes:%llu\r\n"
-      "lease_expiries:%llu\r\n\r\n",
+      "lease_expiries:%llu\r\nlock_limits:%llu\r\nmax_locks:%zu\r\n\r\n",
       (unsigned long long)st.locks, (unsigned long long)st.waiting,
       (unsigned long long)st.acquired, (unsigned long long)st.released,
       (unsigned long long)st.waited, (unsigned long long)st.timeouts,
       (unsigned long long)st.wakeups, (unsigned long long)st.pokes,
-      (unsigned long long)s->lease_expiries);
+      (unsigned long long)s->lease_expiries, (unsigned long long)st.limits,
+      s->cfg.max_locks);
   }
   if (SEC("deadlocks")) {
     P("# Deadlocks\r\ndeadlocks:%llu\r\nreorders:%llu\r\nsweep_finds:%llu\r\n"
@@ -511,6 +562,16 @@ static void cmd_info(conn *c, size_t argc, ordo__resp_arg *argv) {
       (unsigned long long)st.max_wait_us,
       (unsigned long long)ordo_hist_quantile(st.hold_hist, 0.5),
       (unsigned long long)ordo_hist_quantile(st.hold_hist, 0.99));
+  }
+  if (SEC("order")) {
+    P("# Order\r\norder_mode:%s\r\norder_reports:%llu\r\n"
+      "order_refusals:%llu\r\n\r\n",
+      srv_order_name(s->cfg.order), (unsigned long long)st.order_reports,
+      (unsigned long long)s->order_refusals);
+  }
+  if (SEC("memory")) {
+    P("# Memory\r\nused_memory:%zu\r\nmem_allocator:%s\r\n\r\n", heap_used(),
+      MEM_ALLOCATOR);
   }
 #undef P
 #undef SEC
@@ -724,7 +785,7 @@ static const srv_cmd cmds[] = {
      "SESSION RESUMABLE | RESUME token | ID: resumable sessions"},
     {"INFO", -1, 0, cmd_info,
      "INFO [section]: server, clients, locks, "
-     "deadlocks, latency"},
+     "deadlocks, latency, order, memory"},
     {"PING", -1, CMD_NOAUTH, cmd_ping, "PING [message]"},
     {"HELLO", -1, CMD_NOAUTH, cmd_hello,
      "HELLO [2|3] [AUTH user pass] [SETNAME name]"},

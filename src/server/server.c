@@ -1,10 +1,11 @@
 /*
  * server.c -- ordod: the loop, connections, sessions and leases, the
- * engine's events, the fencing epoch, start-up and shutdown. The commands
- * are in commands.c. See README.md.
+ * engine's events and lock-order reports, the fencing epoch, start-up and
+ * shutdown. The commands are in commands.c. See README.md.
  *
  * Interface: main, srv_log, srv_now_ms, srv_sess_find, srv_sess_by_token,
- * srv_sess_renew, srv_sess_attach, srv_event_push, srv_conf_parse_file.
+ * srv_sess_renew, srv_sess_attach, srv_event_push, srv_conf_parse_file,
+ * srv_order_name.
  */
 #include "server/server.h"
 
@@ -362,6 +363,7 @@ static void conn_flush(conn *c) {
             "closed",
             (unsigned long long)c->id, c->writing + c->out.len,
             c->s->cfg.max_output);
+    c->s->output_cutoffs++;
     conn_close(c);
     return;
   }
@@ -613,6 +615,12 @@ static void state_close_clean(srv *s) {
 /* ---- Configuration --------------------------------------------------------
  */
 
+const char *srv_order_name(ordo_order_mode_t m) {
+  return m == ORDO_ORDER_WARN     ? "warn"
+         : m == ORDO_ORDER_REFUSE ? "refuse"
+                                  : "off";
+}
+
 static void conf_defaults(srv_config *c) {
   memset(c, 0, sizeof *c);
   snprintf(c->bind, sizeof c->bind, "127.0.0.1");
@@ -625,6 +633,8 @@ static void conf_defaults(srv_config *c) {
   c->max_request = 4u << 20;
   c->max_output = 4u << 20;
   c->max_session_locks = 100000;
+  c->max_locks = 1000000;
+  c->order = ORDO_ORDER_OFF;
   c->starvation_us = 1000;
   c->starvation_holds = 8;
   c->verbose = 1;
@@ -678,6 +688,20 @@ static int conf_set(srv_config *c, const char *name, const char *val, char *err,
   } else if (IS("max-session-locks")) {
     NUM(1, 100000000);
     c->max_session_locks = (size_t)v;
+  } else if (IS("max-locks")) {
+    NUM(1, 1000000000);
+    c->max_locks = (size_t)v;
+  } else if (IS("order")) {
+    int m = -1;
+    for (int i = ORDO_ORDER_OFF; i <= ORDO_ORDER_REFUSE; i++)
+      if (val && strcmp(val, srv_order_name((ordo_order_mode_t)i)) == 0)
+        m = i;
+    if (m < 0) {
+      snprintf(err, errlen, "--order wants off, warn or refuse, got '%s'",
+               val ? val : "");
+      return -1;
+    }
+    c->order = (ordo_order_mode_t)m;
   } else if (IS("starvation-us")) {
     NUM(0, 60000000);
     c->starvation_us = (long)v;
@@ -758,6 +782,13 @@ static void usage(FILE *f) {
       "  --max-request N     bytes in one request (default 4194304)\n"
       "  --max-output N      pending reply bytes per client (default 4194304)\n"
       "  --max-session-locks N  keys held by one session (default 100000)\n"
+      "  --max-locks N       lock objects alive at once in the engine, held,\n"
+      "                      awaited or cached (default 1000000); past it a\n"
+      "                      LOCK of a new key gets -LIMIT\n"
+      "  --order MODE        the lock-order checker: off (default), warn\n"
+      "                      (log an inversion of key classes, then lock)\n"
+      "                      or refuse (log it and answer -ORDER, taking\n"
+      "                      nothing); a key's class is its prefix up to ':'\n"
       "  --starvation-us N   a waiter older than this reserves its keys\n"
       "                      (default 1000; see src/core/README.md)\n"
       "  --starvation-holds N  ...or after N mean hold times, if longer\n"
@@ -779,6 +810,27 @@ static void stop_cb(uv_signal_t *h, int sig) {
   srv_log(s, 1, "signal %d: shutting down", sig);
   s->stopping = true;
   uv_stop(s->loop);
+}
+
+/* The lock-order checker found an inversion. It calls this from inside
+ * ordo_lock_all_async, which only the loop thread calls, so it may log and
+ * keep the line for cmd_lock's -ORDER reply. */
+static void order_report(const ordo_order_report_t *r, void *arg) {
+  srv *s = arg;
+  char *b = s->order_last;
+  size_t used = 0, cap = sizeof s->order_last;
+  b[0] = 0;
+  for (size_t i = 0; i < r->nedges && i < ORDO_ORDER_MAX_EDGES; i++) {
+    int w = snprintf(b + used, cap - used, "%s%s -> %s", i ? ", " : "",
+                     r->edge[i].from, r->edge[i].to);
+    if (w < 0 || (size_t)w >= cap - used)
+      break;
+    used += (size_t)w;
+  }
+  srv_log(s, 0, "session %llu: lock order %s of key classes: %s (--order %s)",
+          (unsigned long long)r->txn,
+          r->rank_inversion ? "rank inversion" : "inversion", b,
+          srv_order_name(s->cfg.order));
 }
 
 static bool loopback(const char *addr) {
@@ -808,6 +860,8 @@ int main(int argc, char **argv) {
       {"max-request", required_argument, 0, 0},
       {"max-output", required_argument, 0, 0},
       {"max-session-locks", required_argument, 0, 0},
+      {"max-locks", required_argument, 0, 0},
+      {"order", required_argument, 0, 0},
       {"starvation-us", required_argument, 0, 0},
       {"starvation-holds", required_argument, 0, 0},
       {"verbose", required_argument, 0, 0},
@@ -900,10 +954,14 @@ int main(int argc, char **argv) {
   opts.max_key_len = s->cfg.max_key_len;
   opts.starvation_us = s->cfg.starvation_us;
   opts.starvation_holds = s->cfg.starvation_holds;
+  opts.max_locks = s->cfg.max_locks;
+  opts.order = s->cfg.order;
   if (ordo_open(&s->o, "mem://", &opts) != 0) {
     fprintf(stderr, "ordod: cannot open the lock engine\n");
     return 1;
   }
+  if (s->cfg.order != ORDO_ORDER_OFF)
+    ordo_on_order(s->o, order_report, s);
   s->max_args = s->cfg.max_keys * 2 + 16;
   s->argv = calloc(s->max_args, sizeof *s->argv);
   s->smap_cap = 1024;

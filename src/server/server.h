@@ -34,6 +34,8 @@ typedef struct srv_config {
   size_t max_request;        /* bytes in one request */
   size_t max_output;         /* pending reply bytes of one client */
   size_t max_session_locks;  /* keys held by one session */
+  size_t max_locks;          /* the engine's lock objects alive at once */
+  ordo_order_mode_t order;   /* the engine's lock-order checker */
   long starvation_us;        /* the engine's starvation bound */
   unsigned starvation_holds; /* ...or this many mean hold times */
   char config[512];          /* the config file read, if any */
@@ -125,7 +127,12 @@ struct srv {
 
   /* Counters (loop thread only). */
   uint64_t total_conns, total_cmds, rejected_conns, lock_grants, lock_waits,
-      lock_timeouts, deadlock_victims, lease_expiries, protocol_errors;
+      lock_timeouts, deadlock_victims, lease_expiries, protocol_errors,
+      order_refusals, output_cutoffs;
+  /* The lock-order checker's last report, as one line: its callback runs
+   * inside ordo_lock_all_async, on the loop thread, so cmd_lock can clear
+   * it before the call and read it after (loop thread only). */
+  char order_last[512];
   ordo__resp_arg *argv; /* the parser's argument array, cfg.max_keys*2+16 */
   size_t max_args;
 };
@@ -163,5 +170,7 @@ void srv_sess_drop(srv *s, sess *ss);
 void srv_dispatch(conn *c, size_t argc, ordo__resp_arg *argv);
 int srv_conf_parse_file(srv_config *cfg, const char *path, char *err,
                         size_t errlen);
+/* The name of a lock-order checker mode: "off", "warn" or "refuse". */
+const char *srv_order_name(ordo_order_mode_t m);
 
 #endif
