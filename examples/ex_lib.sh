@@ -31,11 +31,19 @@ FIX=$(cd "$(dirname "${BASH_SOURCE[0]}")/../tests/integration" && pwd)
 . "$FIX/pg_fixture.sh"
 
 TMP=$(mktemp -d)
+# Every server is stopped and the folder removed whatever happened; an
+# ordod that did not stop cleanly (ordod_stop returns 1: a nonzero exit, or
+# a sanitizer report in its log) then fails a run that had passed.
 ex_cleanup() {
-  ordod_stop
+  local rc=$? stopped=0
+  ordod_stop || stopped=1
   redis_stop_all
   pg_stop_all
   rm -rf "$TMP"
+  if [ "$stopped" -ne 0 ] && { [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ]; }; then
+    rc=1
+  fi
+  exit "$rc"
 }
 trap ex_cleanup EXIT
 

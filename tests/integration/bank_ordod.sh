@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # bank_ordod.sh ORDOD ORDO -- `ordo bank` over ordod:// with 8 workers, each
 # a txn of its own and so a connection and a server session of its own: the
-# check passes, and the server saw at least those 8 connections.
+# check passes, and the server saw at least those 8 connections. The run
+# is bounded by timeout and --watchdog (each times ORDO_TEST_TIMEOUT_MULT);
+# the fixture fails the test if ordod does not stop cleanly or a sanitizer
+# reports.
 set -euo pipefail
 . "$(dirname "$0")/ordod_fixture.sh"
 ordod_start "${1:?usage: $0 ORDOD ORDO}"
@@ -14,8 +17,9 @@ fail() {
   exit 1
 }
 set +e
-timeout 30 "$ORDO" bank --backend "ordod://127.0.0.1:$ORDOD_PORT" \
-  --workers 8 --json --watchdog 20 >"$out" 2>"$err"
+timeout "$((30 * MULT))" "$ORDO" bank \
+  --backend "ordod://127.0.0.1:$ORDOD_PORT" --workers 8 --json \
+  --watchdog "$((20 * MULT))" >"$out" 2>"$err"
 rc=$?
 set -e
 [ "$rc" -eq 0 ] || fail "ordo bank exited $rc"

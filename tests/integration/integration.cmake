@@ -1,7 +1,11 @@
 # integration.cmake -- the ordod:// backend and `ordo lock` against a real
 # ordod, each script starting its own through ordod_fixture.sh (a fresh
 # --dir, a free port, a 1 s lease, every wait bounded), and the backend's
-# URL checks, which need no server. Included from tests/CMakeLists.txt.
+# URL checks, which need no server. integration_ordod_backend is
+# test_ordod_backend.c through ordod_it.sh: an ordod with a password, a Unix
+# socket and small limits; ORDO_EAUTH, ORDO_EDEADLK, ORDO_ELIMIT and
+# timeout_ms (a stopped server) through the backend's calls. Included from
+# tests/CMakeLists.txt.
 set(ORDO_ITB ${CMAKE_CURRENT_LIST_DIR})
 
 ordo_cmocka_test(unit_ordod_url unit/test_ordod_url.c 30)
@@ -15,6 +19,18 @@ add_test(NAME integration_bank_ordod
 add_test(NAME integration_lock
   COMMAND bash ${ORDO_ITB}/lock.sh $<TARGET_FILE:ordod>
           $<TARGET_FILE:ordo_cli>)
+add_executable(test_ordod_backend ${ORDO_ITB}/test_ordod_backend.c)
+target_include_directories(test_ordod_backend PRIVATE
+  ${PROJECT_SOURCE_DIR}/src)
+target_compile_definitions(test_ordod_backend PRIVATE _GNU_SOURCE)
+target_link_libraries(test_ordod_backend PRIVATE ordo_static
+  PkgConfig::CMOCKA)
+add_test(NAME integration_ordod_backend
+  COMMAND bash ${ORDO_ITB}/ordod_it.sh $<TARGET_FILE:ordod>
+          $<TARGET_FILE:test_ordod_backend>)
+
 set_tests_properties(conformance_ordod PROPERTIES TIMEOUT 240 LABELS server)
 set_tests_properties(integration_bank_ordod integration_lock
   PROPERTIES TIMEOUT 90 LABELS server)
+set_tests_properties(integration_ordod_backend PROPERTIES TIMEOUT 240
+  LABELS server)

@@ -1,13 +1,22 @@
 /*
  * it_redis.h -- what the tests of the Redis-backed places (test_redis.c,
- * test_redlock.c) share: a stale holder's process and a bounded line read
- * from it, ordo_dump's text, and side connections to a node for looking at
- * its keys. Header-only, for test programs; every wait is bounded.
+ * test_redlock.c) share: the wrappers' environment, a stale holder's
+ * process and a bounded line read from it, ordo_dump's text, and side
+ * connections to a node for looking at its keys. Header-only, for test
+ * programs; every wait is bounded, and every bound against a hang grows
+ * with ORDO_TEST_TIMEOUT_MULT (tu_ms).
  *
+ *   it_env(name, wrapper)       an environment variable the wrapper script
+ *                               exports; the case fails, naming both, when
+ *                               it is missing (a server the wrapper did not
+ *                               start is a failure, never a skip)
+ *   it_env_port(name, wrapper)  the same, as a port number (1..65535)
  *   it_stale_child(url, key)    the body of "--stale-child URL KEY": locks
  *                               KEY, says "locked TOKEN", waits for a line,
  *                               unlocks, says "unlock OK|ERRNAME"
  *   it_read_line(fd, ...)       one line within a bound, false on time-out
+ *   it_reap(pid, ms)            waits (bounded) for a child to end; kills
+ *                               it (SIGCONT, SIGKILL) when it does not
  *   it_dump_text(o, buf, cap)   ordo_dump into buf (NUL-terminated)
  *   it_side(port, pass)         a blocking hiredis connection (5 s bound)
  *   it_int(c, fmt, ...)         a command whose reply must be an integer
@@ -16,7 +25,10 @@
  *                               the stale holder's story: a child process
  *                               locks key, is stopped (SIGSTOP) past its
  *                               lease, t takes key, the child runs again
- *                               and its unlock must say ORDO_ELEASE
+ *                               and its unlock must say ORDO_ELEASE; the
+ *                               child runs again and is reaped whatever
+ *                               fails (no assertion between its SIGSTOP
+ *                               and its SIGCONT)
  */
 #ifndef ORDO_IT_REDIS_H
 #define ORDO_IT_REDIS_H
@@ -36,6 +48,24 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+static inline const char *it_env(const char *name, const char *wrapper) {
+  const char *s = getenv(name);
+  if (!s || !*s)
+    fail_msg("%s is not set: %s starts the server(s) and exports it; run "
+             "this test through it (ctest does)",
+             name, wrapper);
+  return s;
+}
+
+static inline int it_env_port(const char *name, const char *wrapper) {
+  const char *s = it_env(name, wrapper);
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*end || v < 1 || v > 65535)
+    fail_msg("%s is '%s', not a port number (%s exports it)", name, s, wrapper);
+  return (int)v;
+}
 
 static inline int it_stale_child(const char *url, const char *key) {
   ordo_t *o;
@@ -78,6 +108,26 @@ static inline bool it_read_line(int fd, char *buf, size_t cap, int ms) {
     n++;
   }
   return false;
+}
+
+/* Waits up to ms for pid to end; a child still there then is let run
+ * (SIGCONT, were it stopped) and killed (SIGKILL), and reaped. Returns its
+ * wait status, or -1 when it had to be killed. */
+static inline int it_reap(pid_t pid, int ms) {
+  int st = 0;
+  uint64_t end = tu_now_ns() + (uint64_t)ms * 1000000u;
+  for (;;) {
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid)
+      return st;
+    if (r < 0 || tu_now_ns() >= end)
+      break;
+    tu_sleep_us(5000);
+  }
+  kill(pid, SIGCONT);
+  kill(pid, SIGKILL);
+  waitpid(pid, &st, 0); /* SIGKILL ends it: this wait is bounded */
+  return -1;
 }
 
 static inline void it_dump_text(ordo_t *o, char *buf, size_t cap) {
@@ -127,7 +177,11 @@ static inline uint64_t it_ms_since(uint64_t t0) {
 
 /* The program running it must call it_stale_child when started as
  * "--stale-child URL KEY". t takes key after the child's lease ran out
- * (within 3 s) with a greater token than the child's. */
+ * (the wait bounded by 3 s, scaled) with a greater token than the
+ * child's. Nothing is asserted while the child is stopped: what happens
+ * meanwhile is recorded, the child is let run again (SIGCONT) and told to
+ * go on, and only then is it all checked; a child that does not end in
+ * time is killed before the checks. */
 static inline void it_stale_holder(const char *url, const char *key,
                                    ordo_txn_t *t) {
   size_t klen = strlen(key);
@@ -147,27 +201,42 @@ static inline void it_stale_holder(const char *url, const char *key,
   }
   close(to_child[0]);
   close(from_child[1]);
-  char line[128];
-  assert_true(it_read_line(from_child[0], line, sizeof line, 5000));
+  const char *why = NULL; /* the first thing that went wrong */
+  char line[128] = "", last[128] = "";
   unsigned long long child_tok = 0;
-  assert_int_equal(sscanf(line, "locked %llu", &child_tok), 1);
-  assert_int_equal(kill(pid, SIGSTOP), 0);
-  uint64_t t0 = tu_now_ns();
-  assert_int_equal(ordo_lock(t, key, klen, ORDO_MODE_X, 3000), 0);
-  /* It waited out the stale lease. */
-  assert_true(tu_now_ns() - t0 >= 100 * 1000000ull);
-  uint64_t tok;
-  assert_int_equal(ordo_fence(t, key, klen, &tok), 0);
-  assert_true(tok > child_tok);
-  assert_int_equal(kill(pid, SIGCONT), 0);
-  assert_int_equal(write(to_child[1], "go\n", 3), 3);
-  assert_true(it_read_line(from_child[0], line, sizeof line, 5000));
-  assert_string_equal(line, "unlock ELEASE");
-  int st = 0;
-  assert_int_equal(waitpid(pid, &st, 0), pid);
-  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  close(to_child[1]);
+  int lock_rc = 1, fence_rc = 1, cont_rc = 0;
+  uint64_t tok = 0, waited_ns = 0;
+  if (!it_read_line(from_child[0], line, sizeof line, (int)tu_ms(5000)))
+    why = "the child said nothing within 5 s";
+  else if (sscanf(line, "locked %llu", &child_tok) != 1)
+    why = "the child's first line is not 'locked TOKEN'";
+  else if (kill(pid, SIGSTOP) != 0)
+    why = "SIGSTOP of the child failed";
+  if (!why) {
+    uint64_t t0 = tu_now_ns();
+    lock_rc = ordo_lock(t, key, klen, ORDO_MODE_X, (long)tu_ms(3000));
+    waited_ns = tu_now_ns() - t0;
+    if (lock_rc == 0)
+      fence_rc = ordo_fence(t, key, klen, &tok);
+    cont_rc = kill(pid, SIGCONT);
+    if (write(to_child[1], "go\n", 3) != 3)
+      why = "the child cannot be told to go on";
+    else if (!it_read_line(from_child[0], last, sizeof last, (int)tu_ms(5000)))
+      why = "the child did not say how its unlock went within 5 s";
+  }
+  close(to_child[1]); /* a child still reading stdin ends now */
   close(from_child[0]);
+  int st = it_reap(pid, (int)tu_ms(5000));
+  if (why)
+    fail_msg("stale holder: %s (its line: '%s')", why, line);
+  assert_int_equal(cont_rc, 0);
+  assert_int_equal(lock_rc, 0);
+  /* It waited out the stale lease. */
+  assert_true(waited_ns >= 100 * 1000000ull);
+  assert_int_equal(fence_rc, 0);
+  assert_true(tok > child_tok);
+  assert_string_equal(last, "unlock ELEASE");
+  assert_true(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
 #endif

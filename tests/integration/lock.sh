@@ -6,7 +6,10 @@
 # SIGINT reach the command; a lost lease (the server stopped with SIGSTOP)
 # gets the command SIGTERM and exit 75, or lets it run with
 # --keep-running. Every run of ordo is bounded by `timeout 20`, and every
-# wait for a process by a bounded poll.
+# wait for a process by a bounded poll, each bound times
+# ORDO_TEST_TIMEOUT_MULT ($MULT, from the fixture). The fixture's EXIT trap
+# lets a server the lease test stopped (SIGSTOP) go on, stops it, and fails
+# the test if it did not exit 0 or a sanitizer reported.
 set -euo pipefail
 . "$(dirname "$0")/ordod_fixture.sh"
 ordod_start "${1:?usage: $0 ORDOD ORDO}"
@@ -16,13 +19,6 @@ T=$ORDOD_DIR/t
 mkdir "$T"
 OUT=$T/out
 ERR=$T/err
-
-cleanup() {
-  # The server may be stopped by the lease test: let it go on, then stop.
-  [ -n "${ORDOD_PID:-}" ] && kill -CONT "$ORDOD_PID" 2>/dev/null
-  ordod_stop
-}
-trap cleanup EXIT
 
 fail() {
   echo "FAIL: $*" >&2
@@ -37,10 +33,10 @@ fail() {
 # run ARGS...: ordo ARGS with stdout in $OUT, stderr in $ERR, status in $RC.
 run() {
   set +e
-  timeout 20 "$ORDO" "$@" >"$OUT" 2>"$ERR" </dev/null
+  timeout "$((20 * MULT))" "$ORDO" "$@" >"$OUT" 2>"$ERR" </dev/null
   RC=$?
   set -e
-  [ "$RC" -ne 124 ] || fail "ordo $* did not finish within 20 s"
+  [ "$RC" -ne 124 ] || fail "ordo $* did not finish within $((20 * MULT)) s"
 }
 
 expect_rc() {
@@ -51,7 +47,7 @@ expect_rc() {
 # it is ready (its traps set).
 wait_file() {
   local i
-  for i in $(seq 200); do
+  for ((i = 0; i < 200 * MULT; i++)); do
     [ -e "$1" ] && return 0
     sleep 0.05
   done
@@ -59,14 +55,19 @@ wait_file() {
 }
 
 # wait_exit PID: a bounded wait (15 s) for a background ordo to end; its
-# status in $RC.
+# status in $RC. Past the bound it is killed (so that the failure leaves
+# nothing behind) and the test fails.
 wait_exit() {
   local i
-  for i in $(seq 300); do
+  for ((i = 0; i < 300 * MULT; i++)); do
     kill -0 "$1" 2>/dev/null || break
     sleep 0.05
   done
-  kill -0 "$1" 2>/dev/null && fail "ordo lock (pid $1) still runs after 15 s"
+  if kill -0 "$1" 2>/dev/null; then
+    kill -KILL "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+    fail "ordo lock (pid $1) still ran after $((15 * MULT)) s"
+  fi
   set +e
   wait "$1"
   RC=$?
@@ -100,7 +101,7 @@ echo "ok: ORDO_FENCES='$fences'; exit status passed through"
 
 # $ORDO_URL is the default backend.
 set +e
-ORDO_URL=$U timeout 20 "$ORDO" lock k -- true >"$OUT" 2>"$ERR"
+ORDO_URL=$U timeout "$((20 * MULT))" "$ORDO" lock k -- true >"$OUT" 2>"$ERR"
 RC=$?
 set -e
 expect_rc 0 "ordo lock with \$ORDO_URL"

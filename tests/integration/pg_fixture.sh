@@ -45,14 +45,19 @@
 # this shell (through runuser when root), so it is reaped when it ends: once
 # pg_stop_all returns, `kill -0 $PG_PID` fails.
 #
-# Every wait is bounded: initdb 60 s, the first answer 30 s, role ordo's
-# first answer over TCP 30 s (a start usually takes 1-2 s), a stop at most
-# about 40 s, and a guard kills each cluster's processes after
+# Every wait is bounded, each bound times MULT (ORDO_TEST_TIMEOUT_MULT, from
+# mult.sh): initdb 60 s, the first answer 30 s, role ordo's first answer
+# over TCP 30 s (a start usually takes 1-2 s), a stop at most about 40 s
+# (a process is waited for only once it is gone or SIGKILLed, so the wait
+# cannot hang), pg_psql 30 s; and a guard kills each cluster's processes
+# after
 # PG_FIXTURE_MAX_S seconds (600 by default; in the wrapper mode 120 more
 # than PG_FIXTURE_TIMEOUT) even if the trap never runs (the test was
 # SIGKILLed), removing the folder too when the test's shell is gone. The
 # server's output goes to $PG_DIR/log, never to the test's descriptors.
 
+# shellcheck source=mult.sh
+. "$(dirname "${BASH_SOURCE[0]}")/mult.sh"
 _pg_pids=()
 _pg_launchers=()
 _pg_guards=()
@@ -108,9 +113,10 @@ _pg_client() {
 
 # _pg_as_owner DIR SECONDS CMD...: runs CMD as the owner of the cluster in
 # DIR (postgres when we are root), from inside DIR (the caller's working
-# folder may be one the postgres user cannot enter), bounded by SECONDS.
+# folder may be one the postgres user cannot enter), bounded by SECONDS
+# times MULT.
 _pg_as_owner() {
-  local dir=$1 secs=$2
+  local dir=$1 secs=$(($2 * MULT))
   shift 2
   if [ "$(id -u)" -eq 0 ]; then
     (cd "$dir" && timeout -k 5 "$secs" runuser -u postgres -- "$@")
@@ -127,9 +133,9 @@ _pg_alive() {
   [ -n "$stat" ] && [[ "$stat" != Z* ]]
 }
 
-# _pg_wait_gone PID SECONDS: waits at most SECONDS for PID to end.
+# _pg_wait_gone PID SECONDS: waits at most SECONDS times MULT for PID to end.
 _pg_wait_gone() {
-  local end=$((SECONDS + $2))
+  local end=$((SECONDS + $2 * MULT))
   while _pg_alive "$1"; do
     [ "$SECONDS" -lt "$end" ] || return 1
     sleep 0.05
@@ -149,20 +155,33 @@ _pg_kill_group() {
   kill -KILL "$1" 2>/dev/null || true
 }
 
+# _pg_reap PID: reaps our child PID once it is gone (it was killed and
+# waited for with _pg_wait_gone); one still there is reported and left, so
+# that the wait cannot hang.
+_pg_reap() {
+  if _pg_alive "$1"; then
+    echo "pg_fixture: process $1 is still there after SIGKILL; not" \
+      "waiting for it" >&2
+  else
+    wait "$1" 2>/dev/null || true
+  fi
+}
+
 # _pg_stop DIR PID LAUNCHER: stops one cluster (postmaster PID, started by
 # our child LAUNCHER), each way bounded, then removes DIR.
 _pg_stop() {
   local dir=$1 pid=$2 launcher=$3
   if [ -n "$pid" ] && _pg_alive "$pid"; then
     _pg_as_owner "$dir" 15 "$_pg_bin/pg_ctl" stop -D "$dir/data" -m fast \
-      -w -t 10 >>"$dir/ctl.log" 2>&1 </dev/null || true
+      -w -t "$((10 * MULT))" >>"$dir/ctl.log" 2>&1 </dev/null || true
     _pg_wait_gone "$pid" 2 || true
   fi
   if [ -n "$pid" ] && _pg_alive "$pid"; then
-    echo "pg_fixture: postmaster $pid did not stop within 15 s of" \
-      "pg_ctl stop -m fast; trying -m immediate" >&2
+    echo "pg_fixture: postmaster $pid did not stop within $((15 * MULT)) s" \
+      "of pg_ctl stop -m fast; trying -m immediate" >&2
     _pg_as_owner "$dir" 10 "$_pg_bin/pg_ctl" stop -D "$dir/data" \
-      -m immediate -w -t 5 >>"$dir/ctl.log" 2>&1 </dev/null || true
+      -m immediate -w -t "$((5 * MULT))" >>"$dir/ctl.log" 2>&1 </dev/null ||
+      true
     _pg_wait_gone "$pid" 2 || true
   fi
   if [ -n "$pid" ] && _pg_alive "$pid"; then
@@ -170,7 +189,7 @@ _pg_stop() {
       "killing it" >&2
     _pg_kill_group "$pid"
     _pg_wait_gone "$pid" 5 || echo "pg_fixture: postmaster $pid is still" \
-      "there 5 s after SIGKILL" >&2
+      "there $((5 * MULT)) s after SIGKILL" >&2
   fi
   if [ -n "$launcher" ]; then
     _pg_wait_gone "$launcher" 5 || true
@@ -178,16 +197,20 @@ _pg_stop() {
     # postmaster a test SIGKILLed) goes too.
     _pg_kill_group "$launcher"
     _pg_wait_gone "$launcher" 5 || true
-    wait "$launcher" 2>/dev/null || true
+    _pg_reap "$launcher"
   fi
   rm -rf "$dir"
 }
 
 pg_stop_all() {
   local i
+  # A guard sits in a bounded builtin read; SIGTERM ends it at once, and
+  # SIGKILL if not.
   for i in "${_pg_guards[@]}"; do
     kill "$i" 2>/dev/null || true
-    wait "$i" 2>/dev/null || true
+    _pg_wait_gone "$i" 2 || kill -KILL "$i" 2>/dev/null || true
+    _pg_wait_gone "$i" 2 || true
+    _pg_reap "$i"
   done
   for i in "${!_pg_dirs[@]}"; do
     _pg_stop "${_pg_dirs[$i]}" "${_pg_pids[$i]:-}" "${_pg_launchers[$i]:-}"
@@ -233,9 +256,10 @@ _pg_conf_quote() {
 }
 
 # _pg_sql_socket DIR PORT SQL: runs SQL as the bootstrap superuser over the
-# Unix socket (trusted), bounded by 10 s.
+# Unix socket (trusted), bounded by 10 s times MULT.
 _pg_sql_socket() {
-  PGCONNECT_TIMEOUT=5 timeout -k 2 10 "$(_pg_client psql)" -X -q -A -t \
+  PGCONNECT_TIMEOUT=$((5 * MULT)) timeout -k 2 "$((10 * MULT))" \
+    "$(_pg_client psql)" -X -q -A -t \
     -v ON_ERROR_STOP=1 -h "$1/sock" -p "$2" -U postgres -d postgres \
     -c "$3" </dev/null
 }
@@ -306,7 +330,7 @@ pg_start() {
     --username=postgres --auth-local=trust --auth-host=scram-sha-256 \
     --encoding=UTF8 --locale=C --no-sync >"$dir/initdb.log" 2>&1 </dev/null
   then
-    _pg_fail "initdb ($_pg_bin/initdb) failed or took over 60 s" \
+    _pg_fail "initdb ($_pg_bin/initdb) failed or took over $((60 * MULT)) s" \
       "$dir/initdb.log"
     return 1
   fi
@@ -361,7 +385,7 @@ EOF
     # Ready: it answers SELECT 1 on its socket (not "the database system
     # is starting up"), and postmaster.pid names the postmaster.
     ready=
-    end=$((SECONDS + 30))
+    end=$((SECONDS + 30 * MULT))
     while [ "$SECONDS" -lt "$end" ] && _pg_alive "$launcher"; do
       if _pg_sql_socket "$dir" "$port" 'SELECT 1' >/dev/null 2>&1; then
         pid=$(head -n 1 "$data/postmaster.pid" 2>/dev/null) || pid=
@@ -375,7 +399,7 @@ EOF
     [ -z "$ready" ] || break
     _pg_kill_group "$launcher"
     _pg_wait_gone "$launcher" 5 || true
-    wait "$launcher" 2>/dev/null || true
+    _pg_reap "$launcher"
     _pg_launchers[${#_pg_launchers[@]} - 1]=
     if grep -q -i 'could not bind\|address already in use' "$dir/log"; then
       continue
@@ -385,7 +409,7 @@ EOF
   if [ -z "$ready" ]; then
     if [ "$SECONDS" -ge "$end" ]; then
       _pg_fail "the server ($_pg_bin/postgres, port $port) did not answer" \
-        "SELECT 1 on its socket within 30 s" "$dir/log"
+        "SELECT 1 on its socket within $((30 * MULT)) s" "$dir/log"
     else
       _pg_fail "the server ($_pg_bin/postgres, port $port) exited at" \
         "start" "$dir/log"
@@ -420,11 +444,11 @@ EOF
   PG_DIR=$dir
   PG_PID=$pid
   export PG_PORT PG_SOCKDIR PG_DIR PG_PID
-  end=$((SECONDS + 30))
+  end=$((SECONDS + 30 * MULT))
   until pg_psql postgres -c 'SELECT 1' >/dev/null 2>>"$dir/ctl.log"; do
     if [ "$SECONDS" -ge "$end" ] || ! _pg_alive "$pid"; then
       _pg_fail "the server (pid $pid) did not answer role ordo on" \
-        "127.0.0.1:$port within 30 s" "$dir/ctl.log" "$dir/log"
+        "127.0.0.1:$port within $((30 * MULT)) s" "$dir/ctl.log" "$dir/log"
       return 1
     fi
     sleep 0.1
@@ -437,11 +461,12 @@ pg_url() {
 }
 
 # pg_psql NAME [PSQL ARGS...]: psql as ordo (with its password) on
-# database NAME of the latest cluster over TCP, bounded by 30 s.
+# database NAME of the latest cluster over TCP, bounded by 30 s times MULT.
 pg_psql() {
   local db=${1:?usage: pg_psql NAME [PSQL ARGS...]}
   shift
-  PGPASSWORD=ordo PGCONNECT_TIMEOUT=10 timeout -k 5 30 \
+  PGPASSWORD=ordo PGCONNECT_TIMEOUT=$((10 * MULT)) \
+    timeout -k 5 "$((30 * MULT))" \
     "$(_pg_client psql)" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 \
     -p "$PG_PORT" -U ordo -d "$db" "$@"
 }

@@ -55,12 +55,14 @@ fi
 url=$(pg_url selftest)
 [ "$url" = "postgres://ordo:ordo@127.0.0.1:$PG_PORT/selftest" ] ||
   fail "pg_url: got '$url'"
-out=$(PGCONNECT_TIMEOUT=10 timeout 30 psql -X -At -d "$url" -c 'SELECT 1') ||
+out=$(PGCONNECT_TIMEOUT=$((10 * MULT)) timeout "$((30 * MULT))" \
+  psql -X -At -d "$url" -c 'SELECT 1') ||
   fail "psql '$url' failed"
 [ "$out" = 1 ] || fail "psql '$url': got '$out'"
 set +e
-err=$(PGPASSWORD=wrong PGCONNECT_TIMEOUT=10 timeout 30 psql -X -At \
-  -h 127.0.0.1 -p "$PG_PORT" -U ordo -d selftest -c 'SELECT 1' 2>&1 </dev/null)
+err=$(PGPASSWORD=wrong PGCONNECT_TIMEOUT=$((10 * MULT)) \
+  timeout "$((30 * MULT))" psql -X -At -h 127.0.0.1 -p "$PG_PORT" -U ordo \
+  -d selftest -c 'SELECT 1' 2>&1 </dev/null)
 rc=$?
 set -e
 [ "$rc" -ne 0 ] || fail "a wrong password was accepted"

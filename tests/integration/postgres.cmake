@@ -12,8 +12,10 @@
 #   conformance_postgres  the backend conformance suite on postgres://
 #               (session scope), through pg_it.sh.
 #   integration_postgres  test_postgres.c: URLs, bad input, the values in
-#               pg_locks, timeouts, an incremental deadlock PostgreSQL
-#               finds, the fencing pattern, a killed session, xact scope.
+#               pg_locks, timeouts, timeout_ms against a stopped backend,
+#               an incremental deadlock PostgreSQL finds, the fencing
+#               pattern (two clients, one whose session was killed), a
+#               killed session, xact scope.
 #   integration_bank_pg  pg_bank.sh: `ordo bank`'s ledger on real rows
 #               (src/cli/ledger.c): ordered (no deadlock, within 10 s) and
 #               naive (pg_stat_database's deadlocks = the 40P01 errors), the

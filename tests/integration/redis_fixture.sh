@@ -17,38 +17,52 @@
 #       default) with REDIS_PORT and REDIS_SOCK exported, then stops the
 #       server; exits with COMMAND's status.
 #
-# Every wait is bounded: the server must answer PING within 10 s, a stop
-# takes at most 10 s, and a guard kills each server after
-# REDIS_FIXTURE_MAX_S seconds (300 by default) even if the trap never runs
-# (the script was SIGKILLed). The server's output goes to a file in its
-# folder, never to the test's own descriptors.
+# Every wait is bounded, each bound times MULT (ORDO_TEST_TIMEOUT_MULT, from
+# mult.sh): the server must answer PING within 10 s, a stop takes at most
+# 10 s (SIGTERM, a poll for the end, SIGKILL past it, and only then a
+# wait), redis_cli 5 s; and a guard kills each server after
+# REDIS_FIXTURE_MAX_S seconds (300 by default, not scaled) even if the trap
+# never runs (the script was SIGKILLed). The server's output goes to a file
+# in its folder, never to the test's own descriptors.
 
+# shellcheck source=mult.sh
+. "$(dirname "${BASH_SOURCE[0]}")/mult.sh"
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
 REDIS_CLI=${REDIS_CLI:-redis-cli}
 _redis_pids=()
 _redis_guards=()
 _redis_dirs=()
 
+# _redis_reap PID SECONDS: waits at most SECONDS for our child PID to end
+# (after a signal), SIGKILLs it past that, then reaps it: the wait comes
+# only once the process is gone or SIGKILLed, so it cannot hang.
+_redis_reap() {
+  local pid=$1 i
+  for ((i = 0; i < $2 * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "redis_fixture: process $pid did not end within $2 s; killing it" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+
 redis_stop_all() {
   local pid i
+  # A node a test stopped (SIGSTOP) must run to see the SIGTERM.
   for pid in "${_redis_pids[@]}"; do
+    kill -CONT "$pid" 2>/dev/null || true
     kill -TERM "$pid" 2>/dev/null || true
   done
   for pid in "${_redis_pids[@]}"; do
-    for i in $(seq 100); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      echo "redis_fixture: redis-server $pid did not stop within 10 s of" \
-        "SIGTERM; killing it" >&2
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || true
+    _redis_reap "$pid" "$((10 * MULT))"
   done
+  # A guard sits in a bounded builtin read; SIGTERM ends it at once.
   for pid in "${_redis_guards[@]}"; do
     kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
+    _redis_reap "$pid" 5
   done
   for i in "${_redis_dirs[@]}"; do
     rm -rf "$i"
@@ -65,19 +79,28 @@ redis_log() {
   fi
 }
 
-# A port nobody listens on now (the kernel's choice for port 0).
+# A port nobody listens on now (the kernel's choice for port 0), at most 55535:
+# a Cluster node also listens on its port + 10000 (its bus), and redis-server
+# refuses to start on a port above that ("Redis port number too high"). The
+# kernel's ephemeral range reaches 60999, so a choice above is made again.
 redis_free_port() {
   python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])'
+for _ in range(100):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    if p <= 55535:
+        break
+print(p)'
 }
 
 # Does the server on port $1 answer? PONG, or NOAUTH when it wants a
 # password, both count.
 _redis_answers() {
   local out
-  out=$(timeout 2 "$REDIS_CLI" --no-auth-warning -p "$1" PING 2>&1) || true
+  out=$(timeout "$((2 * MULT))" "$REDIS_CLI" --no-auth-warning -p "$1" PING \
+    2>&1) || true
   [[ "$out" == *PONG* || "$out" == *NOAUTH* ]]
 }
 
@@ -102,7 +125,7 @@ redis_start() {
       --bind 127.0.0.1 --daemonize no --unixsocket "$dir/redis.sock" \
       --unixsocketperm 700 "$@" >"$dir/log" 2>&1 </dev/null &
     pid=$!
-    end=$((SECONDS + 10))
+    end=$((SECONDS + 10 * MULT))
     while [ "$SECONDS" -lt "$end" ]; do
       if ! kill -0 "$pid" 2>/dev/null; then
         break
@@ -127,19 +150,22 @@ redis_start() {
       sleep 0.05
     done
     kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
+    _redis_reap "$pid" 5
     if grep -q -i 'address already in use' "$dir/log"; then
       continue
     fi
     break
   done
-  echo "redis_fixture: redis-server did not answer PING within 10 s; its" \
-    "log:" >&2
+  if [ "$SECONDS" -lt "$end" ]; then
+    echo "redis_fixture: $REDIS_SERVER exited at start; its log:" >&2
+  else
+    echo "redis_fixture: $REDIS_SERVER did not answer PING within" \
+      "$((10 * MULT)) s; its log:" >&2
+  fi
   cat "$dir/log" >&2
   return 1
 }
 
-# redis_cli ARGS...: redis-cli against the latest server, bounded by 5 s.
 # redis_start_nodes N [REDIS-SERVER ARGS...]: starts N servers (a quorum's
 # nodes) and sets the arrays REDIS_PORTS and REDIS_PIDS (replaced each call).
 redis_start_nodes() {
@@ -161,8 +187,9 @@ redlock_url() {
   echo "redlock://$(IFS=,; echo "${nodes[*]}")${1:-}"
 }
 
+# redis_cli ARGS...: redis-cli against the latest server, bounded by 5 s.
 redis_cli() {
-  timeout 5 "$REDIS_CLI" --no-auth-warning -p "$REDIS_PORT" "$@"
+  timeout "$((5 * MULT))" "$REDIS_CLI" --no-auth-warning -p "$REDIS_PORT" "$@"
 }
 
 # Run as a command: start, run, stop.

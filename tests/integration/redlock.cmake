@@ -1,8 +1,10 @@
 # redlock.cmake -- the redlock:// backend against real redis-server
 # processes (redis_fixture.sh): the conformance suite and `ordo bank` on 3
 # nodes; faults on 5 (two killed mid-run, then a third); and test_redlock.c
-# (URLs, unreachable nodes, passwords, a stale holder, an upgrade no
-# majority granted, a node stopped past the lease under an owner
+# (URLs, unreachable nodes, passwords and users, a database, Unix-socket
+# nodes and the two modes run against the nodes, a single owner's tokens
+# across a forgotten counter and a stopped node, a stale holder, an upgrade
+# no majority granted, a node stopped past the lease under an owner
 # register). Included from tests/CMakeLists.txt.
 set(ORDO_ITRL ${CMAKE_CURRENT_LIST_DIR})
 

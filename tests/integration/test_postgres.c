@@ -2,17 +2,25 @@
  * test_postgres.c -- the postgres:// backend (advisory locks) against a
  * real PostgreSQL cluster that tests/integration/pg_it.sh starts
  * (pg_fixture.sh), reached as ORDO_PG_URL (role ordo, password ordo, the
- * cluster's deadlock_timeout 10 ms), with ORDO_PG_PORT its port.
+ * cluster's deadlock_timeout 10 ms), with ORDO_PG_PORT its port. A case
+ * that needs the cluster fails, naming the variable, when the wrapper did
+ * not export it: it is never skipped.
  *
  * The cases: the key-to-value map's fixed values; URLs; bad input (nothing
- * listening, a wrong password, a missing database) with clear errors in bounded
- * time; the values actually locked (pg_locks shows ordo's key-to-value map); a
- * timeout that takes nothing; a deadlock between incremental calls that
- * PostgreSQL finds, the victim holding nothing when it hears, and ordo_retry
- * finishing both; the fencing pattern (a storage write that refuses a stale
- * holder's token); a session killed on the server (pg_terminate_backend)
- * reported through the lease-lost callback and as ORDO_ELEASE; and the
- * transaction scope. Every wait is bounded; concurrent cases have the watchdog.
+ * listening, a wrong password, a missing database) with clear errors in
+ * bounded time; the values actually locked (pg_locks shows ordo's
+ * key-to-value map); a timeout that takes nothing; timeout_ms against a
+ * server that stops answering (its backend stopped: a cancel request, then
+ * the connection dropped, ORDO_EBACKEND and then ORDO_ELEASE); a deadlock
+ * between incremental calls that PostgreSQL finds, the victim holding
+ * nothing when it hears, and ordo_retry finishing both; the fencing pattern
+ * with two clients, where a holder whose session was killed writes late
+ * and ordo's tokens make the storage refuse it; a session killed on the
+ * server (pg_terminate_backend) reported through the lease-lost callback
+ * and as ORDO_ELEASE; and the transaction scope. Every wait is bounded,
+ * every bound against a hang grows with ORDO_TEST_TIMEOUT_MULT (tu_ms);
+ * concurrent cases have the watchdog; a backend this program stops runs
+ * again before anything is asserted.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +33,7 @@
 #include <arpa/inet.h>
 #include <libpq-fe.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -33,12 +42,13 @@ int64_t ordo__pg_key_value(const void *key, size_t len);
 static const char *URL;
 static int PORT;
 
+/* The cluster pg_it.sh started: the case fails, naming the variable, when
+ * it is not there. */
 #define NEED_PG()                                                              \
   do {                                                                         \
-    if (!URL) {                                                                \
-      print_message("no ORDO_PG_URL: skipped\n");                              \
-      skip();                                                                  \
-    }                                                                          \
+    if (!URL || !*URL)                                                         \
+      fail_msg("ORDO_PG_URL is not set: pg_it.sh starts the cluster and "      \
+               "exports it; run this test through it (ctest does)");           \
   } while (0)
 
 static ordo_t *open_url(const char *fmt, ...) {
@@ -82,6 +92,19 @@ static PGconn *side(void) {
     print_error("side session: %s\n", PQerrorMessage(c));
   assert_int_equal(PQstatus(c), CONNECTION_OK);
   return c;
+}
+
+/* Runs sql on c, which must end in want (PGRES_COMMAND_OK,
+ * PGRES_TUPLES_OK); returns the rows it touched (PQcmdTuples). */
+static long long exec_ok(PGconn *c, const char *sql, ExecStatusType want) {
+  PGresult *r = PQexec(c, sql);
+  if (PQresultStatus(r) != want)
+    print_error("%s: %s %s\n", sql, PQresStatus(PQresultStatus(r)),
+                PQresultErrorMessage(r));
+  assert_int_equal(PQresultStatus(r), want);
+  long long n = atoll(PQcmdTuples(r));
+  PQclear(r);
+  return n;
 }
 
 static long long one_int(PGconn *c, const char *sql) {
@@ -154,8 +177,8 @@ static void test_urls(void **state) {
   }
 }
 
-/* ordo_txn_begin on url fails with want within bound_ms, and the dump
- * names why. */
+/* ordo_txn_begin on url fails with want within bound_ms (scaled: a bound
+ * against a hang, not a speed), and the dump names why. */
 static void begin_fails(const char *url, int want, uint64_t bound_ms,
                         const char *in_dump) {
   ordo_t *o = open_url("%s", url);
@@ -166,7 +189,7 @@ static void begin_fails(const char *url, int want, uint64_t bound_ms,
   print_message("%s: %s after %llu ms\n", url, ordo_err_name(rc),
                 (unsigned long long)ms);
   assert_int_equal(rc, want);
-  assert_true(ms <= bound_ms);
+  assert_true(ms <= tu_ms(bound_ms));
   char buf[4096];
   dump_text(o, buf, sizeof buf);
   if (!strstr(buf, in_dump))
@@ -178,6 +201,8 @@ static void begin_fails(const char *url, int want, uint64_t bound_ms,
 static void test_bad_input(void **state) {
   (void)state;
   NEED_PG();
+  if (PORT <= 0)
+    fail_msg("ORDO_PG_PORT is not set: pg_it.sh exports the cluster's port");
   /* A port where nothing listens. */
   int s = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {0};
@@ -251,13 +276,16 @@ static void test_timeout(void **state) {
   uint64_t t0 = tu_now_ns();
   assert_int_equal(ordo_lock_all(t, r, 3, 150), ORDO_ETIMEDOUT);
   uint64_t ms = ms_since(t0);
-  assert_true(ms >= 140 && ms < 150 + 2000);
+  /* It waited its bound (the server's lock_timeout, less a little: its
+   * clock starts when the statement does), and then no hang. */
+  assert_true(ms >= 140);
+  assert_true(ms < tu_ms(150 + 2000));
   PGconn *c = side();
   assert_int_equal(advisory_locks(c), 1); /* h's alone */
   /* Try once (timeout 0): refused at once, nothing kept either. */
   t0 = tu_now_ns();
   assert_int_equal(ordo_lock_all(t, r, 3, 0), ORDO_ETIMEDOUT);
-  assert_true(ms_since(t0) < 1000);
+  assert_true(ms_since(t0) < tu_ms(1000));
   assert_int_equal(advisory_locks(c), 1);
   ordo_txn_end(h);
   assert_int_equal(ordo_lock_all(t, r, 3, 1000), 0);
@@ -346,46 +374,165 @@ static void test_deadlock(void **state) {
 /* ---- Fencing, a killed session, the transaction scope ---------------------
  */
 
-/* The documented pattern: the storage keeps the greatest token it has seen
- * and refuses a write that carries a smaller one. */
+/* The pid of the one backend other than c's own that holds an advisory
+ * lock (bounded wait until there is exactly one). */
+static long long holder_pid(PGconn *c) {
+  uint64_t end = tu_now_ns() + tu_ms(5000) * 1000000u;
+  for (;;) {
+    long long n = one_int(c, "SELECT count(DISTINCT pid) FROM pg_locks WHERE "
+                             "locktype = 'advisory' AND pid <> "
+                             "pg_backend_pid()");
+    if (n == 1)
+      break;
+    assert_true(tu_now_ns() < end);
+    tu_sleep_us(10000);
+  }
+  return one_int(c, "SELECT min(pid) FROM pg_locks WHERE locktype = "
+                    "'advisory' AND pid <> pg_backend_pid()");
+}
+
+/* Waits (bounded) until backend pid is gone from pg_stat_activity. */
+static void await_backend_gone(PGconn *c, long long pid) {
+  char sql[128];
+  snprintf(sql, sizeof sql,
+           "SELECT count(*) FROM pg_stat_activity WHERE pid = %lld", pid);
+  uint64_t end = tu_now_ns() + tu_ms(5000) * 1000000u;
+  while (one_int(c, sql) > 0) {
+    assert_true(tu_now_ns() < end);
+    tu_sleep_us(10000);
+  }
+}
+
+/* The storage's guarded write: row 1 takes val only when token is not
+ * below the greatest token it has seen. Returns the rows written (1, or
+ * 0 when refused). */
+static long long fenced_write(PGconn *c, const char *val, uint64_t token) {
+  char sql[200];
+  snprintf(sql, sizeof sql,
+           "UPDATE fenced SET val = '%s', fence = %llu WHERE id = 1 AND "
+           "fence <= %llu",
+           val, (unsigned long long)token, (unsigned long long)token);
+  return exec_ok(c, sql, PGRES_COMMAND_OK);
+}
+
+/*
+ * The documented pattern, with two clients (two ordo_t): the storage keeps
+ * the greatest token it has seen and refuses a write that carries a
+ * smaller one. a holds doc:1 and writes; its session is killed (as an
+ * administrator or a failover would), so the lock is free although a
+ * still believes it holds it; b takes it with a token greater than a's,
+ * and writes; a's late write is refused. Each count of rows written
+ * follows from the tokens ordo gave: were b's token not greater, b's write
+ * would be refused or a's late one taken.
+ */
 static void test_fencing_pattern(void **state) {
   (void)state;
   NEED_PG();
   PGconn *c = side();
-  PQclear(PQexec(c, "CREATE TABLE IF NOT EXISTS fenced (id int PRIMARY KEY, "
-                    "val text, fence bigint NOT NULL DEFAULT 0)"));
-  PQclear(PQexec(c, "INSERT INTO fenced VALUES (1, '', 0) ON CONFLICT DO "
-                    "NOTHING"));
-  ordo_t *o = open_url("%s", URL);
-  ordo_txn_t *a = txn(o), *b = txn(o);
+  exec_ok(c,
+          "CREATE TABLE IF NOT EXISTS fenced (id int PRIMARY KEY, val text, "
+          "fence bigint NOT NULL DEFAULT 0)",
+          PGRES_COMMAND_OK);
+  exec_ok(c, "DELETE FROM fenced", PGRES_COMMAND_OK);
+  assert_int_equal(
+      exec_ok(c, "INSERT INTO fenced VALUES (1, '', 0)", PGRES_COMMAND_OK), 1);
+  /* A long lease_ms: a's connection is not checked meanwhile, so a does
+   * not learn its session is gone until it calls. */
+  char url[600];
+  snprintf(url, sizeof url, "%s%clease_ms=600000", URL,
+           strchr(URL, '?') ? '&' : '?');
+  ordo_t *oa = open_url("%s", url), *ob = open_url("%s", url);
+  ordo_txn_t *a = txn(oa), *b = txn(ob);
   uint64_t ta, tb;
   assert_int_equal(ordo_lock(a, "doc:1", 5, ORDO_MODE_X, 1000), 0);
   assert_int_equal(ordo_fence(a, "doc:1", 5, &ta), 0);
-  assert_int_equal(ordo_unlock(a, "doc:1", 5), 0); /* a is now stale */
+  assert_int_equal(fenced_write(c, "a1", ta), 1);
+  /* b waits for a's lock: it is a's. */
+  assert_int_equal(ordo_lock(b, "doc:1", 5, ORDO_MODE_X, 0), ORDO_ETIMEDOUT);
+  long long pid = holder_pid(c);
+  char sql[128];
+  snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(%lld)::int", pid);
+  assert_int_equal(one_int(c, sql), 1);
+  await_backend_gone(c, pid);
+  assert_int_equal(ordo_held(a, "doc:1", 5, NULL), 1); /* a does not know */
   assert_int_equal(ordo_lock(b, "doc:1", 5, ORDO_MODE_X, 1000), 0);
   assert_int_equal(ordo_fence(b, "doc:1", 5, &tb), 0);
+  print_message("a's token %llu, b's %llu\n", (unsigned long long)ta,
+                (unsigned long long)tb);
   assert_true(tb > ta);
-  char sql[200];
-  snprintf(sql, sizeof sql,
-           "UPDATE fenced SET val = 'b', fence = %llu WHERE id = 1 AND fence "
-           "< %llu",
-           (unsigned long long)tb, (unsigned long long)tb);
-  PGresult *r = PQexec(c, sql);
-  assert_string_equal(PQcmdTuples(r), "1");
+  assert_int_equal(fenced_write(c, "b1", tb), 1);
+  assert_int_equal(fenced_write(c, "a2", ta), 0); /* the stale write */
+  assert_int_equal(fenced_write(c, "b2", tb), 1); /* b writes on */
+  PGresult *r = PQexec(c, "SELECT val, fence FROM fenced WHERE id = 1");
+  assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+  assert_int_equal(PQntuples(r), 1);
+  assert_string_equal(PQgetvalue(r, 0, 0), "b2");
+  assert_int_equal(strtoull(PQgetvalue(r, 0, 1), NULL, 10), tb);
   PQclear(r);
-  snprintf(sql, sizeof sql,
-           "UPDATE fenced SET val = 'a', fence = %llu WHERE id = 1 AND fence "
-           "< %llu",
-           (unsigned long long)ta, (unsigned long long)ta);
-  r = PQexec(c, sql);
-  assert_string_equal(PQcmdTuples(r), "0"); /* the stale write is refused */
-  PQclear(r);
-  r = PQexec(c, "SELECT val FROM fenced WHERE id = 1");
-  assert_string_equal(PQgetvalue(r, 0, 0), "b");
-  PQclear(r);
+  /* a learns it at its next call: the connection is gone (ORDO_EBACKEND),
+   * and then its lock was (ORDO_ELEASE, once). */
+  assert_int_equal(ordo_lock(a, "doc:2", 5, ORDO_MODE_X, 1000), ORDO_EBACKEND);
+  assert_int_equal(ordo_held(a, "doc:1", 5, NULL), 0);
+  assert_int_equal(ordo_lock(a, "doc:2", 5, ORDO_MODE_X, 1000), ORDO_ELEASE);
+  assert_int_equal(ordo_unlock_all(b), 1);
   PQfinish(c);
   ordo_txn_end(a);
   ordo_txn_end(b);
+  ordo_close(oa);
+  ordo_close(ob);
+}
+
+/*
+ * timeout_ms bounds every exchange that does not wait for a lock: here the
+ * server stops answering (the txn's backend is stopped with SIGSTOP), a try
+ * (timeout 0) gets no reply within timeout_ms, its cancel request none
+ * either within timeout_ms more, and the connection is dropped: the call
+ * returns ORDO_EBACKEND after those two bounds and no later than a bound
+ * against a hang. Nothing is asserted while the backend is stopped; once
+ * it runs again it ends (its client has gone) and its lock with it, and
+ * the txn's next call says ORDO_ELEASE once.
+ */
+static void test_timeout_ms(void **state) {
+  (void)state;
+  NEED_PG();
+  const long tmo = 300;
+  char url[600];
+  snprintf(url, sizeof url, "%s%ctimeout_ms=%ld&lease_ms=600000", URL,
+           strchr(URL, '?') ? '&' : '?', tmo);
+  ordo_t *o = open_url("%s", url);
+  ordo_txn_t *t = txn(o);
+  assert_int_equal(ordo_lock(t, "pgto:1", 6, ORDO_MODE_X, 1000), 0);
+  PGconn *c = side();
+  long long pid = holder_pid(c);
+  int stop_rc = kill((pid_t)pid, SIGSTOP);
+  uint64_t t0 = tu_now_ns();
+  int rc = stop_rc == 0 ? ordo_lock(t, "pgto:2", 6, ORDO_MODE_X, 0) : 0;
+  uint64_t ms = ms_since(t0);
+  int cont_rc = stop_rc == 0 ? kill((pid_t)pid, SIGCONT) : 0;
+  assert_int_equal(stop_rc, 0);
+  assert_int_equal(cont_rc, 0);
+  print_message("a try on a stopped backend: %s after %llu ms\n",
+                ordo_err_name(rc), (unsigned long long)ms);
+  assert_int_equal(rc, ORDO_EBACKEND);
+  assert_true(ms >= (uint64_t)(2 * tmo - 20));
+  assert_true(ms <= tu_ms(2 * (uint64_t)tmo + 2000));
+  char buf[4096];
+  dump_text(o, buf, sizeof buf);
+  if (!strstr(buf, "no reply after a cancel request"))
+    print_error("the dump lacks the reason:\n%s\n", buf);
+  assert_non_null(strstr(buf, "no reply after a cancel request"));
+  assert_int_equal(ordo_held(t, "pgto:1", 6, NULL), 0);
+  /* The backend runs again, finds its client gone and ends: the lock is
+   * free for another, and t hears of it once. */
+  await_backend_gone(c, pid);
+  ordo_txn_t *u = txn(o);
+  assert_int_equal(ordo_lock(u, "pgto:1", 6, ORDO_MODE_X, 0), 0);
+  ordo_txn_end(u);
+  assert_int_equal(ordo_lock(t, "pgto:1", 6, ORDO_MODE_X, 1000), ORDO_ELEASE);
+  assert_int_equal(ordo_lock(t, "pgto:1", 6, ORDO_MODE_X, 1000), 0);
+  assert_int_equal(ordo_unlock_all(t), 1);
+  PQfinish(c);
+  ordo_txn_end(t);
   ordo_close(o);
 }
 
@@ -424,7 +571,7 @@ static void test_session_killed(void **state) {
                    1);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += 5;
+  ts.tv_sec += (time_t)(5 * tu_mult());
   pthread_mutex_lock(&b.mu);
   while (b.calls == 0 && pthread_cond_timedwait(&b.cv, &b.mu, &ts) == 0)
     ;
@@ -461,7 +608,7 @@ static void test_session_killed_found_by_call(void **state) {
                    1);
   /* The backend is gone once pg_stat_activity stops showing it
    * (bounded); only then is the next call sure to find a dead socket. */
-  uint64_t end = tu_now_ns() + 5000000000ull;
+  uint64_t end = tu_now_ns() + tu_ms(5000) * 1000000u;
   while (one_int(c, "SELECT count(*) FROM pg_stat_activity WHERE "
                     "application_name = 'ordo'") > 0) {
     assert_true(tu_now_ns() < end);
@@ -519,11 +666,12 @@ int main(void) {
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_values),
       cmocka_unit_test(test_timeout),
+      cmocka_unit_test(test_timeout_ms),
       cmocka_unit_test(test_deadlock),
       cmocka_unit_test(test_fencing_pattern),
       cmocka_unit_test(test_session_killed),
       cmocka_unit_test(test_session_killed_found_by_call),
       cmocka_unit_test(test_xact_scope),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -2,22 +2,28 @@
  * test_redis.c -- the redis:// backend against real redis-server processes
  * that tests/integration/redis_it.sh starts (redis_fixture.sh): one plain
  * (ORDO_REDIS_PORT, ORDO_REDIS_SOCK, ORDO_REDIS_PID), one with a password
- * (ORDO_REDIS_AUTH_PORT, password "s3cret") and, when the wrapper could
- * start it, a one-node Cluster owning every slot (ORDO_REDIS_CLUSTER_PORT).
- * A case whose server is missing is skipped.
+ * (ORDO_REDIS_AUTH_PORT, password "s3cret") and a one-node Cluster owning
+ * every slot (ORDO_REDIS_CLUSTER_PORT). A case whose server the wrapper did
+ * not start fails, naming the variable that is missing: it is never
+ * skipped.
  *
  * The cases: URLs, capabilities and the calls this backend lacks; the
  * scripts' SHA-1 names against the server's own; the key layout (the lock
  * hash, the fencing counter beside it, the lease on the key); a Unix
- * socket and a database; the renewal thread keeping a short lease alive;
- * a lost lease (the key deleted under it) reported through the callback
+ * socket and a database; the renewal thread keeping a short lease alive
+ * (the server counts its renewals) and renewing nothing once the key is
+ * let go; a lost lease (the key deleted under it) reported through the callback
  * and as ORDO_ELEASE; a stale holder, both as a script run by hand and as
  * a stopped process, that cannot unlock or extend the next holder's lock;
  * bad input (unreachable host, nothing listening, a listener that never
  * answers, wrong or missing password, a bad database, a key that holds
  * other data, a server that stops answering); connections the server
- * closes for idleness; 20 waiters and one release (no storm); and the
- * Cluster's CROSSSLOT. Every wait is bounded.
+ * closes for idleness (awaited in CLIENT LIST, not slept for); 20 waiters
+ * and one release, where every script call the server counts is the
+ * release or a try that a wake-up or a fallback poll caused, and the
+ * poll no faster than its floor (no storm); and the Cluster's CROSSSLOT. Every
+ * wait is bounded, and every bound against a hang grows with
+ * ORDO_TEST_TIMEOUT_MULT (tu_ms).
  *
  * Run as "test_redis --stale-child URL KEY" it is the stale holder's
  * process (test_stale_holder_process).
@@ -42,17 +48,12 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+/* The servers' ports, read by each case that needs one (NEED_PORT). */
 static int PORT, AUTH_PORT, CLUSTER_PORT;
-static const char *SOCK;
-static pid_t REDIS_PID;
 
-#define NEED_PORT(p)                                                           \
-  do {                                                                         \
-    if ((p) == 0) {                                                            \
-      print_message("no server for this case: skipped\n");                     \
-      skip();                                                                  \
-    }                                                                          \
-  } while (0)
+/* NEED_PORT(PORT, "ORDO_REDIS_PORT"): the port redis_it.sh exported, or
+ * the case fails, naming the variable. */
+#define NEED_PORT(var, name) ((var) = it_env_port(name, "redis_it.sh"))
 
 static ordo_t *open_url(const char *fmt, ...) {
   char url[512];
@@ -162,7 +163,8 @@ static void test_caps_and_unsupported(void **state) {
   assert_string_equal(ordo_url(o), "redis://user@127.0.0.1:1/2");
   assert_int_equal(ordo_caps(o), ORDO_CAP_SHARED | ORDO_CAP_FENCE |
                                      ORDO_CAP_INCREMENTAL | ORDO_CAP_REENTRANT |
-                                     ORDO_CAP_UPGRADE);
+                                     ORDO_CAP_UPGRADE |
+                                     ORDO_CAP_WAIT_HOLDS_NOTHING);
   assert_int_equal(ordo_graph_dump(o, 2, ORDO_GRAPH_DOT), ORDO_ENOTSUP);
   assert_int_equal(ordo_deadlocks(o, NULL, 0), ORDO_ENOTSUP);
   ordo_close(o);
@@ -210,7 +212,7 @@ static void test_names(void **state) {
 
 static void test_script_names(void **state) {
   (void)state;
-  NEED_PORT(PORT);
+  NEED_PORT(PORT, "ORDO_REDIS_PORT");
   redisContext *c = it_side(PORT, NULL);
   for (int i = 0; i < ORDO__RS_NSCRIPTS; i++) {
     redisReply *r = cmd(c, "SCRIPT LOAD %s", ordo__rs_script_text(i));
@@ -223,7 +225,7 @@ static void test_script_names(void **state) {
 
 static void test_layout(void **state) {
   (void)state;
-  NEED_PORT(PORT);
+  NEED_PORT(PORT, "ORDO_REDIS_PORT");
   ordo_t *o = open_url("redis://127.0.0.1:%d?lease_ms=1000", PORT);
   ordo_txn_t *t = txn(o);
   assert_int_equal(ordo_lock(t, "lay", 3, ORDO_MODE_X, 1000), 0);
@@ -258,11 +260,12 @@ static void test_layout(void **state) {
 
 static void test_unix_socket_and_db(void **state) {
   (void)state;
-  NEED_PORT(PORT);
+  NEED_PORT(PORT, "ORDO_REDIS_PORT");
+  const char *sock = it_env("ORDO_REDIS_SOCK", "redis_it.sh");
   redisContext *c = it_side(PORT, NULL);
   const char *urls[2];
   char u1[300], u2[300];
-  snprintf(u1, sizeof u1, "redis://%s?db=2&lease_ms=1000", SOCK);
+  snprintf(u1, sizeof u1, "redis://%s?db=2&lease_ms=1000", sock);
   snprintf(u2, sizeof u2, "redis://127.0.0.1:%d/2?lease_ms=1000", PORT);
   urls[0] = u1;
   urls[1] = u2;
@@ -281,19 +284,40 @@ static void test_unix_socket_and_db(void **state) {
   redisFree(c);
 }
 
+static long long script_calls(redisContext *c);
+
+/* The renewal thread keeps a 300 ms lease alive over 1 s (three leases and
+ * more) and stops once the key is let go. */
 static void test_watchdog_renews(void **state) {
   (void)state;
-  NEED_PORT(PORT);
+  NEED_PORT(PORT, "ORDO_REDIS_PORT");
+  redisContext *c = it_side(PORT, NULL);
   ordo_t *o = open_url("redis://127.0.0.1:%d?lease_ms=300", PORT);
   ordo_txn_t *t = txn(o);
   assert_int_equal(ordo_lock(t, "wd", 2, ORDO_MODE_X, 1000), 0);
-  tu_sleep_us(1000000); /* over three leases */
+  long long k0 = script_calls(c);
+  /* Time is what is under test: over three leases, which only renewals
+   * (EXTEND, a script call each, due every 100 ms) can outlive. */
+  tu_sleep_us(1000000);
+  long long renewals = script_calls(c) - k0;
+  long long pttl = it_int(c, "PTTL wd");
   assert_false(free_for_other(o, "wd"));
-  redisContext *c = it_side(PORT, NULL);
-  assert_true(it_int(c, "PTTL wd") > 0);
+  print_message("renewals in 1 s: %lld; PTTL then %lld ms\n", renewals, pttl);
+  /* Each renewal sets the key's expiry to one lease (300 ms) ahead: a
+   * 300 ms lease lives 1 s only after three of them at least, and none
+   * stretched it past a lease. */
+  assert_true(renewals >= 3);
+  assert_true(pttl > 0 && pttl <= 300);
   assert_int_equal(ordo_unlock(t, "wd", 2), 0);
+  assert_int_equal(it_int(c, "EXISTS wd"), 0); /* the release deleted it */
   assert_true(free_for_other(o, "wd"));
-  /* Released, it is renewed no more: a lock of 1 s is gone 0.5 s later. */
+  /* Released, it is renewed no more: over two leases (time under test
+   * again: six renewals would have been due) the server runs no script
+   * of this place, and the key stays gone. */
+  long long r0 = script_calls(c);
+  tu_sleep_us(600000);
+  assert_int_equal(script_calls(c) - r0, 0);
+  assert_int_equal(it_int(c, "EXISTS wd"), 0);
   redisFree(c);
   ordo_txn_end(t);
   ordo_close(o);
@@ -317,7 +341,7 @@ static void on_lost(ordo_txn_t *t, void *arg) {
 
 static void test_lease_lost(void **state) {
   (void)state;
-  NEED_PORT(PORT);
+  NEED_PORT(PORT, "ORDO_REDIS_PORT");
   ordo_t *o = open_url("redis://127.0.0.1:%d?lease_ms=300", PORT);
   lost_box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL};
   ordo_on_lease_lost(o, on_lost, &b);
@@ -328,7 +352,7 @@ static void test_lease_lost(void **state) {
   assert_int_equal(it_int(c, "DEL ll1"), 1); /* as a failover might */
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += 3;
+  ts.tv_sec += (time_t)(3 * tu_mult());
   pthread_mutex_lock(&b.mu);
   while (b.calls == 0 && pthread_cond_timedwait(&b.cv, &b.mu, &ts) == 0)
     ;
@@ -353,7 +377,7 @@ static void test_lease_lost(void **state) {
  * takes the key, and its RELEASE and EXTEND change nothing. */
 static void test_stale_holder_script(void **state) {
   (void)state;
-  NEED_PORT(PORT);
+  NEED_PORT(PORT, "ORDO_REDIS_PORT");
   const char *stale = "0123456789abcdef0123456789abcdef";
   redisContext *c = it_side(PORT, NULL);
   redisReply *r = cmd(c, "EVAL %s 2 st {st}:ordo:fence %s 200 X",
@@ -367,7 +391,7 @@ static void test_stale_holder_script(void **state) {
   ordo_txn_t *t = txn(o);
   /* Held: the next holder waits until the stale lease runs out. */
   uint64_t t0 = tu_now_ns();
-  assert_int_equal(ordo_lock(t, "st", 2, ORDO_MODE_X, 2000), 0);
+  assert_int_equal(ordo_lock(t, "st", 2, ORDO_MODE_X, (long)tu_ms(2000)), 0);
   assert_true(it_ms_since(t0) >= 100);
   uint64_t tok;
   assert_int_equal(ordo_fence(t, "st", 2, &tok), 0);
@@ -396,7 +420,7 @@ static void test_stale_holder_script(void **state) {
  * the key. */
 static void test_stale_holder_process(void **state) {
   (void)state;
-  NEED_PORT(PORT);
+  NEED_PORT(PORT, "ORDO_REDIS_PORT");
   char url[128];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d?lease_ms=300", PORT);
   ordo_t *o = open_url("%s", url);
@@ -412,7 +436,8 @@ static void test_stale_holder_process(void **state) {
 /* ---- Bad input --------------------------------------------------------------
  */
 
-/* ordo_txn_begin on url fails with want within bound_ms. */
+/* ordo_txn_begin on url fails with want within bound_ms (scaled by
+ * ORDO_TEST_TIMEOUT_MULT: a bound against a hang, not a speed). */
 static void begin_fails(const char *url, int want, uint64_t bound_ms,
                         const char *in_dump) {
   ordo_t *o = NULL;
@@ -424,7 +449,7 @@ static void begin_fails(const char *url, int want, uint64_t bound_ms,
   print_message("%s: %s after %llu ms\n", url, ordo_err_name(rc),
                 (unsigned long long)ms);
   assert_int_equal(rc, want);
-  assert_true(ms <= bound_ms);
+  assert_true(ms <= tu_ms(bound_ms));
   char buf[8192];
   it_dump_text(o, buf, sizeof buf);
   if (in_dump && !strstr(buf, in_dump))
@@ -467,7 +492,7 @@ static void test_no_redis_there(void **state) {
 
 static void test_password(void **state) {
   (void)state;
-  NEED_PORT(AUTH_PORT);
+  NEED_PORT(AUTH_PORT, "ORDO_REDIS_AUTH_PORT");
   char url[160];
   snprintf(url, sizeof url, "redis://:wrong@127.0.0.1:%d?timeout_ms=1000",
            AUTH_PORT);
@@ -485,15 +510,14 @@ static void test_password(void **state) {
     ordo_close(o);
   }
   /* A password to a server that asks none. */
-  if (PORT) {
-    snprintf(url, sizeof url, "redis://:s3cret@127.0.0.1:%d", PORT);
-    begin_fails(url, ORDO_EAUTH, 1000, "AUTH");
-  }
+  NEED_PORT(PORT, "ORDO_REDIS_PORT");
+  snprintf(url, sizeof url, "redis://:s3cret@127.0.0.1:%d", PORT);
+  begin_fails(url, ORDO_EAUTH, 1000, "AUTH");
 }
 
 static void test_bad_db_and_wrongtype(void **state) {
   (void)state;
-  NEED_PORT(PORT);
+  NEED_PORT(PORT, "ORDO_REDIS_PORT");
   char url[160];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d/99", PORT);
   begin_fails(url, ORDO_EBACKEND, 1000, "SELECT");
@@ -520,25 +544,31 @@ static void test_bad_db_and_wrongtype(void **state) {
   ordo_close(o);
 }
 
-/* A server that stops answering (SIGSTOP): a call returns within
- * timeout_ms, not later. */
+/* A server that stops answering (SIGSTOP): a call returns ORDO_EBACKEND
+ * once timeout_ms has passed, and does not hang. Nothing is asserted while
+ * the server is stopped: the call's outcome is recorded, the server let
+ * run again, and only then checked. */
 static void test_server_stops(void **state) {
   (void)state;
-  NEED_PORT(PORT);
-  if (REDIS_PID <= 0)
-    skip();
+  NEED_PORT(PORT, "ORDO_REDIS_PORT");
+  pid_t pid = (pid_t)atol(it_env("ORDO_REDIS_PID", "redis_it.sh"));
+  assert_true(pid > 0);
   ordo_t *o =
       open_url("redis://127.0.0.1:%d?timeout_ms=300&lease_ms=30000", PORT);
   ordo_txn_t *t = txn(o);
-  assert_int_equal(kill(REDIS_PID, SIGSTOP), 0);
+  assert_int_equal(kill(pid, SIGSTOP), 0);
   uint64_t t0 = tu_now_ns();
   int rc = ordo_lock(t, "stopped", 7, ORDO_MODE_X, 100);
   uint64_t ms = it_ms_since(t0);
-  assert_int_equal(kill(REDIS_PID, SIGCONT), 0);
+  int cont = kill(pid, SIGCONT);
+  assert_int_equal(cont, 0);
   print_message("lock on a stopped server: %s after %llu ms\n",
                 ordo_err_name(rc), (unsigned long long)ms);
   assert_int_equal(rc, ORDO_EBACKEND);
-  assert_true(ms >= 250 && ms <= 1300);
+  /* It waited its timeout_ms (less a little: the socket's timer), and
+   * then not much longer than that. */
+  assert_true(ms >= 250);
+  assert_true(ms <= tu_ms(300 + 1000));
   char buf[8192];
   it_dump_text(o, buf, sizeof buf);
   assert_non_null(strstr(buf, "no reply within"));
@@ -576,29 +606,69 @@ static void test_no_sigpipe(void **state) {
   redisFree(c);
 }
 
+/* The clients connected to the plain server since c was (CLIENT LIST has
+ * a line per client, and Redis numbers clients in the order they came):
+ * those of this case's place, not a client an earlier case left. */
+static int new_clients(redisContext *c) {
+  long long me = it_int(c, "CLIENT ID");
+  redisReply *r = cmd(c, "CLIENT LIST");
+  assert_int_equal(r->type, REDIS_REPLY_STRING);
+  int n = 0;
+  for (const char *p = r->str; (p = strstr(p, "id=")) != NULL; p++)
+    if ((p == r->str || p[-1] == '\n') && strtoll(p + 3, NULL, 10) > me)
+      n++;
+  freeReplyObject(r);
+  return n;
+}
+
+/* Waits (bounded: the server's 1 s idle timeout strikes within 2 s, its
+ * timer ticking in whole seconds; 10 s scaled) until want such clients
+ * are connected. c itself is kept busy by the polls, so the server never
+ * finds it idle. */
+static bool await_clients(redisContext *c, int want) {
+  uint64_t end = tu_now_ns() + tu_ms(10000) * 1000000u;
+  int n;
+  while ((n = new_clients(c)) != want) {
+    if (tu_now_ns() >= end) {
+      print_error("%d clients of this case connected, not %d\n", n, want);
+      return false;
+    }
+    tu_sleep_us(20000);
+  }
+  return true;
+}
+
 /* The server closes idle connections (CONFIG SET timeout 1): the next
- * script runs again on a new one, and the next wait subscribes again. */
+ * script runs again on a new one, and the next wait subscribes again. h's
+ * connection stays: its renewals (every 333 ms) keep it from being idle.
+ * The connections are counted in CLIENT LIST on a side connection. */
 static void test_idle_connections(void **state) {
   (void)state;
-  NEED_PORT(PORT);
+  NEED_PORT(PORT, "ORDO_REDIS_PORT");
   redisContext *c = it_side(PORT, NULL);
   freeReplyObject(cmd(c, "CONFIG SET timeout 1"));
-  redisFree(c); /* it would be closed too */
   ordo_t *o = open_url("redis://127.0.0.1:%d?lease_ms=1000", PORT);
   ordo_txn_t *t = txn(o), *h = txn(o);
   assert_int_equal(ordo_lock(h, "idle2", 5, ORDO_MODE_X, 0), 0);
   assert_int_equal(ordo_lock(t, "idle2", 5, ORDO_MODE_X, 200),
                    ORDO_ETIMEDOUT); /* it subscribed once */
-  tu_sleep_us(2600000);             /* the server's idle timeout strikes */
+  /* h's connection, t's and t's Pub/Sub connection. */
+  assert_int_equal(new_clients(c), 3);
+  /* The server's idle timeout strikes: t's two connections are closed,
+   * h's is left. */
+  assert_true(await_clients(c, 1));
   assert_int_equal(ordo_lock(t, "idle1", 5, ORDO_MODE_X, 1000), 0);
+  assert_int_equal(new_clients(c), 2); /* t connected again */
   assert_int_equal(ordo_unlock(t, "idle1", 5), 0);
-  tu_sleep_us(2600000);
+  assert_true(await_clients(c, 1)); /* and was closed again */
   assert_int_equal(ordo_lock(t, "idle2", 5, ORDO_MODE_X, 200), ORDO_ETIMEDOUT);
+  /* It connected again, and subscribed again on a new Pub/Sub
+   * connection. */
+  assert_int_equal(new_clients(c), 3);
   char buf[8192];
   it_dump_text(o, buf, sizeof buf);
-  assert_null(strstr(buf, "last error: Pub/Sub")); /* it subscribed again */
-  assert_int_equal(ordo_unlock_all(h), 1);         /* renewed all along */
-  c = it_side(PORT, NULL);
+  assert_null(strstr(buf, "last error: Pub/Sub"));
+  assert_int_equal(ordo_unlock_all(h), 1); /* renewed all along */
   freeReplyObject(cmd(c, "CONFIG SET timeout 0"));
   redisFree(c);
   ordo_txn_end(t);
@@ -653,7 +723,7 @@ static void *storm_waiter(void *arg) {
     /* The first winner holds until the count is taken. */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 10;
+    ts.tv_sec += (time_t)(10 * tu_mult());
     pthread_mutex_lock(&g_storm.mu);
     while (!g_storm.measured &&
            pthread_cond_timedwait(&g_storm.cv, &g_storm.mu, &ts) == 0)
@@ -665,45 +735,126 @@ static void *storm_waiter(void *arg) {
   return NULL;
 }
 
+/* How many of o's txns its dump shows asleep in a wait (between two tries,
+ * their mutex free) and how many inside an exchange with the server. */
+static void wait_states(ordo_t *o, int *asleep, int *busy) {
+  static char buf[32768];
+  it_dump_text(o, buf, sizeof buf);
+  *asleep = *busy = 0;
+  for (const char *p = buf; (p = strstr(p, "waiting for a release")); p++)
+    (*asleep)++;
+  for (const char *p = buf; (p = strstr(p, " busy (")); p++)
+    (*busy)++;
+}
+
+/*
+ * 20 waiters, one release, and no storm. Every script call of a waiter is
+ * a try, and every try after the first two of a call (the one that found
+ * the key held, the one right after subscribing) follows a wake-up that
+ * ordo_stats counts: by a release message (wakeups) or by the fallback
+ * poll (pokes). So between two quiet points the server's count of script
+ * calls is at most the release plus those wake-ups, and one release wakes
+ * each waiter once at most. A storm (tries without a wake-up, a waiter
+ * woken again and again) breaks one or the other, however fast the machine
+ * is. The fallback poll sleeps 50 ms at least (half its first ceiling), so
+ * its wake-ups are bounded by the time the waiters waited.
+ *
+ * The lease is 10 min, so that no renewal (EXTEND, a script call too) is
+ * due in the test (the first would be at 200 s, redis_it.sh's bound).
+ */
 static void test_storm(void **state) {
   (void)state;
-  NEED_PORT(PORT);
-  ordo_t *o = open_url("redis://127.0.0.1:%d?lease_ms=1000", PORT);
+  NEED_PORT(PORT, "ORDO_REDIS_PORT");
+  ordo_t *o = open_url("redis://127.0.0.1:%d?lease_ms=600000", PORT);
   redisContext *c = it_side(PORT, NULL);
   ordo_txn_t *h = txn(o);
   assert_int_equal(ordo_lock(h, "storm", 5, ORDO_MODE_X, 0), 0);
   static waiter w[NWAITERS];
   for (int i = 0; i < NWAITERS; i++)
     w[i].t = txn(o);
+  uint64_t t_start = tu_now_ns();
   for (int i = 0; i < NWAITERS; i++)
     pthread_create(&w[i].thr, NULL, storm_waiter, &w[i]);
   assert_true(tu_wait_waiting(o, NWAITERS));
-  /* Every waiter subscribed; after 1.5 s their fallback polls have backed
-   * off to their ceiling. */
-  tu_sleep_us(1500000);
-  long long b0 = script_calls(c);
-  tu_sleep_us(200000);
-  long long base = script_calls(c) - b0;
-  ordo_stats_t s0, s1;
-  ordo_stats(o, &s0);
-  long long c0 = script_calls(c);
-  assert_int_equal(ordo_unlock_all(h), 1);
-  tu_sleep_us(200000);
+  /* The quiet point before the release: the dump shows every waiter
+   * asleep, and no wake-up was counted between the two looks at the
+   * counters around it and the server's count. A try the server runs
+   * after c0 then follows a wake-up counted after s0. */
+  ordo_stats_t s0, sb, s1;
+  long long c0 = 0;
+  int asleep = 0, busy = 0;
+  uint64_t end = tu_now_ns() + tu_ms(10000) * 1000000u;
+  for (;;) {
+    ordo_stats(o, &s0);
+    wait_states(o, &asleep, &busy);
+    c0 = script_calls(c);
+    ordo_stats(o, &sb);
+    if (asleep == NWAITERS && busy == 0 && sb.wakeups == s0.wakeups &&
+        sb.pokes == s0.pokes)
+      break;
+    if (tu_now_ns() >= end)
+      fail_msg("the waiters never were all asleep at once: %d asleep, %d "
+               "busy",
+               asleep, busy);
+    tu_sleep_us(1000);
+  }
+  assert_int_equal(ordo_unlock_all(h), 1); /* the RELEASE */
+  /* The quiet point after it: one waiter holds the key, the other 19 are
+   * asleep again, and the release message has been heard by every waiter
+   * (the winner may have got in by a poll instead). */
+  end = tu_now_ns() + tu_ms(10000) * 1000000u;
+  for (;;) {
+    ordo_stats(o, &s1);
+    wait_states(o, &asleep, &busy);
+    uint64_t woken = s1.wakeups - s0.wakeups, polled = s1.pokes - s0.pokes;
+    if (atomic_load(&g_storm.winners) == 1 && asleep == NWAITERS - 1 &&
+        busy == 0 && woken >= NWAITERS - 1 && woken + polled >= NWAITERS)
+      break;
+    if (tu_now_ns() >= end)
+      fail_msg("after the release: %d winners, %d asleep, %d busy, %llu "
+               "woken by it, %llu by the poll",
+               atomic_load(&g_storm.winners), asleep, busy,
+               (unsigned long long)woken, (unsigned long long)polled);
+    tu_sleep_us(1000);
+  }
   long long storm = script_calls(c) - c0;
-  ordo_stats(o, &s1);
-  print_message("script calls in 200 ms: %lld before the release (fallback "
-                "polls and renewals), %lld after it (the release included); "
-                "%llu waiters woken by the release\n",
-                base, storm, (unsigned long long)(s1.wakeups - s0.wakeups));
+  ordo_stats(o, &s1); /* after the count: every try it saw is in here */
+  uint64_t waited_ms = it_ms_since(t_start);
+  uint64_t woken = s1.wakeups - s0.wakeups, polled = s1.pokes - s0.pokes;
+  /* The fallback poll's floor, with time as what is under test: while the
+   * winner holds on for 300 ms, the 19 others are woken by nothing but
+   * their polls, at most once per 50 ms each. */
+  ordo_stats_t p0, p1;
+  ordo_stats(o, &p0);
+  uint64_t q0 = tu_now_ns();
+  tu_sleep_us(300000);
+  ordo_stats(o, &p1);
+  uint64_t held_ms = it_ms_since(q0);
+  print_message("script calls from the release to the quiet point: %lld; "
+                "wake-ups meanwhile: %llu by the release, %llu by the poll; "
+                "%llu polls in %llu ms of waiting; %llu polls in the %llu ms "
+                "after\n",
+                storm, (unsigned long long)woken, (unsigned long long)polled,
+                (unsigned long long)s1.pokes, (unsigned long long)waited_ms,
+                (unsigned long long)(p1.pokes - p0.pokes),
+                (unsigned long long)held_ms);
   pthread_mutex_lock(&g_storm.mu);
   g_storm.measured = true;
   pthread_cond_broadcast(&g_storm.cv);
   pthread_mutex_unlock(&g_storm.mu);
   for (int i = 0; i < NWAITERS; i++)
     pthread_join(w[i].thr, NULL);
-  /* One try per waiter plus a few: far below one per waiter per waiter. */
-  assert_true(storm <= 1 + NWAITERS + 15);
-  assert_true(s1.wakeups - s0.wakeups >= NWAITERS / 2);
+  /* The release and the tries of the waiters it woke (the counting
+   * sees them), and nothing but those and the polls' tries. */
+  assert_true(storm >= 1 + (NWAITERS - 1));
+  assert_true((uint64_t)storm <= 1 + woken + polled);
+  /* One release message for each waiter, heard once. */
+  assert_true(woken <= NWAITERS);
+  /* The fallback poll: at most one wake-up per waiter per 50 ms. */
+  assert_true(s1.pokes <= (uint64_t)NWAITERS * (waited_ms / 50 + 1));
+  assert_true(p1.pokes - p0.pokes <=
+              (uint64_t)(NWAITERS - 1) * (held_ms / 50 + 1));
+  assert_int_equal(p1.wakeups, p0.wakeups); /* no release, no message */
   for (int i = 0; i < NWAITERS; i++) {
     assert_int_equal(w[i].rc, 0);
     ordo_txn_end(w[i].t);
@@ -720,7 +871,7 @@ static void test_storm(void **state) {
 
 static void test_cluster(void **state) {
   (void)state;
-  NEED_PORT(CLUSTER_PORT);
+  NEED_PORT(CLUSTER_PORT, "ORDO_REDIS_CLUSTER_PORT");
   ordo_t *o = open_url("redis://127.0.0.1:%d?lease_ms=300", CLUSTER_PORT);
   lost_box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL};
   ordo_on_lease_lost(o, on_lost, &b);
@@ -736,7 +887,7 @@ static void test_cluster(void **state) {
   /* A key without a tag: its counter wraps it in one, same slot. */
   assert_int_equal(ordo_lock(t, "plain:key", 9, ORDO_MODE_X, 1000), 0);
   /* Held in two slots: renewed (and at last released) one slot at a
-   * time. */
+   * time. Time is what is under test: over two leases. */
   tu_sleep_us(700000);
   assert_int_equal(b.calls, 0);
   assert_false(free_for_other(o, "plain:key"));
@@ -750,20 +901,10 @@ static void test_cluster(void **state) {
   begin_fails(url, ORDO_EBACKEND, 1000, "SELECT");
 }
 
-static int env_int(const char *name) {
-  const char *s = getenv(name);
-  return s ? atoi(s) : 0;
-}
-
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "--stale-child") == 0)
     return it_stale_child(argv[2], argv[3]);
   signal(SIGPIPE, SIG_IGN); /* the side connections' writes */
-  PORT = env_int("ORDO_REDIS_PORT");
-  AUTH_PORT = env_int("ORDO_REDIS_AUTH_PORT");
-  CLUSTER_PORT = env_int("ORDO_REDIS_CLUSTER_PORT");
-  REDIS_PID = (pid_t)env_int("ORDO_REDIS_PID");
-  SOCK = getenv("ORDO_REDIS_SOCK") ? getenv("ORDO_REDIS_SOCK") : "/nonexistent";
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_urls),
       cmocka_unit_test(test_caps_and_unsupported),
@@ -786,5 +927,5 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_storm),
       cmocka_unit_test(test_cluster),
   };
-  return cmocka_run_group_tests_name("redis://", tests, NULL, NULL);
+  return tu_exit(cmocka_run_group_tests_name("redis://", tests, NULL, NULL));
 }

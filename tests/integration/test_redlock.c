@@ -2,18 +2,28 @@
  * test_redlock.c -- the redlock:// backend against real redis-server
  * processes that tests/integration/redlock_it.sh starts (redis_fixture.sh):
  * five plain nodes (ORDO_RL_PORTS, ORDO_RL_PIDS, comma-separated) and three
- * with the password "s3cret" (ORDO_RL_AUTH_PORTS).
+ * with the password "s3cret" (ORDO_RL_AUTH_PORTS). A case whose nodes the
+ * wrapper did not start fails, naming the variable: it is never skipped.
  *
  * The cases: malformed URLs; unreachable nodes, ports where no Redis
  * listens and listeners that never answer (a clean ORDO_EQUORUM, never a
- * wait beyond the acquisition timeout); wrong passwords; a stale holder
- * (its process stopped past its lease) that can neither unlock nor extend
- * the next holder's lock, on any node; an upgrade from S to X that some
- * nodes granted but no majority did, taken back to S; and one node stopped
+ * wait beyond the acquisition timeout, and a majority that decides without
+ * the silent node); wrong passwords and users; the URL's node forms run
+ * against the nodes (a database, Unix sockets, user:password) and its
+ * modes (sequential asks every node key by key, parallel once per node);
+ * the tokens a single owner gets, which must increase even when one node
+ * forgot its counters and another is stopped; a stale holder (its process
+ * stopped past its lease) that can neither unlock nor extend the next
+ * holder's lock, on any node; an upgrade from S to X that some nodes
+ * granted but no majority did, taken back to S; and one node stopped
  * (SIGSTOP) for longer than the lease under six workers, with an owner
  * register that checks every grant and its token: never two holders of a
- * key at once. Every wait is bounded; the concurrent case has a watchdog
- * that dumps the place.
+ * key at once, every token a node's counter, every grant counted by a
+ * majority's counters. Every wait is bounded, every bound against a hang
+ * grows with ORDO_TEST_TIMEOUT_MULT (tu_ms); the concurrent case has a
+ * watchdog that dumps the place. A node this program stops runs again
+ * before anything is asserted (and redlock_it.sh lets it run again in any
+ * case).
  *
  * Run as "test_redlock --stale-child URL KEY" it is the stale holder's
  * process (test_stale_holder).
@@ -41,13 +51,24 @@ static int PORT[5], AUTH[3];
 static pid_t PID[5];
 static int NPORT, NAUTH;
 
-#define NEED(n, have)                                                          \
-  do {                                                                         \
-    if ((have) < (n)) {                                                        \
-      print_message("fewer than %d servers for this case: skipped\n", (n));    \
-      skip();                                                                  \
-    }                                                                          \
-  } while (0)
+/* The case needs the first n plain nodes (their ports and pids) or the
+ * three with a password: it fails, naming the variables, when the wrapper
+ * did not export them. */
+static void need_plain(int n) {
+  if (NPORT < n)
+    fail_msg("ORDO_RL_PORTS and ORDO_RL_PIDS name %d nodes ('%s', '%s'), "
+             "%d needed: redlock_it.sh starts them and exports both",
+             NPORT, getenv("ORDO_RL_PORTS") ? getenv("ORDO_RL_PORTS") : "",
+             getenv("ORDO_RL_PIDS") ? getenv("ORDO_RL_PIDS") : "", n);
+}
+
+static void need_auth(void) {
+  if (NAUTH < 3)
+    fail_msg("ORDO_RL_AUTH_PORTS names %d nodes ('%s'), 3 needed: "
+             "redlock_it.sh starts them and exports it",
+             NAUTH,
+             getenv("ORDO_RL_AUTH_PORTS") ? getenv("ORDO_RL_AUTH_PORTS") : "");
+}
 
 static int parse_list(const char *env, long *out, int cap) {
   const char *s = getenv(env);
@@ -178,7 +199,8 @@ static int socket_on_port(bool do_listen, int *port) {
   return s;
 }
 
-/* lock_all on url returns want, within bound_ms. */
+/* lock_all on url returns want, within bound_ms (scaled by
+ * ORDO_TEST_TIMEOUT_MULT: a bound against a hang, not a speed). */
 static void lock_fails(const char *url, int want, uint64_t bound_ms,
                        const char *in_dump) {
   ordo_t *o = open_url(url);
@@ -189,7 +211,7 @@ static void lock_fails(const char *url, int want, uint64_t bound_ms,
   print_message("%s: %s after %llu ms\n", url, ordo_err_name(rc),
                 (unsigned long long)ms);
   assert_int_equal(rc, want);
-  assert_true(ms <= bound_ms);
+  assert_true(ms <= tu_ms(bound_ms));
   assert_int_equal(ordo_held(t, "bi", 2, NULL), 0);
   char buf[4096];
   it_dump_text(o, buf, sizeof buf);
@@ -202,6 +224,7 @@ static void lock_fails(const char *url, int want, uint64_t bound_ms,
 
 static void test_unreachable(void **state) {
   (void)state;
+  need_plain(2);
   int refused, silent;
   int s1 = socket_on_port(false, &refused);
   int s2 = socket_on_port(true, &silent);
@@ -214,48 +237,72 @@ static void test_unreachable(void **state) {
            "?lease_ms=600&timeout_ms=400",
            refused, silent);
   lock_fails(url, ORDO_EQUORUM, 400 + 200 + 300, "no majority");
-  if (NPORT >= 1) {
-    /* One good node of three is not a majority either. */
-    snprintf(url, sizeof url,
-             "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d"
-             "?lease_ms=600&timeout_ms=400",
-             PORT[0], refused, silent);
-    lock_fails(url, ORDO_EQUORUM, 400 + 200 + 300, NULL);
-  }
-  if (NPORT >= 2) {
-    /* Two of three are: granted at once, the silent node not waited for. */
-    snprintf(url, sizeof url,
-             "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d"
-             "?lease_ms=600&timeout_ms=400",
-             PORT[0], PORT[1], silent);
-    ordo_t *o = open_url(url);
-    ordo_txn_t *t = txn(o);
-    uint64_t t0 = tu_now_ns();
-    assert_int_equal(ordo_lock(t, "bi2", 3, ORDO_MODE_X, 2000), 0);
-    assert_true(it_ms_since(t0) < 190); /* under one exchange's bound (200) */
-    assert_int_equal(ordo_unlock_all(t), 1);
-    ordo_txn_end(t);
-    ordo_close(o);
-  }
+  /* One good node of three is not a majority either. */
+  snprintf(url, sizeof url,
+           "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d"
+           "?lease_ms=600&timeout_ms=400",
+           PORT[0], refused, silent);
+  lock_fails(url, ORDO_EQUORUM, 400 + 200 + 300, NULL);
+  /* Two of three are: granted as soon as they answer, the silent node not
+   * waited for. With a 6 s lease an exchange's bound is 2 s (a third of
+   * the lease, at most 2 s), and the silent node would hold the try that
+   * long: the call must return before that event. This is no speed: two
+   * local nodes answer in milliseconds, and the 2 s is the design's, the
+   * same on any machine. */
+  snprintf(url, sizeof url,
+           "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d"
+           "?lease_ms=6000&timeout_ms=400",
+           PORT[0], PORT[1], silent);
+  ordo_t *o = open_url(url);
+  ordo_txn_t *t = txn(o);
+  uint64_t t0 = tu_now_ns();
+  assert_int_equal(ordo_lock(t, "bi2", 3, ORDO_MODE_X, (long)tu_ms(2000)), 0);
+  uint64_t ms = it_ms_since(t0);
+  print_message("granted by two of three, the third silent: %llu ms\n",
+                (unsigned long long)ms);
+  assert_true(ms < 2000); /* before the silent node's exchange ran out */
+  assert_int_equal(ordo_unlock_all(t), 1);
+  ordo_txn_end(t);
+  ordo_close(o);
   close(s1);
   close(s2);
 }
 
 static void test_password(void **state) {
   (void)state;
-  NEED(3, NAUTH);
+  need_auth();
   char url[512];
   url_of(url, sizeof url, AUTH, 3, ":wrong@", "?timeout_ms=500");
   lock_fails(url, ORDO_EAUTH, 500 + 500, "WRONGPASS");
   url_of(url, sizeof url, AUTH, 3, NULL, "?timeout_ms=500");
   lock_fails(url, ORDO_EAUTH, 500 + 500, "NOAUTH");
-  url_of(url, sizeof url, AUTH, 3, ":s3cret@", "?timeout_ms=500");
-  ordo_t *o = open_url(url);
-  ordo_txn_t *t = txn(o);
-  assert_int_equal(ordo_lock(t, "pw", 2, ORDO_MODE_X, 1000), 0);
-  assert_int_equal(ordo_unlock_all(t), 1);
-  ordo_txn_end(t);
-  ordo_close(o);
+  /* The user goes to AUTH too: the right password for a user the nodes
+   * do not know is refused, the same for their "default" user is taken,
+   * as is the password alone. */
+  url_of(url, sizeof url, AUTH, 3, "nobody:s3cret@", "?timeout_ms=500");
+  lock_fails(url, ORDO_EAUTH, 500 + 500, "WRONGPASS");
+  static const char *const users[] = {":s3cret@", "default:s3cret@"};
+  ordo_t *o;
+  ordo_txn_t *t;
+  for (int u = 0; u < 2; u++) {
+    url_of(url, sizeof url, AUTH, 3, users[u], "?timeout_ms=500");
+    o = open_url(url);
+    t = txn(o);
+    assert_int_equal(ordo_lock(t, "pw", 2, ORDO_MODE_X, 1000), 0);
+    /* Taken on the nodes themselves (a majority at least; the third may
+     * answer later). */
+    int have = 0;
+    for (int i = 0; i < 3; i++) {
+      redisContext *c = it_side(AUTH[i], "s3cret");
+      char modes[8];
+      have += fields(c, "pw", modes, sizeof modes) == 1;
+      redisFree(c);
+    }
+    assert_true(have >= 2);
+    assert_int_equal(ordo_unlock_all(t), 1);
+    ordo_txn_end(t);
+    ordo_close(o);
+  }
   /* One node of three with the wrong password: the other two grant, and
    * the dump names the refusal. */
   snprintf(url, sizeof url,
@@ -287,7 +334,7 @@ static void test_password(void **state) {
  * expiry was not stretched by the stale renewal. */
 static void test_stale_holder(void **state) {
   (void)state;
-  NEED(3, NPORT);
+  need_plain(3);
   char url[512];
   url_of(url, sizeof url, PORT, 3, NULL, "?lease_ms=300&timeout_ms=3000");
   ordo_t *o = open_url(url);
@@ -331,7 +378,7 @@ static void test_stale_holder(void **state) {
  * there is not shut out), while t keeps its S hold. */
 static void test_partial_upgrade(void **state) {
   (void)state;
-  NEED(3, NPORT);
+  need_plain(3);
   char url[512];
   url_of(url, sizeof url, PORT, 3, NULL, "?lease_ms=1000&timeout_ms=300");
   ordo_t *o = open_url(url);
@@ -371,6 +418,271 @@ static void test_partial_upgrade(void **state) {
   ordo_close(o);
 }
 
+/* ---- The URL's node forms and modes, run -----------------------------------
+ */
+
+/* Script calls node c has counted since its last CONFIG RESETSTAT
+ * (EVALSHA, and EVAL after a NOSCRIPT). */
+static long long node_scripts(redisContext *c) {
+  redisReply *r = redisCommand(c, "INFO commandstats");
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_STRING);
+  long long n = 0;
+  static const char *const names[] = {"cmdstat_evalsha:calls=",
+                                      "cmdstat_eval:calls="};
+  for (int i = 0; i < 2; i++) {
+    const char *s = strstr(r->str, names[i]);
+    if (s)
+      n += strtoll(s + strlen(names[i]), NULL, 10);
+  }
+  freeReplyObject(r);
+  return n;
+}
+
+static void ok_reply(redisContext *c, const char *cmd) {
+  redisReply *r = redisCommand(c, cmd);
+  assert_non_null(r);
+  if (r->type == REDIS_REPLY_ERROR)
+    print_error("%s: %s\n", cmd, r->str);
+  assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+  freeReplyObject(r);
+}
+
+/* Waits (bounded) until node port shows `want` of keys[0..n) in database
+ * db: a node that did not decide a call runs its script a little later
+ * (before the next command of that txn on it). */
+static bool await_keys(int port, int db, const char *const *keys, int n,
+                       int want) {
+  redisContext *c = it_side(port, NULL);
+  char sel[16];
+  snprintf(sel, sizeof sel, "SELECT %d", db);
+  ok_reply(c, sel);
+  uint64_t end = tu_now_ns() + tu_ms(3000) * 1000000u;
+  int have;
+  for (;;) {
+    have = 0;
+    for (int i = 0; i < n; i++)
+      have += (int)it_int(c, "EXISTS %s", keys[i]);
+    if (have == want || tu_now_ns() >= end)
+      break;
+    tu_sleep_us(5000);
+  }
+  redisFree(c);
+  if (have != want)
+    print_error("node %d, db %d: %d of the keys, not %d\n", port, db, have,
+                want);
+  return have == want;
+}
+
+/* A database on every node ("/3"): the keys go there, never to db 0, and
+ * the release takes them from there. */
+static void test_url_db(void **state) {
+  (void)state;
+  need_plain(3);
+  char url[512];
+  snprintf(url, sizeof url,
+           "redlock://127.0.0.1:%d/3,127.0.0.1:%d/3,127.0.0.1:%d/3"
+           "?lease_ms=600000",
+           PORT[0], PORT[1], PORT[2]);
+  ordo_t *o = open_url(url);
+  ordo_txn_t *t = txn(o);
+  static const char *const keys[] = {"db:a", "db:b"};
+  ordo_req_t r[] = {ORDO_REQ_X("db:a", 4), ORDO_REQ_S("db:b", 4)};
+  assert_int_equal(ordo_lock_all(t, r, 2, 1000), 0);
+  for (int i = 0; i < 3; i++) {
+    assert_true(await_keys(PORT[i], 3, keys, 2, 2));
+    assert_true(await_keys(PORT[i], 0, keys, 2, 0));
+  }
+  assert_int_equal(ordo_unlock_all(t), 2);
+  for (int i = 0; i < 3; i++)
+    assert_true(await_keys(PORT[i], 3, keys, 2, 0));
+  ordo_txn_end(t);
+  ordo_close(o);
+}
+
+/* Unix-socket nodes (each fixture server listens on one too: CONFIG GET
+ * unixsocket names it), two of them beside one TCP node. The key goes to
+ * the socket nodes, and is held against a place that reaches the same
+ * three nodes by TCP. */
+static void test_url_unix_sockets(void **state) {
+  (void)state;
+  need_plain(3);
+  char path[2][256];
+  for (int i = 0; i < 2; i++) {
+    redisContext *c = it_side(PORT[i], NULL);
+    redisReply *r = redisCommand(c, "CONFIG GET unixsocket");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 2);
+    assert_true(r->element[1]->len > 0);
+    snprintf(path[i], sizeof path[i], "%s", r->element[1]->str);
+    freeReplyObject(r);
+    redisFree(c);
+  }
+  char url[768], tcp[512];
+  snprintf(url, sizeof url, "redlock://%s,%s,127.0.0.1:%d?lease_ms=600000",
+           path[0], path[1], PORT[2]);
+  url_of(tcp, sizeof tcp, PORT, 3, NULL, "?lease_ms=600000");
+  ordo_t *o = open_url(url), *o2 = open_url(tcp);
+  ordo_txn_t *t = txn(o), *u = txn(o2);
+  static const char *const keys[] = {"sock"};
+  assert_int_equal(ordo_lock(t, "sock", 4, ORDO_MODE_X, 1000), 0);
+  for (int i = 0; i < 3; i++)
+    assert_true(await_keys(PORT[i], 0, keys, 1, 1));
+  assert_int_equal(ordo_lock(u, "sock", 4, ORDO_MODE_X, 0), ORDO_ETIMEDOUT);
+  assert_int_equal(ordo_unlock_all(t), 1);
+  assert_int_equal(ordo_lock(u, "sock", 4, ORDO_MODE_X, 1000), 0);
+  assert_int_equal(ordo_unlock_all(u), 1);
+  ordo_txn_end(t);
+  ordo_txn_end(u);
+  ordo_close(o);
+  ordo_close(o2);
+}
+
+/* Waits (bounded) until node c has counted want script calls since its
+ * last CONFIG RESETSTAT (a late node runs its scripts a little later);
+ * returns the count then. */
+static long long await_scripts(redisContext *c, long long want) {
+  uint64_t end = tu_now_ns() + tu_ms(3000) * 1000000u;
+  long long n;
+  while ((n = node_scripts(c)) < want && tu_now_ns() < end)
+    tu_sleep_us(5000);
+  return n;
+}
+
+/* mode=sequential takes key by key, node by node: a lock_all of three keys
+ * is three script calls on every node, and its tokens are the greatest of
+ * every node's (each is asked). mode=parallel (the default) sends one
+ * script to each node for the lot. The lease is 10 min: no renewal (a
+ * script call too) comes in between. */
+static void test_url_modes(void **state) {
+  (void)state;
+  need_plain(3);
+  static const char *const modes[] = {"sequential", "parallel"};
+  static const long long per_lock[] = {3, 1};
+  for (int m = 0; m < 2; m++) {
+    char q[64], url[512], keys[3][8];
+    snprintf(q, sizeof q, "?lease_ms=600000&mode=%s", modes[m]);
+    url_of(url, sizeof url, PORT, 3, NULL, q);
+    ordo_t *o = open_url(url);
+    ordo_txn_t *t = txn(o);
+    ordo_req_t r[3];
+    for (int k = 0; k < 3; k++) {
+      snprintf(keys[k], sizeof keys[k], "m%d:%c", m, 'a' + k);
+      r[k] = (ordo_req_t)ORDO_REQ_X(keys[k], 4);
+    }
+    redisContext *c[3];
+    for (int i = 0; i < 3; i++) {
+      c[i] = it_side(PORT[i], NULL);
+      ok_reply(c[i], "CONFIG RESETSTAT");
+    }
+    /* First connected, the scripts loaded, and that lock and unlock run
+     * on every node (the ACQUIREs, then one RELEASE); then counted from
+     * nought. */
+    assert_int_equal(ordo_lock_all(t, r, 3, 1000), 0);
+    assert_int_equal(ordo_unlock_all(t), 3);
+    for (int i = 0; i < 3; i++) {
+      assert_int_equal(await_scripts(c[i], per_lock[m] + 1), per_lock[m] + 1);
+      ok_reply(c[i], "CONFIG RESETSTAT");
+    }
+    /* Node 3 says a key's counter is far ahead (as after grants the
+     * others missed). */
+    char fk[40];
+    snprintf(fk, sizeof fk, "SET {%s}:ordo:fence 1000", keys[2]);
+    ok_reply(c[2], fk);
+    assert_int_equal(ordo_lock_all(t, r, 3, 1000), 0);
+    uint64_t tok = 0;
+    assert_int_equal(ordo_fence(t, keys[2], 4, &tok), 0);
+    for (int i = 0; i < 3; i++) {
+      long long n = await_scripts(c[i], per_lock[m]);
+      print_message("mode=%s: node %d ran %lld script calls for a lock_all "
+                    "of 3 keys\n",
+                    modes[m], i + 1, n);
+      assert_int_equal(n, per_lock[m]);
+    }
+    if (m == 0)
+      assert_int_equal(tok, 1001); /* node 3's, the greatest */
+    char buf[4096];
+    it_dump_text(o, buf, sizeof buf);
+    assert_true((strstr(buf, "sequential (bench only)") != NULL) == (m == 0));
+    assert_int_equal(ordo_unlock_all(t), 3);
+    for (int i = 0; i < 3; i++)
+      redisFree(c[i]);
+    ordo_txn_end(t);
+    ordo_close(o);
+  }
+}
+
+/* ---- The tokens of a single owner ------------------------------------------
+ */
+
+/*
+ * What the tokens promise (docs/backend-redlock.md, "Fencing tokens"): a
+ * grant reports the greatest counter among the nodes that granted it. With
+ * one owner every node grants every request (in order, on its connection),
+ * so the counters move together, except on a node that missed grants or
+ * forgot them; any majority then still includes a node that saw every
+ * grant while no more than a minority lags, and the tokens increase. Here
+ * node 1 forgets its counter (as a restart without its data would) and
+ * node 3 is stopped (SIGSTOP), so that each grant is decided by nodes 1
+ * and 2 alone: its token must be node 2's, greater than the last, never
+ * node 1's restarted count. Then node 3 runs again and catches up.
+ */
+#define TK_ROUNDS 5
+static void test_tokens_one_owner(void **state) {
+  (void)state;
+  need_plain(3);
+  char url[512];
+  url_of(url, sizeof url, PORT, 3, NULL, "?lease_ms=600000&timeout_ms=3000");
+  ordo_t *o = open_url(url);
+  ordo_txn_t *t = txn(o);
+  uint64_t tok[3 * TK_ROUNDS] = {0};
+  int rc[3 * TK_ROUNDS];
+  int n = 0;
+  for (int i = 0; i < TK_ROUNDS; i++, n++) {
+    rc[n] = ordo_lock(t, "tk", 2, ORDO_MODE_X, 1000);
+    if (rc[n] == 0 && ordo_fence(t, "tk", 2, &tok[n]) == 0)
+      rc[n] = ordo_unlock(t, "tk", 2);
+  }
+  redisContext *c1 = it_side(PORT[0], NULL);
+  /* Node 1 forgets; node 3's last RELEASE may still be on its way, and
+   * is let arrive before the stop. */
+  assert_int_equal(it_int(c1, "DEL {tk}:ordo:fence"), 1);
+  redisFree(c1);
+  redisContext *c3 = it_side(PORT[2], NULL);
+  uint64_t end = tu_now_ns() + tu_ms(3000) * 1000000u;
+  while (it_int(c3, "EXISTS tk") != 0) {
+    assert_true(tu_now_ns() < end);
+    tu_sleep_us(10000);
+  }
+  redisFree(c3);
+  /* No assertion until node 3 runs again. */
+  int stop_rc = kill(PID[2], SIGSTOP);
+  for (int i = 0; stop_rc == 0 && i < TK_ROUNDS; i++, n++) {
+    rc[n] = ordo_lock(t, "tk", 2, ORDO_MODE_X, 1000);
+    if (rc[n] == 0 && ordo_fence(t, "tk", 2, &tok[n]) == 0)
+      rc[n] = ordo_unlock(t, "tk", 2);
+  }
+  int cont_rc = kill(PID[2], SIGCONT);
+  assert_int_equal(stop_rc, 0);
+  assert_int_equal(cont_rc, 0);
+  for (int i = 0; i < TK_ROUNDS; i++, n++) {
+    rc[n] = ordo_lock(t, "tk", 2, ORDO_MODE_X, 1000);
+    if (rc[n] == 0 && ordo_fence(t, "tk", 2, &tok[n]) == 0)
+      rc[n] = ordo_unlock(t, "tk", 2);
+  }
+  for (int i = 0; i < n; i++) {
+    print_message("round %d: %s, token %llu\n", i + 1, ordo_err_name(rc[i]),
+                  (unsigned long long)tok[i]);
+    assert_int_equal(rc[i], 0);
+    assert_true(tok[i] > 0);
+    if (i > 0)
+      assert_true(tok[i] > tok[i - 1]);
+  }
+  ordo_txn_end(t);
+  ordo_close(o);
+}
+
 /* ---- One node stopped past the lease, an owner register --------------------
  */
 
@@ -378,8 +690,10 @@ static void test_partial_upgrade(void **state) {
 #define SR_WORKERS 6
 
 typedef struct sr_slot {
-  _Atomic uint64_t owner; /* the holder's worker number + 1, 0: none */
-  _Atomic uint64_t token; /* the last grant's token */
+  _Atomic uint64_t owner;  /* the holder's worker number + 1, 0: none */
+  _Atomic uint64_t token;  /* the last grant's token */
+  _Atomic uint64_t hi;     /* the greatest token any grant reported */
+  _Atomic uint64_t grants; /* the grants of this key */
 } sr_slot;
 
 typedef struct sr_shared {
@@ -454,9 +768,16 @@ static void *sr_main(void *arg) {
         atomic_fetch_add(&s->bad_tokens, 1);
         sr_note(s, "worker %d: no token for %s", w->id, names[i]);
       }
+      /* Best effort (test_node_stopped says why): counted, and the
+       * greatest kept for the check against the nodes' counters. */
       uint64_t prev = atomic_exchange(&s->reg[ks[i]].token, tok);
       if (tok <= prev)
-        atomic_fetch_add(&s->regressions, 1); /* best effort: counted */
+        atomic_fetch_add(&s->regressions, 1);
+      uint64_t hi = atomic_load(&s->reg[ks[i]].hi);
+      while (tok > hi &&
+             !atomic_compare_exchange_weak(&s->reg[ks[i]].hi, &hi, tok))
+        ;
+      atomic_fetch_add(&s->reg[ks[i]].grants, 1);
     }
     atomic_fetch_add(&s->grants, 1);
     /* Mostly short holds; every eighth outlives a third of the lease, so
@@ -487,7 +808,7 @@ static void *sr_main(void *arg) {
 
 /* Waits (bounded) until at least n grants happened. */
 static bool sr_wait_grants(sr_shared *s, uint64_t n, int ms) {
-  uint64_t end = tu_now_ns() + (uint64_t)ms * 1000000u;
+  uint64_t end = tu_now_ns() + tu_ms((uint64_t)ms) * 1000000u;
   while (atomic_load(&s->grants) < n) {
     if (tu_now_ns() >= end)
       return false;
@@ -496,9 +817,39 @@ static bool sr_wait_grants(sr_shared *s, uint64_t n, int ms) {
   return true;
 }
 
+/* Key k's fencing counter on every node (0 where there is none yet). */
+static void sr_counters(long long out[5][SR_KEYS]) {
+  for (int i = 0; i < 5; i++) {
+    redisContext *c = it_side(PORT[i], NULL);
+    for (int k = 0; k < SR_KEYS; k++) {
+      redisReply *r = redisCommand(c, "GET {sr:%d}:ordo:fence", k);
+      assert_non_null(r);
+      assert_true(r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL);
+      out[i][k] = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
+      freeReplyObject(r);
+    }
+    redisFree(c);
+  }
+}
+
+/*
+ * Tokens are best effort here, and go back by design: six workers contend,
+ * and a try that no majority granted leaves its INCR on the nodes that did
+ * grant it, so the nodes' counters of a key drift apart; a grant is then
+ * decided by the first three of the four live nodes to answer, and when
+ * the one ahead is the fourth, its token is lower than the last
+ * (docs/backend-redlock.md: "the max over one majority can then be lower
+ * than a token handed out before"; a run sees dozens). So the regressions
+ * are counted and shown, not asserted away; what the design does promise
+ * is asserted against the nodes' own counters afterwards: a grant reports
+ * a counter of a node that granted it, so no token is above the greatest
+ * counter of its key; and every grant took a token (INCR) on a majority,
+ * so a key's counters moved, summed over the nodes, by three per grant at
+ * least. (test_tokens_one_owner has the case where tokens must increase.)
+ */
 static void test_node_stopped(void **state) {
   (void)state;
-  NEED(5, NPORT);
+  need_plain(5);
   /* The lease grows with the sanitizers' slowdown (ORDO_TEST_TIMEOUT_MULT):
    * the shared renewal thread must run within two thirds of a lease, and
    * under ASan, beside another suite, it once did not within 1 s. The node
@@ -512,6 +863,8 @@ static void test_node_stopped(void **state) {
   url_of(url, sizeof url, PORT, 5, NULL, query);
   static sr_shared s;
   memset(&s, 0, sizeof s);
+  static long long base[5][SR_KEYS], after[5][SR_KEYS];
+  sr_counters(base);
   s.o = open_url(url);
   tu_watchdog_start(s.o, 60, "redlock: a node stopped past the lease");
   s.hold_long_us = 400 * 1000 * mult;
@@ -556,11 +909,25 @@ static void test_node_stopped(void **state) {
   assert_int_equal(atomic_load(&s.bad_tokens), 0);
   assert_int_equal(atomic_load(&s.errors), 0);
   ordo_close(s.o);
+  sr_counters(after);
+  for (int k = 0; k < SR_KEYS; k++) {
+    long long top = 0, moved = 0;
+    for (int i = 0; i < 5; i++) {
+      top = after[i][k] > top ? after[i][k] : top;
+      moved += after[i][k] - base[i][k];
+    }
+    uint64_t hi = atomic_load(&s.reg[k].hi), g = atomic_load(&s.reg[k].grants);
+    print_message("sr:%d: %llu grants, tokens up to %llu; counters up to "
+                  "%lld, moved %lld in all\n",
+                  k, (unsigned long long)g, (unsigned long long)hi, top, moved);
+    assert_true(hi <= (uint64_t)top);
+    assert_true(moved >= 3 * (long long)g);
+  }
   /* Nothing of ours is left on any node, the stopped one included, once
    * its leases ran out there. */
   for (int i = 0; i < 5; i++) {
     redisContext *c = it_side(PORT[i], NULL);
-    uint64_t end = tu_now_ns() + 3000000000ull;
+    uint64_t end = tu_now_ns() + tu_ms(3000) * 1000000u;
     for (;;) {
       size_t live = 0;
       char modes[8];
@@ -597,9 +964,13 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_urls),
       cmocka_unit_test(test_unreachable),
       cmocka_unit_test(test_password),
+      cmocka_unit_test(test_url_db),
+      cmocka_unit_test(test_url_unix_sockets),
+      cmocka_unit_test(test_url_modes),
+      cmocka_unit_test(test_tokens_one_owner),
       cmocka_unit_test(test_stale_holder),
       cmocka_unit_test(test_partial_upgrade),
       cmocka_unit_test(test_node_stopped),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

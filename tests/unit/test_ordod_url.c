@@ -2,8 +2,10 @@
  * test_ordod_url.c -- the ordod:// backend without a server: which URLs
  * ordo_open accepts (it does not connect; the first txn does) and which it
  * refuses with ORDO_EURL, the redacted URL, the declared capabilities, an
- * unreachable server (ORDO_EBACKEND from ordo_txn_begin), and the calls
- * this backend does not support.
+ * unreachable server (ORDO_EBACKEND from ordo_txn_begin and ordo_stats,
+ * the reason in the dump), and a lease-lost callback on mem://, which has
+ * no leases. What a URL does against a real ordod (a password, a Unix
+ * socket, timeout_ms) is tests/integration/test_ordod_backend.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,7 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "ordo.h"
+#include "../common/testutil.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -85,7 +87,8 @@ static void test_redacted_and_caps(void **state) {
   assert_null(strstr(ordo_url(o), "secret"));
   unsigned want = ORDO_CAP_SHARED | ORDO_CAP_SERVER_WAIT | ORDO_CAP_FENCE |
                   ORDO_CAP_FENCE_DURABLE | ORDO_CAP_INCREMENTAL |
-                  ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE;
+                  ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE |
+                  ORDO_CAP_WAIT_HOLDS_NOTHING;
   assert_int_equal(ordo_caps(o), want);
   ordo_close(o);
 }
@@ -138,5 +141,5 @@ int main(void) {
       cmocka_unit_test(test_unreachable),
       cmocka_unit_test(test_mem_lease_noop),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }
