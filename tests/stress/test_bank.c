@@ -4,10 +4,13 @@
  *
  * 1. Two accounts, 1,000 transfers each way at once over 8 workers: the
  *    total is unchanged, the engine reports 0 deadlocks, and it finishes
- *    inside 10 s (a hang bound, not a performance claim).
+ *    before a watchdog of 10 s (times ORDO_TEST_TIMEOUT_MULT) fires: a hang
+ *    bound, not a performance claim.
  * 2. 64 accounts, 16 workers, transfers among 2-6 random accounts at a time
- *    (an expense split), 100,000 operations: an owner word on every account
- *    proves mutual exclusion, and the total is conserved.
+ *    (an expense split), 100,000 operations: the total is conserved.
+ *
+ * In both, an owner word on every account, held across a yield inside the
+ * critical section, proves mutual exclusion.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +20,7 @@
 
 #include "../common/testutil.h"
 
+#include <sched.h>
 #include <string.h>
 
 typedef struct {
@@ -105,6 +109,10 @@ static void *bank_worker(void *arg) {
       b->balance[accts[0]] -= amount;
       b->balance[accts[i]] += amount;
     }
+    /* The owner words stay taken across a yield, so that a conflicting
+     * holder let in meanwhile finds them taken: entered and left back to
+     * back, they would be free again almost always. */
+    sched_yield();
     for (int i = 0; i < n; i++)
       leave(b, accts[i], w->id);
     ordo_unlock_all(t);
@@ -152,7 +160,9 @@ static void run_bank(bank *b, int workers, double bound_s, const char *what) {
   assert_int_equal(total(b), before);
   assert_int_equal(s.deadlocks, 0);
   assert_int_equal(s.waiting, 0);
-  assert_true(secs < bound_s);
+  /* The time is printed, not asserted: the watchdog above is the bound
+   * against a hang (bound_s, times ORDO_TEST_TIMEOUT_MULT), and it aborts
+   * with the lock table first; how fast the run went is bench/'s. */
   free(b->balance);
   free((void *)b->owner);
 }
@@ -185,5 +195,5 @@ int main(void) {
       cmocka_unit_test(test_bank_check),
       cmocka_unit_test(test_split_stress),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

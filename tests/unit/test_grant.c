@@ -117,46 +117,76 @@ static void test_starving_waiter_reserves(void **state) {
 }
 
 /*
- * The bound follows the hold times: after holds of about 50 ms, a waiter
- * reserves its keys only once it has waited 8 of them (about 400 ms), not
- * at the 1 ms floor. Before that a request for its free key is granted;
- * after it, the request waits.
+ * The bound follows the hold times: after a hold of H (50 ms, times
+ * ORDO_TEST_TIMEOUT_MULT), a waiter reserves its keys only once it has
+ * waited 8 mean holds, not at the 1 ms floor. Before that a request for its
+ * free key is granted; after it, the request waits.
+ *
+ * Neither side is a race against the clock. The mean is an average of the
+ * holds that have ended, so it lies between the shortest and the longest of
+ * them as timed from outside (each engine hold starts inside our lock call
+ * and ends inside our unlock). When the ask comes, the only hold that has
+ * ended is the first one, at least H long, so the bound is at least 8 H;
+ * the waiter queued after t0, so it has waited at most the time since t0.
+ * If that is under 8 H, the waiter cannot have starved, and the request
+ * must be granted. A machine too slow to ask within 8 H makes the round
+ * tell nothing: it is run again on a fresh place, and three such rounds
+ * fail the case (never a silent pass). For the other side the case waits,
+ * from when the waiter was seen queued, past 8 times the longest hold that
+ * has ended, which is at least the bound: that sleep is for time itself,
+ * the thing under test.
  */
 static void test_bound_follows_hold_times(void **state) {
   (void)state;
-  const long hold_us = 50000;
-  ordo_t *o = open_bound(1000, 8);
-  tu_watchdog_start(o, 30, "bound follows hold times");
-  ordo_txn_t *h = txn(o), *x = txn(o);
-  for (int i = 0; i < 3; i++) {
+  const uint64_t hold_ns = tu_ms(50) * 1000000u;
+  for (int round = 1;; round++) {
+    ordo_t *o = open_bound(1000, 8);
+    tu_watchdog_start(o, 30, "bound follows hold times");
+    ordo_txn_t *h = txn(o), *x = txn(o);
+    uint64_t h0 = tu_now_ns();
     assert_int_equal(ordo_lock(h, "b", 1, ORDO_MODE_X, 0), 0);
-    tu_sleep_us(hold_us);
+    tu_sleep_us((long)(hold_ns / 1000));
     assert_int_equal(ordo_unlock_all(h), 1);
+    uint64_t longest = tu_now_ns() - h0; /* the longest hold that has ended */
+    assert_int_equal(ordo_lock(h, "b", 1, ORDO_MODE_X, 0), 0);
+    tu_locker w = {.t = txn(o),
+                   .reqs = {ORDO_REQ_X("a", 1), ORDO_REQ_X("b", 1)},
+                   .n = 2,
+                   .timeout_ms = ORDO_FOREVER};
+    uint64_t t0 = tu_now_ns();
+    tu_locker_start(&w);
+    assert_true(tu_wait_waiting(o, 1));
+    uint64_t queued = tu_now_ns(); /* the waiter queued before this */
+    tu_sleep_us(20000);            /* so it has waited well past the floor */
+    uint64_t x0 = tu_now_ns();
+    int rc = ordo_lock(x, "a", 1, ORDO_MODE_X, 0);
+    uint64_t asked = tu_now_ns() - t0;
+    if (rc == 0) {
+      assert_int_equal(ordo_unlock_all(x), 1);
+      uint64_t held = tu_now_ns() - x0;
+      longest = held > longest ? held : longest;
+    }
+    if (asked < 8 * hold_ns) {
+      /* The waiter had waited at most `asked`, under the bound. */
+      assert_int_equal(rc, 0);
+      uint64_t starved = queued + 8 * longest + 50000000u;
+      uint64_t now = tu_now_ns();
+      if (now < starved)
+        tu_sleep_us((long)((starved - now) / 1000));
+      assert_int_equal(ordo_lock(x, "a", 1, ORDO_MODE_X, 0), ORDO_ETIMEDOUT);
+      ordo_unlock_all(h);
+      assert_int_equal(tu_locker_join(&w), 0);
+      finish(o, w.t, x, h, NULL);
+      return;
+    }
+    print_message("round %d: asked %.1f ms after the waiter started, not "
+                  "within 8 holds (%.1f ms): it tells nothing; again\n",
+                  round, (double)asked / 1e6, 8 * (double)hold_ns / 1e6);
+    ordo_unlock_all(h);
+    assert_int_equal(tu_locker_join(&w), 0);
+    finish(o, w.t, x, h, NULL);
+    assert_true(round < 3); /* three rounds too slow to tell: fail */
   }
-  assert_int_equal(ordo_lock(h, "b", 1, ORDO_MODE_X, 0), 0);
-  tu_locker w = {.t = txn(o),
-                 .reqs = {ORDO_REQ_X("a", 1), ORDO_REQ_X("b", 1)},
-                 .n = 2,
-                 .timeout_ms = ORDO_FOREVER};
-  uint64_t t0 = tu_now_ns();
-  tu_locker_start(&w);
-  assert_true(tu_wait_waiting(o, 1));
-  tu_sleep_us(20000); /* well past the 1 ms floor */
-  int rc = ordo_lock(x, "a", 1, ORDO_MODE_X, 0);
-  uint64_t asked_ms = (tu_now_ns() - t0) / 1000000;
-  /* The mean is at least the 50 ms slept, so the bound is at least 400 ms:
-   * a machine too slow to ask within it cannot tell. */
-  if (asked_ms < 300)
-    assert_int_equal(rc, 0);
-  else
-    print_message("asked after %llu ms: not checked\n",
-                  (unsigned long long)asked_ms);
-  ordo_unlock_all(x);
-  tu_sleep_us(1000000); /* past 8 holds of 50 ms, with room for slack */
-  assert_int_equal(ordo_lock(x, "a", 1, ORDO_MODE_X, 0), ORDO_ETIMEDOUT);
-  ordo_unlock_all(h);
-  assert_int_equal(tu_locker_join(&w), 0);
-  finish(o, w.t, x, h, NULL);
 }
 
 /*
@@ -232,10 +262,19 @@ static void test_x_not_starved_by_s(void **state) {
 /*
  * A hot-key stress. Threads ask for {H}, {A} or the pair {H, A}: the pair
  * is the request that plain barging starves, since H and A are rarely free
- * at once. Every grant is logged inside the critical section. We then count
- * overtakes: a request that arrived later than a waiter, yet was granted
- * after that waiter had passed the bound (plus scheduling slack) and before
- * it. The protocol allows none. The longest wait is reported.
+ * at once. An owner word per key, held for the whole hold, checks mutual
+ * exclusion. Every grant is logged inside the critical section. We then
+ * count overtakes, and print them: a request that arrived later than a
+ * waiter, yet was granted after that waiter had passed the bound (plus
+ * scheduling slack) and before it. The protocol allows none, but this
+ * stress cannot make a broken engine show one (see the end of the case). The times are taken outside the
+ * engine (an arrival before the call, a grant after it returns), so the
+ * slack covers a thread preempted between the two; it is a margin against
+ * the scheduler, so it grows with ORDO_TEST_TIMEOUT_MULT. The longest wait
+ * is reported, not asserted: how long a wait lasts on two shared CPUs with
+ * six spinning threads is the scheduler's as much as the engine's, and is a
+ * benchmark's figure (bench/README.md: the bank's max_wait_us, the
+ * philosophers' max_wait_ms).
  */
 #define HOT_THREADS 6
 typedef struct {
@@ -247,9 +286,28 @@ static grant_rec *g_log;
 static _Atomic long g_nlog;
 static long g_max;
 static ordo_t *g_o;
+/* H's and A's owner words: 0, or the worker inside holding the key. Each is
+ * held for the whole hold, so two holders at once would show. */
+static _Atomic long hot_owner[2];
+static _Atomic long hot_violations;
+
+static void hot_enter(int k, long me) {
+  long z = 0;
+  if (!atomic_compare_exchange_strong(&hot_owner[k], &z, me))
+    atomic_fetch_add(&hot_violations, 1);
+}
+
+static void hot_leave(int k, long me) {
+  long was = me;
+  if (!atomic_compare_exchange_strong(&hot_owner[k], &was, 0))
+    atomic_fetch_add(&hot_violations, 1);
+}
 
 static void *hot_worker(void *arg) {
   int kind = (int)(intptr_t)arg % 3;
+  long me = (long)(intptr_t)arg + 1;
+  /* The owner words of the keys this worker takes: H is 0, A is 1. */
+  int first = kind == 1 ? 1 : 0, last = kind == 0 ? 0 : 1;
   ordo_txn_t *t = txn(g_o);
   ordo_req_t both[] = {ORDO_REQ_X("H", 1), ORDO_REQ_X("A", 1)};
   ordo_req_t one = kind == 1 ? (ordo_req_t)ORDO_REQ_X("A", 1)
@@ -268,10 +326,14 @@ static void *hot_worker(void *arg) {
       break;
     }
     g_log[i] = (grant_rec){arrive, tu_now_ns(), kind};
+    for (int k = first; k <= last; k++)
+      hot_enter(k, me);
     /* Hold briefly: a few microseconds of work. */
     uint64_t until = tu_now_ns() + 3000;
     while (tu_now_ns() < until)
       ;
+    for (int k = first; k <= last; k++)
+      hot_leave(k, me);
     ordo_unlock_all(t);
   }
   ordo_txn_end(t);
@@ -281,13 +343,14 @@ static void *hot_worker(void *arg) {
 static void test_hot_key_bound(void **state) {
   (void)state;
   const long bound_us = 1000; /* the default */
-  const char *m = getenv("ORDO_TEST_TIMEOUT_MULT");
-  const uint64_t slack_ns =
-      (uint64_t)(50e6 * (m && atof(m) > 1 ? atof(m) : 1.0));
+  const uint64_t slack_ns = tu_ms(50) * 1000000u;
   g_o = open_with(bound_us);
   g_max = tu_scaled(30000);
   g_log = calloc((size_t)g_max, sizeof *g_log);
   atomic_store(&g_nlog, 0);
+  atomic_store(&hot_owner[0], 0);
+  atomic_store(&hot_owner[1], 0);
+  atomic_store(&hot_violations, 0);
   tu_watchdog_start(g_o, 120, "hot key stress");
   pthread_t thr[HOT_THREADS];
   for (int i = 0; i < HOT_THREADS; i++)
@@ -319,15 +382,18 @@ static void test_hot_key_bound(void **state) {
   ordo_stats_t s;
   ordo_stats(g_o, &s);
   print_message("hot key: %ld grants, %ld pair grants, longest wait %.3f ms, "
-                "engine max wait %.3f ms, overtakes past the bound %ld\n",
+                "engine max wait %.3f ms, hand-overs %llu, pokes %llu, "
+                "overtakes past the bound %ld\n",
                 n, pair_grants, (double)longest / 1e6,
-                (double)s.max_wait_us / 1e3, overtakes);
+                (double)s.max_wait_us / 1e3, (unsigned long long)s.wakeups,
+                (unsigned long long)s.pokes, overtakes);
+  assert_int_equal(atomic_load(&hot_violations), 0);
   assert_true(pair_grants > 0);
-  assert_int_equal(overtakes, 0);
-  /* No wait outlived the bound plus the holds that can be queued ahead of
-   * it (one per other thread, 3 us each), give or take scheduling. */
-  assert_true(s.max_wait_us <=
-              (uint64_t)bound_us + HOT_THREADS * 3u + slack_ns / 1000);
+  /* The overtakes are printed, not asserted: with the reservations
+   * switched off on purpose they still read 0 here (on two CPUs, holds of
+   * 3 us leave H and A free together often enough), so an assertion would
+   * pass a broken engine. The reservation itself is asserted exactly by
+   * test_engine.c's starvation case. */
   free(g_log);
   ordo_close(g_o);
 }
@@ -336,11 +402,18 @@ static void test_hot_key_bound(void **state) {
  * A ring of diners with bites of 0.2-1 ms: each asks for its two forks at
  * once, in a random order, over and over. Holds this long push the bound
  * above its floor (8 mean holds), and starving neighbours chain, so this
- * drives both grant rules hard. No fork may ever have two eaters, and no
- * diner may fall behind: when the first diner has eaten all its meals,
- * every other has eaten at least a quarter of its own. (With the bound set
- * to a minute, the slowest had eaten 0-25 of 200 meals then; with the
- * default rules, 139-167.) The watchdog catches a hang.
+ * drives both grant rules hard. No fork may ever have two eaters (each
+ * eater holds its forks' registers for the whole bite), and some diner must
+ * have starved and been handed its forks (every waiter here is a thread's,
+ * so the engine hands over only to a starving one). The watchdog catches a
+ * hang. How far the slowest diner falls behind is printed, not asserted:
+ * on two shared CPUs, when the first diner was done, the slowest had eaten
+ * 106-167 of 200 meals with the default rules, but also 51-117 with the
+ * reservations (or they and the hand-overs) switched off on purpose, and
+ * 0-92 with the bound set to a minute. The ranges overlap, so a threshold
+ * would either pass a broken engine or fail a loaded machine; the figure
+ * is the philosophers benchmark's (bench/philo.c: min_meals,
+ * first_done_pct).
  */
 #define RING 7
 static _Atomic int ring_fork[RING];
@@ -410,10 +483,11 @@ static void test_ring_progress(void **state) {
   ordo_stats(g_o, &s);
   long first = atomic_load(&ring_first_done);
   print_message("ring: %ld meals each; the slowest had %ld when the first "
-                "was done; longest wait %.1f ms\n",
-                ring_target, first, (double)s.max_wait_us / 1e3);
+                "was done; longest wait %.1f ms; hand-overs %llu\n",
+                ring_target, first, (double)s.max_wait_us / 1e3,
+                (unsigned long long)s.wakeups);
   assert_int_equal(atomic_load(&ring_violations), 0);
-  assert_true(first * 4 >= ring_target);
+  assert_true(s.wakeups > 0);
   ordo_close(g_o);
 }
 
@@ -427,5 +501,5 @@ int main(void) {
       cmocka_unit_test(test_ring_progress),
       cmocka_unit_test(test_hot_key_bound),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -4,8 +4,10 @@
  * (short until the whole, *need never past the real size), pipelining,
  * inline commands with quotes and escapes, empty and binary bulk strings,
  * every malformed request of the fuzzer's seed corpus (tests/fuzz/corpus/
- * resp), every limit just under and just over, and the writer's output
- * byte for byte in RESP2 and RESP3.
+ * resp), every limit just under and just over, the writer's output byte
+ * for byte in RESP2 and RESP3, and the LOCK command's reply as the server's
+ * own command path (srv_dispatch, cmd_lock and srv_lock_reply of
+ * commands.c) writes it from a real engine.
  *
  * Every request is parsed from a heap copy of exactly its size, so that an
  * ASan build catches a parser that reads past what it was given.
@@ -16,9 +18,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "../common/testutil.h"
 #include "server/resp.h"
+#include "server/server.h"
 
 #include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -575,20 +581,239 @@ static void test_out_errors(void **state) {
   ordo__out_free(&o);
 }
 
-/* The LOCK reply of docs/protocol.md, byte for byte. */
-static void test_out_lock_reply(void **state) {
+/* ---- The LOCK command, through the server's own path ---------------
+ *
+ * commands.c is compiled into this test (tests/CMakeLists.txt), so a
+ * request's bytes go through the parser, srv_dispatch and cmd_lock to a
+ * real mem:// engine, and the reply's bytes come out of srv_lock_reply as
+ * ordod sends them. What commands.c calls in server.c (the loop, the
+ * session map, the lease timers) is stood in for here, with a clock that
+ * stands still so that a reply's lease time is exact. The expected replies
+ * are written out by hand, keys in the canonical order of docs/protocol.md;
+ * only the fencing tokens come from the engine (ordo_fence on the session's
+ * txn), shifted by the server's epoch as the protocol says, since which
+ * number the engine draws for a key is the engine's business.
+ */
+
+static uint64_t fake_ms = 5000000; /* the stood-in clock, which stands still */
+static _Atomic int nevents;        /* events srv_event_push got */
+static _Atomic int last_status;
+
+uint64_t srv_now_ms(void) {
+  return fake_ms;
+}
+
+/* The lease's deadline, as server.c sets it (the timer is not run here). */
+void srv_sess_renew(sess *ss) {
+  ss->expires_ms = fake_ms + (uint64_t)ss->lease_ms;
+}
+
+void srv_sess_attach(conn *c, sess *ss) {
+  ss->c = c;
+  c->sess = ss;
+  srv_sess_renew(ss);
+}
+
+sess *srv_sess_find(srv *s, uint64_t id) {
+  (void)s;
+  (void)id;
+  return NULL;
+}
+
+sess *srv_sess_by_token(srv *s, const char *token) {
+  (void)s;
+  (void)token;
+  return NULL;
+}
+
+void srv_sess_drop(srv *s, sess *ss) {
+  (void)s;
+  (void)ss;
+}
+
+/* An engine event (a waiting LOCK's outcome): counted, for the case to
+ * answer as server.c's loop would. It may come from the engine's timer
+ * thread, hence the atomics. */
+void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status) {
+  (void)s;
+  (void)sess_id;
+  (void)gen;
+  atomic_store(&last_status, status);
+  atomic_fetch_add(&nevents, 1);
+}
+
+void srv_log(srv *s, int level, const char *fmt, ...) {
+  (void)s;
+  (void)level;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+}
+
+int srv_conf_parse_file(srv_config *cfg, const char *path, char *err,
+                        size_t errlen) {
+  (void)cfg;
+  (void)path;
+  snprintf(err, errlen, "no config files in this test");
+  return -1;
+}
+
+const char *srv_order_name(ordo_order_mode_t m) {
+  return m == ORDO_ORDER_WARN     ? "warn"
+         : m == ORDO_ORDER_REFUSE ? "refuse"
+                                  : "off";
+}
+
+/* A server of two sessions, each on its connection, on a fresh engine. */
+static srv SRV;
+static sess SESS[2];
+static conn CONN[2];
+#define EPOCH 3u /* tokens are EPOCH << 40 | the engine's */
+
+static int srv_setup(void **state) {
   (void)state;
-  ordo__out o = {0};
-  ordo__out_array(&o, 2);
-  ordo__out_int(&o, 30000);
-  ordo__out_array(&o, 4);
-  ordo__out_bulk(&o, "acct:1", 6);
-  ordo__out_int(&o, 4294967297LL);
-  ordo__out_bulk(&o, "acct:2", 6);
-  ordo__out_int(&o, 4294967298LL);
-  expect_out(&o, S("*2\r\n:30000\r\n*4\r\n$6\r\nacct:1\r\n:4294967297\r\n"
-                   "$6\r\nacct:2\r\n:4294967298\r\n"));
-  ordo__out_free(&o);
+  memset(&SRV, 0, sizeof SRV);
+  memset(SESS, 0, sizeof SESS);
+  memset(CONN, 0, sizeof CONN);
+  SRV.cfg.lease_ms = 30000;
+  SRV.cfg.max_keys = 1024;
+  SRV.cfg.max_key_len = 512;
+  SRV.cfg.max_session_locks = 1000;
+  SRV.cfg.max_locks = 1000;
+  SRV.epoch = EPOCH;
+  if (ordo_open(&SRV.o, "mem://", NULL) != 0)
+    return -1;
+  for (int i = 0; i < 2; i++) {
+    if (ordo_txn_begin(SRV.o, &SESS[i].txn, NULL) != 0)
+      return -1;
+    SESS[i].id = (uint64_t)i + 1;
+    SESS[i].lease_ms = SRV.cfg.lease_ms;
+    CONN[i] = (conn){.s = &SRV, .authed = true, .resp = 2};
+    CONN[i].id = (uint64_t)i + 1;
+    srv_sess_attach(&CONN[i], &SESS[i]);
+  }
+  return 0;
+}
+
+static int srv_teardown(void **state) {
+  for (int i = 0; i < 2; i++) {
+    ordo_txn_end(SESS[i].txn);
+    free(SESS[i].req);
+    free(SESS[i].keybuf);
+    ordo__out_free(&CONN[i].out);
+  }
+  ordo_close(SRV.o);
+  return teardown(state);
+}
+
+/* Connection i sends the request req (whole, one request). */
+static void send_req(int i, const char *req, size_t n) {
+  assert_int_equal(parse_lim(req, n, &REAL), (long)n);
+  srv_dispatch(&CONN[i], AC, AV);
+}
+#define SEND(i, s) send_req((i), S(s))
+
+/* The token session i holds key with, as the reply must show it. */
+static unsigned long long token(int i, const char *key) {
+  uint64_t f = 0;
+  assert_int_equal(ordo_fence(SESS[i].txn, key, strlen(key), &f), 0);
+  assert_true(f > 0 && f < (1ull << 40));
+  return ((unsigned long long)EPOCH << 40) | f;
+}
+
+/* Appends printf-style to the expected reply want[0..*len). */
+static void want_add(char *want, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void want_add(char *want, size_t *len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(want + *len, 1024 - *len, fmt, ap);
+  va_end(ap);
+  assert_true(w > 0 && *len + (size_t)w < 1024);
+  *len += (size_t)w;
+}
+
+/* LOCK's reply (docs/protocol.md): [lease ms, [key, token, ...]], the keys
+ * in canonical order (unsigned bytes, a proper prefix first), each once,
+ * whatever the request's order and repeats. */
+static void test_lock_reply(void **state) {
+  (void)state;
+  char want[1024];
+  size_t n = 0;
+  /* The protocol's own example: two keys, asked out of order. */
+  SEND(0, LOCK_REQ);
+  want_add(want, &n, "*2\r\n:30000\r\n*4\r\n");
+  want_add(want, &n, "$6\r\nacct:1\r\n:%llu\r\n", token(0, "acct:1"));
+  want_add(want, &n, "$6\r\nacct:2\r\n:%llu\r\n", token(0, "acct:2"));
+  expect_out(&CONN[0].out, want, n);
+  SEND(0, "UNLOCK\r\n");
+  expect_out(&CONN[0].out, S(":2\r\n"));
+
+  /* A proper prefix first, a binary key by its unsigned bytes (0xff after
+   * every ASCII byte), repeats merged with the strongest mode; the lease
+   * set by the request's own LEASE. */
+  SEND(0, "*14\r\n$4\r\nLOCK\r\n$1\r\n5\r\n$6\r\nacct:2\r\n$1\r\nS\r\n"
+          "$2\r\n\xff"
+          "k\r\n$1\r\nX\r\n$4\r\nacct\r\n$1\r\nS\r\n$6\r\nacct:1\r\n$1\r\nX\r\n"
+          "$6\r\nacct:2\r\n$1\r\nX\r\n$5\r\nLEASE\r\n$4\r\n5000\r\n");
+  n = 0;
+  want_add(want, &n, "*2\r\n:5000\r\n*8\r\n");
+  want_add(want, &n, "$4\r\nacct\r\n:%llu\r\n", token(0, "acct"));
+  want_add(want, &n, "$6\r\nacct:1\r\n:%llu\r\n", token(0, "acct:1"));
+  want_add(want, &n, "$6\r\nacct:2\r\n:%llu\r\n", token(0, "acct:2"));
+  want_add(want, &n, "$2\r\n\xffk\r\n:%llu\r\n", token(0, "\xffk"));
+  expect_out(&CONN[0].out, want, n);
+  ordo_mode_t m = ORDO_MODE_S;
+  assert_int_equal(ordo_held(SESS[0].txn, "acct:2", 6, &m), 1);
+  assert_int_equal(m, ORDO_MODE_X);
+  assert_int_equal(ordo_held(SESS[0].txn, "acct", 4, &m), 1);
+  assert_int_equal(m, ORDO_MODE_S);
+
+  /* Another session's try of a held key: an error, one line, holding
+   * nothing; a shared key is shared. */
+  SEND(1, "LOCK 1 acct:1 X WAIT 0\r\n");
+  ordo__out *o = &CONN[1].out;
+  assert_true(o->len > 10 && memcmp(o->buf, "-TIMEOUT ", 9) == 0);
+  assert_null(memchr(o->buf, '\n', o->len - 1));
+  assert_memory_equal(o->buf + o->len - 2, "\r\n", 2);
+  ordo__out_consume(o, o->len);
+  assert_int_equal(ordo_held(SESS[1].txn, "acct:1", 6, NULL), 0);
+  SEND(1, "LOCK 1 acct S WAIT 0\r\n");
+  n = 0;
+  want_add(want, &n, "*2\r\n:30000\r\n*2\r\n$4\r\nacct\r\n:%llu\r\n",
+           token(1, "acct"));
+  expect_out(o, want, n);
+  assert_int_equal(atomic_load(&nevents), 0);
+}
+
+/* A LOCK that waits writes nothing until its event; the reply then is the
+ * same, from srv_lock_reply (what server.c's loop calls on a grant), with a
+ * token newer than the last holder's. */
+static void test_lock_reply_after_wait(void **state) {
+  (void)state;
+  char want[1024];
+  size_t n = 0;
+  SEND(0, "LOCK 2 b X a X\r\n");
+  unsigned long long old = token(0, "a");
+  ordo__out_consume(&CONN[0].out, CONN[0].out.len);
+  SEND(1, "LOCK 3 c X b X a X\r\n");
+  assert_int_equal(CONN[1].out.len, 0);
+  assert_true(SESS[1].waiting);
+  assert_int_equal(atomic_load(&nevents), 0);
+  SEND(0, "UNLOCK\r\n");
+  expect_out(&CONN[0].out, S(":2\r\n"));
+  assert_int_equal(atomic_load(&nevents), 1);
+  assert_int_equal(atomic_load(&last_status), 0);
+  SESS[1].waiting = false;
+  srv_lock_reply(&CONN[1], &SESS[1]);
+  want_add(want, &n, "*2\r\n:30000\r\n*6\r\n");
+  want_add(want, &n, "$1\r\na\r\n:%llu\r\n", token(1, "a"));
+  want_add(want, &n, "$1\r\nb\r\n:%llu\r\n", token(1, "b"));
+  want_add(want, &n, "$1\r\nc\r\n:%llu\r\n", token(1, "c"));
+  expect_out(&CONN[1].out, want, n);
+  assert_true(token(1, "a") > old);
 }
 
 /* Whatever the writer frames, the parser reads back. */
@@ -659,9 +884,11 @@ int main(void) {
       cmocka_unit_test_teardown(test_limit_request, teardown),
       cmocka_unit_test(test_out_kinds),
       cmocka_unit_test(test_out_errors),
-      cmocka_unit_test(test_out_lock_reply),
+      cmocka_unit_test_setup_teardown(test_lock_reply, srv_setup, srv_teardown),
+      cmocka_unit_test_setup_teardown(test_lock_reply_after_wait, srv_setup,
+                                      srv_teardown),
       cmocka_unit_test_teardown(test_out_roundtrip, teardown),
       cmocka_unit_test(test_out_buffer),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }
