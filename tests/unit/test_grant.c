@@ -267,13 +267,13 @@ static void test_x_not_starved_by_s(void **state) {
  * count overtakes, and print them: a request that arrived later than a
  * waiter, yet was granted after that waiter had passed the bound (plus
  * scheduling slack) and before it. The protocol allows none, but this
- * stress cannot make a broken engine show one (see the end of the case). The times are taken outside the
- * engine (an arrival before the call, a grant after it returns), so the
- * slack covers a thread preempted between the two; it is a margin against
- * the scheduler, so it grows with ORDO_TEST_TIMEOUT_MULT. The longest wait
- * is reported, not asserted: how long a wait lasts on two shared CPUs with
- * six spinning threads is the scheduler's as much as the engine's, and is a
- * benchmark's figure (bench/README.md: the bank's max_wait_us, the
+ * stress cannot make a broken engine show one (see the end of the case). The
+ * times are taken outside the engine (an arrival before the call, a grant after
+ * it returns), so the slack covers a thread preempted between the two; it is a
+ * margin against the scheduler, so it grows with ORDO_TEST_TIMEOUT_MULT. The
+ * longest wait is reported, not asserted: how long a wait lasts on two shared
+ * CPUs with six spinning threads is the scheduler's as much as the engine's,
+ * and is a benchmark's figure (bench/README.md: the bank's max_wait_us, the
  * philosophers' max_wait_ms).
  */
 #define HOT_THREADS 6
