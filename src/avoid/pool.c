@@ -35,6 +35,7 @@
  */
 #include "avoid/pool.h"
 #include "ordo_int.h"
+#include "ordo_tsa.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -60,7 +61,8 @@ typedef struct pool_client {
   const ordo_t *o;
   uint64_t id;
 
-  /* The pool's mu guards every field below. */
+  /* The pool's mu guards every field below (not named in attributes: it
+   * is another struct's); the functions that touch them require it. */
   uint64_t claim;                    /* the declared maximum */
   uint64_t held;                     /* units held now, <= claim */
   uint64_t want;                     /* units the queued acquire asks */
@@ -84,18 +86,23 @@ struct ordo_pool_s {
   /*
    * mu guards every field below it, and the mutable fields of every client
    * in cl[]. It is a leaf: while it is held, no other lock of the library
-   * is taken and no user code runs.
+   * is taken and no user code runs. Every helper that touches these
+   * requires it (ordo_tsa.h).
    */
-  pthread_mutex_t mu;
-  uint64_t avail;             /* units free now */
-  pool_client **cl;           /* the clients, in no order; ncl of cap */
-  size_t ncl, cap;            /* cl[] and scratch[] both have cap slots */
-  pool_need *scratch;         /* the sorted check's workspace */
-  pool_client *whead, *wtail; /* waiting clients, oldest first */
-  size_t nwaiting;            /* clients on the queue */
-  uint64_t grants;            /* acquires granted, at once or later */
-  uint64_t waits;             /* acquires that queued */
-  uint64_t timeouts;          /* acquires that gave up */
+  ordo__mutex mu;
+  uint64_t avail ORDO_GUARDED_BY(mu); /* units free now */
+  /* The clients, in no order; ncl of cap. */
+  pool_client **cl ORDO_GUARDED_BY(mu) ORDO_PT_GUARDED_BY(mu);
+  /* cl[] and scratch[] both have cap slots. */
+  size_t ncl ORDO_GUARDED_BY(mu), cap ORDO_GUARDED_BY(mu);
+  /* The sorted check's workspace. */
+  pool_need *scratch ORDO_GUARDED_BY(mu) ORDO_PT_GUARDED_BY(mu);
+  /* Waiting clients, oldest first. */
+  pool_client *whead ORDO_GUARDED_BY(mu), *wtail ORDO_GUARDED_BY(mu);
+  size_t nwaiting ORDO_GUARDED_BY(mu); /* clients on the queue */
+  uint64_t grants ORDO_GUARDED_BY(mu); /* acquires granted, at once or later */
+  uint64_t waits ORDO_GUARDED_BY(mu);  /* acquires that queued */
+  uint64_t timeouts ORDO_GUARDED_BY(mu); /* acquires that gave up */
 };
 
 /* ---- The safety check --------------------------------------------------- */
@@ -145,7 +152,8 @@ static void sort_by_need(pool_need *a, size_t n) {
  * when everything has come back and the free units are all `units`, which
  * is at least any claim. So only holders can stand in anyone's way.
  */
-static bool safe_after(ordo_pool_t *p, const pool_client *c, uint64_t n) {
+static bool safe_after(ordo_pool_t *p, const pool_client *c, uint64_t n)
+    ORDO_REQUIRES(p->mu) {
   ORDO_ASSERT(n <= p->avail && n <= c->claim - c->held);
   size_t k = 0;
   for (size_t i = 0; i < p->ncl; i++) {
@@ -174,7 +182,7 @@ static bool safe_after(ordo_pool_t *p, const pool_client *c, uint64_t n) {
  * why tests and debug builds use it. Also checks the accounting. Caller must
  * hold mu.
  */
-static bool textbook_safe(ordo_pool_t *p) {
+static bool textbook_safe(ordo_pool_t *p) ORDO_REQUIRES(p->mu) {
   uint64_t sum = 0;
   for (size_t i = 0; i < p->ncl; i++) {
     pool_client *x = p->cl[i];
@@ -207,7 +215,8 @@ static bool textbook_safe(ordo_pool_t *p) {
 
 /* find -- t's client record, or NULL. Caller must hold mu. A linear scan:
  * every acquire costs O(k log k) for the check anyway. */
-static pool_client *find(ordo_pool_t *p, const ordo_txn_t *t) {
+static pool_client *find(ordo_pool_t *p, const ordo_txn_t *t)
+    ORDO_REQUIRES(p->mu) {
   uint64_t id = ordo_txn_id(t);
   for (size_t i = 0; i < p->ncl; i++)
     if (p->cl[i]->id == id && p->cl[i]->o == t->o)
@@ -215,7 +224,8 @@ static pool_client *find(ordo_pool_t *p, const ordo_txn_t *t) {
   return NULL;
 }
 
-static void enqueue(ordo_pool_t *p, pool_client *c, uint64_t n) {
+static void enqueue(ordo_pool_t *p, pool_client *c, uint64_t n)
+    ORDO_REQUIRES(p->mu) {
   c->want = n;
   c->state = CLIENT_WAITING;
   c->wnext = NULL;
@@ -228,7 +238,7 @@ static void enqueue(ordo_pool_t *p, pool_client *c, uint64_t n) {
   p->nwaiting++;
 }
 
-static void dequeue(ordo_pool_t *p, pool_client *c) {
+static void dequeue(ordo_pool_t *p, pool_client *c) ORDO_REQUIRES(p->mu) {
   ORDO_ASSERT(c->state == CLIENT_WAITING);
   if (c->wprev)
     c->wprev->wnext = c->wnext;
@@ -245,7 +255,8 @@ static void dequeue(ordo_pool_t *p, pool_client *c) {
 
 /* grant -- gives c n units. Caller must hold mu and have found the grant
  * safe; debug builds check the result with the independent textbook check. */
-static void grant(ordo_pool_t *p, pool_client *c, uint64_t n) {
+static void grant(ordo_pool_t *p, pool_client *c, uint64_t n)
+    ORDO_REQUIRES(p->mu) {
   c->held += n;
   p->avail -= n;
   p->grants++;
@@ -264,7 +275,7 @@ static void grant(ordo_pool_t *p, pool_client *c, uint64_t n) {
  * The signal is sent with mu held on purpose: once mu is let go, the woken
  * thread may return, leave the pool and free its record, cv included.
  */
-static void grant_waiters(ordo_pool_t *p) {
+static void grant_waiters(ordo_pool_t *p) ORDO_REQUIRES(p->mu) {
   pool_client *c = p->whead;
   while (c && p->avail > 0) {
     pool_client *next = c->wnext;
@@ -281,7 +292,7 @@ static void grant_waiters(ordo_pool_t *p) {
 
 /* grow -- makes room for one more client in cl[] and scratch[]. Caller must
  * hold mu. Nothing changes if it fails. */
-static int grow(ordo_pool_t *p) {
+static int grow(ordo_pool_t *p) ORDO_REQUIRES(p->mu) {
   if (p->ncl < p->cap)
     return 0;
   size_t cap = p->cap ? p->cap * 2 : INITIAL_CLIENTS;
@@ -313,7 +324,7 @@ int ordo_pool_create(ordo_pool_t **out, uint64_t units) {
     return ORDO_ENOMEM;
   }
   if (pthread_condattr_setclock(&p->cattr, CLOCK_MONOTONIC) != 0 ||
-      pthread_mutex_init(&p->mu, NULL) != 0) {
+      ordo__mutex_init(&p->mu) != 0) {
     pthread_condattr_destroy(&p->cattr);
     free(p);
     return ORDO_ENOMEM;
@@ -335,7 +346,7 @@ void ordo_pool_destroy(ordo_pool_t *p) {
   }
   free(p->cl);
   free(p->scratch);
-  pthread_mutex_destroy(&p->mu);
+  ordo__mutex_destroy(&p->mu);
   pthread_condattr_destroy(&p->cattr);
   free(p);
 }
@@ -343,18 +354,18 @@ void ordo_pool_destroy(ordo_pool_t *p) {
 int ordo_pool_declare(ordo_pool_t *p, ordo_txn_t *t, uint64_t max_claim) {
   if (!p || !t || max_claim == 0 || max_claim > p->units)
     return ORDO_EINVAL;
-  pthread_mutex_lock(&p->mu);
+  ordo__mutex_lock(&p->mu);
   pool_client *c = find(p, t);
   if (c) {
     if (c->state != CLIENT_IDLE || c->held > 0) {
-      pthread_mutex_unlock(&p->mu);
+      ordo__mutex_unlock(&p->mu);
       return ORDO_EBUSY;
     }
     /* A client that holds nothing is never in anyone's way (see
      * safe_after), so a new claim keeps the state safe and makes no waiter
      * grantable: no pass over the queue. */
     c->claim = max_claim;
-    pthread_mutex_unlock(&p->mu);
+    ordo__mutex_unlock(&p->mu);
     return 0;
   }
   int rc = grow(p);
@@ -376,7 +387,7 @@ int ordo_pool_declare(ordo_pool_t *p, ordo_txn_t *t, uint64_t max_claim) {
     c->slot = p->ncl;
     p->cl[p->ncl++] = c;
   }
-  pthread_mutex_unlock(&p->mu);
+  ordo__mutex_unlock(&p->mu);
   return rc;
 }
 
@@ -385,7 +396,7 @@ int ordo_pool_acquire(ordo_pool_t *p, ordo_txn_t *t, uint64_t n,
   if (!p || !t)
     return ORDO_EINVAL;
   uint64_t deadline = ordo__deadline_ns(timeout_ms);
-  pthread_mutex_lock(&p->mu);
+  ordo__mutex_lock(&p->mu);
   pool_client *c = find(p, t);
   int rc = 0;
   if (!c || n > c->claim - c->held)
@@ -393,17 +404,17 @@ int ordo_pool_acquire(ordo_pool_t *p, ordo_txn_t *t, uint64_t n,
   else if (c->state != CLIENT_IDLE)
     rc = ORDO_EBUSY; /* the same txn is already waiting on another thread */
   if (rc != 0 || n == 0) {
-    pthread_mutex_unlock(&p->mu);
+    ordo__mutex_unlock(&p->mu);
     return rc;
   }
   if (n <= p->avail && safe_after(p, c, n)) {
     grant(p, c, n);
-    pthread_mutex_unlock(&p->mu);
+    ordo__mutex_unlock(&p->mu);
     return 0;
   }
   if (timeout_ms == 0) {
     p->timeouts++;
-    pthread_mutex_unlock(&p->mu);
+    ordo__mutex_unlock(&p->mu);
     return ORDO_ETIMEDOUT;
   }
 
@@ -414,12 +425,12 @@ int ordo_pool_acquire(ordo_pool_t *p, ordo_txn_t *t, uint64_t n,
   p->waits++;
   while (c->state == CLIENT_WAITING) {
     if (deadline == ORDO_NO_DEADLINE) {
-      pthread_cond_wait(&c->cv, &p->mu);
+      ordo__cond_wait(&c->cv, &p->mu);
       continue;
     }
     struct timespec ts = {(time_t)(deadline / 1000000000u),
                           (long)(deadline % 1000000000u)};
-    int w = pthread_cond_timedwait(&c->cv, &p->mu, &ts);
+    int w = ordo__cond_timedwait(&c->cv, &p->mu, &ts);
     if (w == ETIMEDOUT && c->state == CLIENT_WAITING) {
       /* Giving up changes no holding, so under the pass-over rule it makes
        * no one grantable; the queue is tried again all the same so that
@@ -429,24 +440,24 @@ int ordo_pool_acquire(ordo_pool_t *p, ordo_txn_t *t, uint64_t n,
       c->state = CLIENT_IDLE;
       p->timeouts++;
       grant_waiters(p);
-      pthread_mutex_unlock(&p->mu);
+      ordo__mutex_unlock(&p->mu);
       return ORDO_ETIMEDOUT;
     }
   }
   /* Granted by grant_waiters on our behalf: the units are already ours. */
   ORDO_ASSERT(c->state == CLIENT_GRANTED);
   c->state = CLIENT_IDLE;
-  pthread_mutex_unlock(&p->mu);
+  ordo__mutex_unlock(&p->mu);
   return 0;
 }
 
 int ordo_pool_release(ordo_pool_t *p, ordo_txn_t *t, uint64_t n) {
   if (!p || !t)
     return ORDO_EINVAL;
-  pthread_mutex_lock(&p->mu);
+  ordo__mutex_lock(&p->mu);
   pool_client *c = find(p, t);
   if (!c || n > c->held) {
-    pthread_mutex_unlock(&p->mu);
+    ordo__mutex_unlock(&p->mu);
     return ORDO_EINVAL;
   }
   if (n > 0) {
@@ -457,23 +468,23 @@ int ordo_pool_release(ordo_pool_t *p, ordo_txn_t *t, uint64_t n) {
     p->avail += n;
     grant_waiters(p);
   }
-  pthread_mutex_unlock(&p->mu);
+  ordo__mutex_unlock(&p->mu);
   return 0;
 }
 
 int ordo_pool_leave(ordo_pool_t *p, ordo_txn_t *t) {
   if (!p || !t)
     return ORDO_EINVAL;
-  pthread_mutex_lock(&p->mu);
+  ordo__mutex_lock(&p->mu);
   pool_client *c = find(p, t);
   if (!c) {
-    pthread_mutex_unlock(&p->mu);
+    ordo__mutex_unlock(&p->mu);
     return ORDO_EINVAL;
   }
   if (c->state != CLIENT_IDLE) {
     /* Its acquire is waiting, or granted and not yet back: freeing the
      * record now would pull it from under that thread. */
-    pthread_mutex_unlock(&p->mu);
+    ordo__mutex_unlock(&p->mu);
     return ORDO_EBUSY;
   }
   p->avail += c->held;
@@ -486,42 +497,42 @@ int ordo_pool_leave(ordo_pool_t *p, ordo_txn_t *t) {
   pthread_cond_destroy(&c->cv);
   free(c);
   grant_waiters(p);
-  pthread_mutex_unlock(&p->mu);
+  ordo__mutex_unlock(&p->mu);
   return 0;
 }
 
 uint64_t ordo_pool_available(ordo_pool_t *p) {
   if (!p)
     return 0;
-  pthread_mutex_lock(&p->mu);
+  ordo__mutex_lock(&p->mu);
   uint64_t v = p->avail;
-  pthread_mutex_unlock(&p->mu);
+  ordo__mutex_unlock(&p->mu);
   return v;
 }
 
 /* ---- For tests and watchdogs -------------------------------------------- */
 
 int ordo__pool_is_safe(ordo_pool_t *p) {
-  pthread_mutex_lock(&p->mu);
+  ordo__mutex_lock(&p->mu);
   bool ok = textbook_safe(p);
-  pthread_mutex_unlock(&p->mu);
+  ordo__mutex_unlock(&p->mu);
   return ok ? 1 : 0;
 }
 
 size_t ordo__pool_waiting(ordo_pool_t *p) {
-  pthread_mutex_lock(&p->mu);
+  ordo__mutex_lock(&p->mu);
   size_t n = p->nwaiting;
-  pthread_mutex_unlock(&p->mu);
+  ordo__mutex_unlock(&p->mu);
   return n;
 }
 
 void ordo__pool_counters(ordo_pool_t *p, uint64_t *grants, uint64_t *waits,
                          uint64_t *timeouts) {
-  pthread_mutex_lock(&p->mu);
+  ordo__mutex_lock(&p->mu);
   *grants = p->grants;
   *waits = p->waits;
   *timeouts = p->timeouts;
-  pthread_mutex_unlock(&p->mu);
+  ordo__mutex_unlock(&p->mu);
 }
 
 static const char *state_name(pool_state s) {
@@ -536,17 +547,26 @@ static const char *state_name(pool_state s) {
   return "?";
 }
 
+/*
+ * lock_patiently -- tries mu for about a second; true when taken. A
+ * function of its own so that the analysis can follow the dump: it does
+ * not track a lock tried in a loop and remembered in a flag ("mutex is not
+ * held on every path through here"), but it takes ORDO_TRY_ACQUIRE's word
+ * for what a call returns.
+ */
+static bool lock_patiently(ordo_pool_t *p) ORDO_TRY_ACQUIRE(true, p->mu) {
+  for (int i = 0; i < 1000; i++) {
+    if (ordo__mutex_trylock(&p->mu))
+      return true;
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  return false;
+}
+
 void ordo__pool_dump(ordo_pool_t *p, int fd) {
   /* A watchdog calls this when something is stuck, perhaps with mu held
    * forever: try for about a second, then say so instead of hanging. */
-  bool locked = false;
-  for (int i = 0; i < 1000 && !locked; i++) {
-    if (pthread_mutex_trylock(&p->mu) == 0)
-      locked = true;
-    else
-      nanosleep(&(struct timespec){0, 1000000}, NULL);
-  }
-  if (!locked) {
+  if (!lock_patiently(p)) {
     dprintf(fd, "pool %p: its mutex has been held for over a second\n",
             (void *)p);
     return;
@@ -571,5 +591,5 @@ void ordo__pool_dump(ordo_pool_t *p, int fd) {
   for (const pool_client *c = p->whead; c; c = c->wnext)
     dprintf(fd, " txn %" PRIu64 " wants %" PRIu64 ";", c->id, c->want);
   dprintf(fd, "\n");
-  pthread_mutex_unlock(&p->mu);
+  ordo__mutex_unlock(&p->mu);
 }

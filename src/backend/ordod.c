@@ -16,6 +16,7 @@
  * Interface: ordo__backend_ordod.
  */
 #include "ordo_int.h"
+#include "ordo_tsa.h"
 #include "backend/remote.h"
 #include "backend/renewer.h"
 
@@ -212,17 +213,18 @@ typedef struct od_place {
    * The renewal thread, the txn list and the last failure's text, all
    * under rn.mu (renewer.h). Lock order: a txn's mu, then rn.mu (README,
    * "Lock order"); with rn.mu held a txn's mu is only ever tried
-   * (pthread_mutex_trylock), never waited for.
+   * (ordo__mutex_trylock), never waited for.
    */
   ordo__renewer rn;
   /*
    * ctl_mu guards ctl, the place's own session for INFO and GRAPH (stats,
    * graph, dump), connected when first needed, and ctl_tmo. It comes
    * before rn.mu (note_err takes rn.mu while it is held) and after no other.
+   * ctl_call requires it (ordo_tsa.h).
    */
-  pthread_mutex_t ctl_mu;
-  redisContext *ctl;
-  long ctl_tmo;
+  ordo__mutex ctl_mu ORDO_ACQUIRED_BEFORE(rn.mu);
+  redisContext *ctl ORDO_GUARDED_BY(ctl_mu);
+  long ctl_tmo ORDO_GUARDED_BY(ctl_mu);
 } od_place;
 
 struct od_txn {
@@ -235,15 +237,17 @@ struct od_txn {
    * mu guards c, tmo and the hold record (h, nh, caph). The txn's own
    * thread holds it for the whole of each call, a blocking LOCK included;
    * the renewer only tries it, so it never waits behind a LOCK (the
-   * server keeps a waiting session's lease alive by itself).
+   * server keeps a waiting session's lease alive by itself). Every helper
+   * that touches these requires it (ordo_tsa.h).
    */
-  pthread_mutex_t mu;
-  redisContext *c; /* NULL when the connection was lost: next LOCK
-                      reconnects */
-  long tmo;        /* the socket timeout set on c, ms; 0 none, -1 unknown */
-  od_hold *h;      /* sorted in the canonical key order */
-  size_t nh, caph;
-  /* Written under mu, read by the renewer without it. */
+  ordo__mutex mu;
+  /* NULL when the connection was lost: the next LOCK reconnects. */
+  redisContext *c ORDO_GUARDED_BY(mu);
+  long tmo ORDO_GUARDED_BY(mu); /* c's socket timeout, ms; 0 none, -1 unknown */
+  od_hold *h ORDO_GUARDED_BY(mu); /* sorted in the canonical key order */
+  size_t nh ORDO_GUARDED_BY(mu), caph ORDO_GUARDED_BY(mu);
+  /* Written under mu, read by the renewer without it: atomics, which the
+   * analysis does not check. */
   _Atomic bool lease_lost;     /* the next call returns ORDO_ELEASE */
   _Atomic uint64_t renewed_ns; /* when the server last renewed the lease */
   _Atomic uint64_t lease_ns;   /* the session's lease length */
@@ -258,8 +262,9 @@ static od_place *op(ordo_t *o) {
   return (od_place *)o;
 }
 
-/* Keeps the text of the latest failure, for ordo_dump. Takes mu. */
-static void note_err(od_place *p, const char *what, const char *detail) {
+/* Keeps the text of the latest failure, for ordo_dump. Takes rn.mu. */
+static void note_err(od_place *p, const char *what, const char *detail)
+    ORDO_EXCLUDES(p->rn.mu) {
   ordo__rn_note(&p->rn, what, detail);
 }
 
@@ -424,18 +429,19 @@ static int od_connect(od_place *p, redisContext **out, long *lease_ms,
 
 /* ---- The hold record (caller holds t->mu) -------------------------------- */
 
-static long hold_find(const od_txn *t, const void *key, size_t len) {
+static long hold_find(const od_txn *t, const void *key, size_t len)
+    ORDO_REQUIRES(t->mu) {
   return ordo__hold_find(t->h, t->nh, sizeof *t->h, key, len);
 }
 
-static void hold_remove(od_txn *t, size_t i) {
+static void hold_remove(od_txn *t, size_t i) ORDO_REQUIRES(t->mu) {
   free(t->h[i].key);
   memmove(&t->h[i], &t->h[i + 1], (t->nh - i - 1) * sizeof *t->h);
   t->nh--;
 }
 
 /* Forgets every hold: the server released them, or will at disconnect. */
-static void holds_clear(od_txn *t) {
+static void holds_clear(od_txn *t) ORDO_REQUIRES(t->mu) {
   for (size_t i = 0; i < t->nh; i++)
     free(t->h[i].key);
   t->nh = 0;
@@ -445,9 +451,10 @@ static void holds_clear(od_txn *t) {
 /*
  * conn_lost -- the connection failed: frees it (the server ends the
  * session, and with it every lock, when it sees the close) and forgets the
- * holds. Returns how many keys were held.
+ * holds. Returns how many keys were held. Caller holds t->mu.
  */
-static size_t conn_lost(od_place *p, od_txn *t, const char *what) {
+static size_t conn_lost(od_place *p, od_txn *t, const char *what)
+    ORDO_REQUIRES(t->mu) {
   note_err(p, what, t->c->errstr[0] ? t->c->errstr : "connection lost");
   redisFree(t->c);
   t->c = NULL;
@@ -474,6 +481,7 @@ static size_t conn_lost(od_place *p, od_txn *t, const char *what) {
 static bool od_renew(void *place, ordo_txn_t *tx) {
   od_place *p = place;
   od_txn *t = ot(tx);
+  ordo__mutex_assert_held(&t->mu); /* renewer.c's pass took it */
   if (!t->c || t->nh == 0)
     return false;
   long lease_ms = (long)(atomic_load(&t->lease_ns) / OD_MS);
@@ -550,10 +558,10 @@ static int od_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   }
   atomic_init(&p->next_id, 1);
   p->ctl_tmo = -1;
-  pthread_mutex_init(&p->ctl_mu, NULL);
+  ordo__mutex_init(&p->ctl_mu);
   rc = ordo__rn_start(&p->rn, &od_rn_ops, p);
   if (rc) {
-    pthread_mutex_destroy(&p->ctl_mu);
+    ordo__mutex_destroy(&p->ctl_mu);
     free(p);
     return rc;
   }
@@ -566,7 +574,7 @@ static void od_close(ordo_t *o) {
   ordo__rn_stop(&p->rn);
   if (p->ctl)
     redisFree(p->ctl);
-  pthread_mutex_destroy(&p->ctl_mu);
+  ordo__mutex_destroy(&p->ctl_mu);
   free(p);
 }
 
@@ -586,7 +594,7 @@ static int od_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
   atomic_init(&t->sess_id, sid);
   t->tmo = p->u.timeout_ms;
   t->base.id = atomic_fetch_add(&p->next_id, 1);
-  pthread_mutex_init(&t->mu, NULL);
+  ordo__mutex_init(&t->mu);
   atomic_init(&t->lease_lost, false);
   atomic_init(&t->renewed_ns, ordo__now_ns());
   atomic_init(&t->lease_ns, (uint64_t)lease_ms * OD_MS);
@@ -601,7 +609,7 @@ static void od_txn_end(ordo_txn_t *tx) {
   od_place *p = op(tx->o);
   ordo__rn_unlink(&p->rn, &t->rn);
   /* Waits out a renewal in progress; after it no other thread knows t. */
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   if (t->c && t->nh > 0) {
     /* Released before we return, so that the next LOCK of another
      * session cannot reach the server before our close does. */
@@ -617,13 +625,13 @@ static void od_txn_end(ordo_txn_t *tx) {
     redisFree(t->c);
   holds_clear(t);
   free(t->h);
-  pthread_mutex_unlock(&t->mu);
-  pthread_mutex_destroy(&t->mu);
+  ordo__mutex_unlock(&t->mu);
+  ordo__mutex_destroy(&t->mu);
   free(t);
 }
 
 /* Reconnects a txn whose connection was lost. Caller holds t->mu. */
-static int ensure_conn(od_place *p, od_txn *t) {
+static int ensure_conn(od_place *p, od_txn *t) ORDO_REQUIRES(t->mu) {
   if (t->c)
     return 0;
   long lease_ms = (long)(atomic_load(&t->lease_ns) / OD_MS);
@@ -645,7 +653,8 @@ static int ensure_conn(od_place *p, od_txn *t) {
  * Caller holds t->mu; t->h has room for n more entries.
  */
 static int record_grant(od_txn *t, const ordo_req_t *r, size_t n,
-                        const redisReply *rep, uint8_t **copies) {
+                        const redisReply *rep, uint8_t **copies)
+    ORDO_REQUIRES(t->mu) {
   if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
       rep->element[0]->type != REDIS_REPLY_INTEGER ||
       rep->element[1]->type != REDIS_REPLY_ARRAY ||
@@ -713,7 +722,7 @@ static int od_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     return ORDO_ENOMEM;
   }
   int rc = 0;
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   if (atomic_exchange(&t->lease_lost, false)) {
     rc = ORDO_ELEASE;
     goto out;
@@ -794,7 +803,7 @@ static int od_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
                   atomic_load(&t->renewed_ns) + atomic_load(&t->lease_ns) / 3);
   }
 out:
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
   for (size_t i = 0; i < n; i++)
     free(copies[i]);
   free(copies);
@@ -807,7 +816,7 @@ static int od_unlock(ordo_txn_t *tx, const void *key, size_t len) {
   od_txn *t = ot(tx);
   od_place *p = op(tx->o);
   int rc = 0;
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   if (atomic_exchange(&t->lease_lost, false)) {
     rc = ORDO_ELEASE;
     goto out;
@@ -847,7 +856,7 @@ static int od_unlock(ordo_txn_t *tx, const void *key, size_t len) {
   freeReplyObject(rep);
   atomic_store(&t->rn.holding, t->nh > 0);
 out:
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
   return rc;
 }
 
@@ -855,7 +864,7 @@ static int od_unlock_all(ordo_txn_t *tx) {
   od_txn *t = ot(tx);
   od_place *p = op(tx->o);
   int rc = 0;
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   if (atomic_exchange(&t->lease_lost, false)) {
     rc = ORDO_ELEASE;
     goto out;
@@ -887,17 +896,17 @@ static int od_unlock_all(ordo_txn_t *tx) {
   }
   freeReplyObject(rep);
 out:
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
   return rc;
 }
 
 static int od_held(ordo_txn_t *tx, const void *key, size_t len,
                    ordo_mode_t *mode, uint64_t *fence) {
   od_txn *t = ot(tx);
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   int count =
       ordo__hold_report(t->h, t->nh, sizeof *t->h, key, len, mode, fence);
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
   return count;
 }
 
@@ -907,7 +916,7 @@ static int od_held(ordo_txn_t *tx, const void *key, size_t len,
  * (the text is kept for ordo_dump).
  */
 static redisReply *ctl_call(od_place *p, int argc, const char **av,
-                            const size_t *al) {
+                            const size_t *al) ORDO_REQUIRES(p->ctl_mu) {
   if (!p->ctl) {
     long lease_ms;
     uint64_t sid;
@@ -974,7 +983,7 @@ static int od_stats(ordo_t *o, ordo_stats_t *out) {
   memset(out, 0, sizeof *out);
   const char *av[1] = {"INFO"};
   size_t al[1] = {4};
-  pthread_mutex_lock(&p->ctl_mu);
+  ordo__mutex_lock(&p->ctl_mu);
   redisReply *r = ctl_call(p, 1, av, al);
   int rc = ORDO_EBACKEND;
   if (r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)) {
@@ -985,7 +994,7 @@ static int od_stats(ordo_t *o, ordo_stats_t *out) {
   }
   if (r)
     freeReplyObject(r);
-  pthread_mutex_unlock(&p->ctl_mu);
+  ordo__mutex_unlock(&p->ctl_mu);
   return rc;
 }
 
@@ -993,7 +1002,7 @@ static int od_graph(ordo_t *o, int fd, ordo_graph_fmt_t fmt) {
   od_place *p = op(o);
   const char *av[2] = {"GRAPH", fmt == ORDO_GRAPH_JSON ? "JSON" : "DOT"};
   size_t al[2] = {5, strlen(av[1])};
-  pthread_mutex_lock(&p->ctl_mu);
+  ordo__mutex_lock(&p->ctl_mu);
   redisReply *r = ctl_call(p, 2, av, al);
   int rc = ORDO_EBACKEND;
   if (r && r->type == REDIS_REPLY_STRING)
@@ -1002,7 +1011,7 @@ static int od_graph(ordo_t *o, int fd, ordo_graph_fmt_t fmt) {
     note_err(p, "GRAPH", r->type == REDIS_REPLY_ERROR ? r->str : "no text");
   if (r)
     freeReplyObject(r);
-  pthread_mutex_unlock(&p->ctl_mu);
+  ordo__mutex_unlock(&p->ctl_mu);
   return rc;
 }
 
@@ -1023,7 +1032,7 @@ static void od_dump(ordo_t *o, int fd) {
           "%s: lease renewed at a third of each session's lease; "
           "timeout %ld ms\n",
           o->url, p->u.timeout_ms);
-  pthread_mutex_lock(&p->rn.mu);
+  ordo__mutex_lock(&p->rn.mu);
   if (p->rn.err[0])
     fprintf(f, "last error: %s\n", p->rn.err);
   for (ordo__rn_txn *l = p->rn.txns; l; l = l->next) {
@@ -1032,7 +1041,7 @@ static void od_dump(ordo_t *o, int fd) {
         f, "txn %llu%s%s%s (server: txn %llu):", (unsigned long long)t->base.id,
         t->base.name[0] ? " \"" : "", t->base.name, t->base.name[0] ? "\"" : "",
         (unsigned long long)atomic_load(&t->sess_id));
-    if (pthread_mutex_trylock(&t->mu) != 0) {
+    if (!ordo__mutex_trylock(&t->mu)) {
       fputs(" busy (inside a call, perhaps a waiting LOCK)\n", f);
       continue;
     }
@@ -1047,18 +1056,18 @@ static void od_dump(ordo_t *o, int fd) {
               t->h[i].mode == ORDO_MODE_S ? "S" : "X", t->h[i].count,
               (unsigned long long)t->h[i].token);
     }
-    pthread_mutex_unlock(&t->mu);
+    ordo__mutex_unlock(&t->mu);
   }
-  pthread_mutex_unlock(&p->rn.mu);
+  ordo__mutex_unlock(&p->rn.mu);
   fputs("server wait-for graph (GRAPH DOT):\n", f);
   fclose(f);
   ordo__write_all(fd, buf, len);
   free(buf);
   if (od_graph(o, fd, ORDO_GRAPH_DOT) != 0) {
     char line[320];
-    pthread_mutex_lock(&p->rn.mu);
+    ordo__mutex_lock(&p->rn.mu);
     int n = snprintf(line, sizeof line, "(unavailable: %s)\n", p->rn.err);
-    pthread_mutex_unlock(&p->rn.mu);
+    ordo__mutex_unlock(&p->rn.mu);
     ordo__write_all(fd, line, n > 0 && (size_t)n < sizeof line ? (size_t)n : 0);
   }
 }

@@ -46,6 +46,7 @@
 #include "backend/remote.h"
 #include "backend/renewer.h"
 #include "ordo_int.h"
+#include "ordo_tsa.h"
 
 #include <errno.h>
 #include <libpq-fe.h>
@@ -195,14 +196,17 @@ typedef struct pg_txn {
   ordo__rn_txn rn;
   /* mu guards c, the settings cache (lock_ms, in_xact) and the record (h,
    * nh, caph). The txn's own thread holds it through each call (a waiting
-   * statement included); the renewal thread and ordo_dump only try it. */
-  pthread_mutex_t mu;
-  PGconn *c;    /* NULL after a loss: the next call connects again */
-  long lock_ms; /* lock_timeout as last set on c; -1 unknown */
-  bool in_xact; /* scope=xact: a transaction is open on c */
-  pg_hold *h;   /* sorted in the canonical key order */
-  size_t nh, caph;
-  /* Written under mu, read without it. */
+   * statement included); the renewal thread and ordo_dump only try it.
+   * Every helper that touches these requires it (ordo_tsa.h). */
+  ordo__mutex mu;
+  /* NULL after a loss: the next call connects again. */
+  PGconn *c ORDO_GUARDED_BY(mu);
+  long lock_ms ORDO_GUARDED_BY(mu); /* lock_timeout as set on c; -1 unknown */
+  bool in_xact ORDO_GUARDED_BY(mu); /* scope=xact: a transaction is open */
+  pg_hold *h ORDO_GUARDED_BY(mu);   /* sorted in the canonical key order */
+  size_t nh ORDO_GUARDED_BY(mu), caph ORDO_GUARDED_BY(mu);
+  /* Written under mu, read without it: atomics, which the analysis does
+   * not check. */
   _Atomic bool lease_lost; /* the next call returns ORDO_ELEASE */
   _Atomic int backend_pid;
 } pg_txn;
@@ -214,7 +218,9 @@ static pg_place *pp(ordo_t *o) {
   return (pg_place *)o;
 }
 
-static void note_err(pg_place *p, const char *what, const char *detail) {
+/* Keeps the text of the latest failure, for ordo_dump. Takes rn.mu. */
+static void note_err(pg_place *p, const char *what, const char *detail)
+    ORDO_EXCLUDES(p->rn.mu) {
   char d[240];
   snprintf(d, sizeof d, "%s", detail ? detail : "");
   size_t n = strlen(d);
@@ -223,19 +229,22 @@ static void note_err(pg_place *p, const char *what, const char *detail) {
   ordo__rn_note(&p->rn, what, d);
 }
 
-static long hold_find(const pg_txn *t, const void *key, size_t len) {
+/* ---- The hold record (caller holds t->mu) -------------------------------- */
+
+static long hold_find(const pg_txn *t, const void *key, size_t len)
+    ORDO_REQUIRES(t->mu) {
   return ordo__hold_find(t->h, t->nh, sizeof *t->h, key, len);
 }
 
 /* Does some hold carry v's server lock in X (x) or in S (!x)? */
-static pg_hold *carrier(pg_txn *t, int64_t v, bool x) {
+static pg_hold *carrier(pg_txn *t, int64_t v, bool x) ORDO_REQUIRES(t->mu) {
   for (size_t i = 0; i < t->nh; i++)
     if (t->h[i].v == v && (x ? t->h[i].srv_x : t->h[i].srv_s))
       return &t->h[i];
   return NULL;
 }
 
-static void holds_clear(pg_place *p, pg_txn *t) {
+static void holds_clear(pg_place *p, pg_txn *t) ORDO_REQUIRES(t->mu) {
   for (size_t i = 0; i < t->nh; i++)
     free(t->h[i].k.key);
   atomic_fetch_sub(&p->keys, t->nh);
@@ -252,7 +261,8 @@ static void quiet(void *arg, const char *msg) {
 }
 
 /* The connection is gone: the server let go of the session's locks. */
-static void drop(pg_place *p, pg_txn *t, const char *what) {
+static void drop(pg_place *p, pg_txn *t, const char *what)
+    ORDO_REQUIRES(t->mu) {
   if (t->c) {
     note_err(p, what, PQerrorMessage(t->c));
     PQfinish(t->c);
@@ -268,7 +278,7 @@ static void drop(pg_place *p, pg_txn *t, const char *what) {
   }
 }
 
-static int connect_txn(pg_place *p, pg_txn *t) {
+static int connect_txn(pg_place *p, pg_txn *t) ORDO_REQUIRES(t->mu) {
   char tmo[24];
   long s = (p->u.timeout_ms + 999) / 1000;
   snprintf(tmo, sizeof tmo, "%ld", s < 2 ? 2 : s);
@@ -303,8 +313,8 @@ static int connect_txn(pg_place *p, pg_txn *t) {
  * until_ns (UINT64_MAX: none): past it a cancel request is sent and the
  * result waited for timeout_ms more; after that the connection is dropped.
  */
-static PGresult *run(pg_place *p, pg_txn *t, const char *sql,
-                     uint64_t until_ns) {
+static PGresult *run(pg_place *p, pg_txn *t, const char *sql, uint64_t until_ns)
+    ORDO_REQUIRES(t->mu) {
   if (!PQsendQuery(t->c, sql)) {
     drop(p, t, "send");
     return NULL;
@@ -363,7 +373,8 @@ static const char *state_of(const PGresult *r) {
 }
 
 /* Runs sql that must succeed (no rows needed); 0, or an error (noted). */
-static int run_ok(pg_place *p, pg_txn *t, const char *sql) {
+static int run_ok(pg_place *p, pg_txn *t, const char *sql)
+    ORDO_REQUIRES(t->mu) {
   PGresult *r = run(p, t, sql, ordo__now_ns() + p->u.timeout_ms * PG_MS);
   if (!r)
     return ORDO_EBACKEND;
@@ -379,7 +390,7 @@ static int run_ok(pg_place *p, pg_txn *t, const char *sql) {
 
 /* Creates the sequence of fencing tokens once per place (a race with
  * another client creating it is fine). */
-static int ensure_seq(pg_place *p, pg_txn *t) {
+static int ensure_seq(pg_place *p, pg_txn *t) ORDO_REQUIRES(t->mu) {
   if (atomic_load(&p->have_seq))
     return 0;
   PGresult *r = run(p, t, "CREATE SEQUENCE IF NOT EXISTS ordo_fence",
@@ -399,7 +410,7 @@ static int ensure_seq(pg_place *p, pg_txn *t) {
 
 /* Lets go of every server lock of the txn and forgets its record: after a
  * deadlock, and at the end. */
-static void release_everything(pg_place *p, pg_txn *t) {
+static void release_everything(pg_place *p, pg_txn *t) ORDO_REQUIRES(t->mu) {
   if (t->c) {
     const char *sql =
         t->in_xact ? "ROLLBACK" : "SELECT pg_advisory_unlock_all()";
@@ -415,6 +426,7 @@ static void release_everything(pg_place *p, pg_txn *t) {
 static bool pg_check(void *place, ordo_txn_t *tx) {
   pg_place *p = place;
   pg_txn *t = pt(tx);
+  ordo__mutex_assert_held(&t->mu); /* renewer.c's pass took it */
   if (t->nh == 0 || !t->c)
     return false;
   PGresult *r = run(p, t, "SELECT 1", ordo__now_ns() + p->u.timeout_ms * PG_MS);
@@ -473,17 +485,22 @@ static int pg_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
   pg_txn *t = calloc(1, sizeof *t);
   if (!t)
     return ORDO_ENOMEM;
+  /* No other thread knows t yet, but the exchanges require mu
+   * (ordo_tsa.h), so it is made first and held through them. */
+  ordo__mutex_init(&t->mu);
+  ordo__mutex_lock(&t->mu);
   int rc = connect_txn(p, t);
   if (!rc)
     rc = ensure_seq(p, t);
+  if (rc && t->c)
+    PQfinish(t->c);
+  ordo__mutex_unlock(&t->mu);
   if (rc) {
-    if (t->c)
-      PQfinish(t->c);
+    ordo__mutex_destroy(&t->mu);
     free(t);
     return rc;
   }
   t->base.id = atomic_fetch_add(&p->next_id, 1);
-  pthread_mutex_init(&t->mu, NULL);
   atomic_init(&t->lease_lost, false);
   ordo__rn_link(&p->rn, &t->rn, &t->base, &t->mu);
   *out = &t->base;
@@ -494,7 +511,7 @@ static void pg_txn_end(ordo_txn_t *tx) {
   pg_txn *t = pt(tx);
   pg_place *p = pp(tx->o);
   ordo__rn_unlink(&p->rn, &t->rn);
-  pthread_mutex_lock(&t->mu); /* waits out a check in progress */
+  ordo__mutex_lock(&t->mu); /* waits out a check in progress */
   /* Closing the session would let go of its locks too, but the server
    * sees the close after the client has moved on: a release it answers
    * first means that the next lock of another session finds them free. */
@@ -504,8 +521,8 @@ static void pg_txn_end(ordo_txn_t *tx) {
   if (t->c)
     PQfinish(t->c);
   free(t->h);
-  pthread_mutex_unlock(&t->mu);
-  pthread_mutex_destroy(&t->mu);
+  ordo__mutex_unlock(&t->mu);
+  ordo__mutex_destroy(&t->mu);
   free(t);
 }
 
@@ -539,7 +556,7 @@ static void put_arrays(FILE *f, const pg_want *w, size_t n) {
  * what was granted); else the waiting forms (an error takes the lot).
  */
 static char *lock_sql(const pg_place *p, const pg_txn *t, const pg_want *w,
-                      size_t n, bool try, long lock_ms) {
+                      size_t n, bool try, long lock_ms) ORDO_REQUIRES(t->mu) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -573,7 +590,7 @@ static char *lock_sql(const pg_place *p, const pg_txn *t, const pg_want *w,
 /* Session scope: lets go of the values of w[0..n) that the failed call may
  * have taken (granted[i], or all when granted is NULL). */
 static void undo_session(pg_place *p, pg_txn *t, const pg_want *w, size_t n,
-                         const bool *granted) {
+                         const bool *granted) ORDO_REQUIRES(t->mu) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
@@ -611,10 +628,12 @@ static int lock_error(pg_place *p, const PGresult *r) {
   return ORDO_EBACKEND;
 }
 
-/* Records the grant of r[0..n): tokens by value from w/tok. */
+/* Records the grant of r[0..n): tokens by value from w/tok. Caller holds
+ * t->mu. */
 static void record(pg_place *p, pg_txn *t, const ordo_req_t *r, size_t n,
                    const pg_want *w, const uint64_t *tok, size_t nw,
-                   const bool *sent_x, const bool *sent_s, uint8_t **copies) {
+                   const bool *sent_x, const bool *sent_s, uint8_t **copies)
+    ORDO_REQUIRES(t->mu) {
   for (size_t i = 0; i < n; i++) {
     int64_t v = ordo__pg_key_value(r[i].key, r[i].len);
     uint64_t token = 0;
@@ -658,7 +677,7 @@ static int pg_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   uint8_t **copies = calloc(n, sizeof *copies);
   char *sql = NULL;
   int rc = 0;
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   if (!w || !tok || !sent_x || !sent_s || !granted || !copies) {
     rc = ORDO_ENOMEM;
     goto out;
@@ -772,7 +791,7 @@ static int pg_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     ordo__rn_kick(&p->rn, due);
   }
 out:
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
   for (size_t i = 0; copies && i < n; i++)
     free(copies[i]);
   free(copies);
@@ -788,8 +807,9 @@ out:
 /* ---- unlock, held -------------------------------------------------------- */
 
 /* Lets go of hold i (its last count): its server locks pass to another
- * hold of the same value, or are unlocked. Session scope only. */
-static int let_go(pg_place *p, pg_txn *t, size_t i) {
+ * hold of the same value, or are unlocked. Session scope only. Caller
+ * holds t->mu. */
+static int let_go(pg_place *p, pg_txn *t, size_t i) ORDO_REQUIRES(t->mu) {
   pg_hold *h = &t->h[i];
   pg_hold *heir = NULL;
   for (size_t j = 0; j < t->nh; j++)
@@ -827,7 +847,7 @@ static int pg_unlock(ordo_txn_t *tx, const void *key, size_t len) {
   pg_txn *t = pt(tx);
   pg_place *p = pp(tx->o);
   int rc = 0;
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   if (atomic_exchange(&t->lease_lost, false)) {
     rc = ORDO_ELEASE;
     goto out;
@@ -849,7 +869,7 @@ static int pg_unlock(ordo_txn_t *tx, const void *key, size_t len) {
   if (rc == 0)
     atomic_fetch_add(&p->released, 1);
 out:
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
   return rc;
 }
 
@@ -857,7 +877,7 @@ static int pg_unlock_all(ordo_txn_t *tx) {
   pg_txn *t = pt(tx);
   pg_place *p = pp(tx->o);
   int rc = 0;
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   if (atomic_exchange(&t->lease_lost, false)) {
     rc = ORDO_ELEASE;
     goto out;
@@ -878,17 +898,17 @@ static int pg_unlock_all(ordo_txn_t *tx) {
     atomic_fetch_add(&p->released, n);
   }
 out:
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
   return rc;
 }
 
 static int pg_held(ordo_txn_t *tx, const void *key, size_t len,
                    ordo_mode_t *mode, uint64_t *fence) {
   pg_txn *t = pt(tx);
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   int count =
       ordo__hold_report(t->h, t->nh, sizeof *t->h, key, len, mode, fence);
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
   return count;
 }
 
@@ -914,14 +934,14 @@ static void pg_dump(ordo_t *o, int fd) {
     return;
   fprintf(f, "%s: advisory locks, %s scope; timeout %ld ms\n", o->url,
           p->u.xact ? "transaction" : "session", p->u.timeout_ms);
-  pthread_mutex_lock(&p->rn.mu);
+  ordo__mutex_lock(&p->rn.mu);
   if (p->rn.err[0])
     fprintf(f, "last error: %s\n", p->rn.err);
   for (ordo__rn_txn *l = p->rn.txns; l; l = l->next) {
     pg_txn *t = pt(l->txn);
     fprintf(f, "txn %llu (server pid %d):", (unsigned long long)t->base.id,
             atomic_load(&t->backend_pid));
-    if (pthread_mutex_trylock(&t->mu) != 0) {
+    if (!ordo__mutex_trylock(&t->mu)) {
       fputs(" busy (inside a call, perhaps a waiting lock)\n", f);
       continue;
     }
@@ -935,9 +955,9 @@ static void pg_dump(ordo_t *o, int fd) {
               t->h[i].k.mode == ORDO_MODE_S ? "S" : "X", t->h[i].k.count,
               (long long)t->h[i].v, (unsigned long long)t->h[i].k.token);
     }
-    pthread_mutex_unlock(&t->mu);
+    ordo__mutex_unlock(&t->mu);
   }
-  pthread_mutex_unlock(&p->rn.mu);
+  ordo__mutex_unlock(&p->rn.mu);
   fprintf(f,
           "counters: acquired %llu, timeouts %llu, deadlocks %llu, "
           "released %llu, sessions lost while holding %llu\n",

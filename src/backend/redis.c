@@ -17,6 +17,7 @@
  *
  * Interface: ordo__backend_redis.
  */
+#include "ordo_tsa.h"
 #include "backend/redis_script.h"
 #include "backend/remote.h"
 #include "backend/renewer.h"
@@ -148,21 +149,24 @@ struct rd_txn {
    * mu guards c, the hold record (h, nh, caph) and the orphans (orph,
    * norph, caporph). The txn's own thread
    * holds it through each call except while a waiting lock_all sleeps;
-   * the renewer and ordo_dump only try it.
+   * the renewer and ordo_dump only try it. Every helper that touches these
+   * requires it (ordo_tsa.h).
    */
-  pthread_mutex_t mu;
-  ordo__rs_conn c; /* scripts; closed when lost: the next call reconnects */
-  rd_hold *h;      /* sorted in the canonical key order */
-  size_t nh, caph;
+  ordo__mutex mu;
+  /* Scripts; closed when lost: the next call reconnects. */
+  ordo__rs_conn c ORDO_GUARDED_BY(mu);
+  rd_hold *h ORDO_GUARDED_BY(mu); /* sorted in the canonical key order */
+  size_t nh ORDO_GUARDED_BY(mu), caph ORDO_GUARDED_BY(mu);
   /* Keys an unanswered ACQUIRE may have granted (not in the record):
    * released before the txn's next exchange (flush_orphans). */
-  rd_hold *orph;
-  size_t norph, caporph;
+  rd_hold *orph ORDO_GUARDED_BY(mu);
+  size_t norph ORDO_GUARDED_BY(mu), caporph ORDO_GUARDED_BY(mu);
   /* Used only by the txn's own thread inside lock_all (and by txn_end):
    * the Pub/Sub connection, opened at the first wait. */
   ordo__rs_conn sub;
   char owner[33]; /* 128 random bits in hex: read-only after begin */
-  /* Written under mu, read by the renewer and ordo_dump without it. */
+  /* Written under mu, read by the renewer and ordo_dump without it:
+   * atomics, which the analysis does not check. */
   _Atomic bool lease_lost;     /* the next call returns ORDO_ELEASE */
   _Atomic bool in_wait;        /* a lock_all sleeps, mu let go */
   _Atomic uint64_t renewed_ns; /* the oldest renewal among the holds */
@@ -175,8 +179,9 @@ static rd_place *rp(ordo_t *o) {
   return (rd_place *)o;
 }
 
-/* Keeps the text of the latest failure, for ordo_dump. Takes mu. */
-static void note_err(rd_place *p, const char *what, const char *detail) {
+/* Keeps the text of the latest failure, for ordo_dump. Takes rn.mu. */
+static void note_err(rd_place *p, const char *what, const char *detail)
+    ORDO_EXCLUDES(p->rn.mu) {
   ordo__rn_note(&p->rn, what, detail);
 }
 
@@ -188,11 +193,12 @@ static void atomic_max(_Atomic uint64_t *a, uint64_t v) {
 
 /* ---- The hold record (caller holds t->mu) -------------------------------- */
 
-static long hold_find(const rd_txn *t, const void *key, size_t len) {
+static long hold_find(const rd_txn *t, const void *key, size_t len)
+    ORDO_REQUIRES(t->mu) {
   return ordo__hold_find(t->h, t->nh, sizeof *t->h, key, len);
 }
 
-static void hold_remove(rd_place *p, rd_txn *t, size_t i) {
+static void hold_remove(rd_place *p, rd_txn *t, size_t i) ORDO_REQUIRES(t->mu) {
   free(t->h[i].key);
   memmove(&t->h[i], &t->h[i + 1], (t->nh - i - 1) * sizeof *t->h);
   t->nh--;
@@ -201,7 +207,7 @@ static void hold_remove(rd_place *p, rd_txn *t, size_t i) {
 }
 
 /* Forgets every hold. */
-static void holds_clear(rd_place *p, rd_txn *t) {
+static void holds_clear(rd_place *p, rd_txn *t) ORDO_REQUIRES(t->mu) {
   for (size_t i = 0; i < t->nh; i++)
     free(t->h[i].key);
   atomic_fetch_sub(&p->keys, t->nh);
@@ -213,7 +219,7 @@ static void holds_clear(rd_place *p, rd_txn *t) {
 
 /* Connects t's script connection when it is closed. The handshake is
  * checked by the exchange that follows. */
-static int ensure_conn(rd_place *p, rd_txn *t) {
+static int ensure_conn(rd_place *p, rd_txn *t) ORDO_REQUIRES(t->mu) {
   if (ordo__rs_open(&t->c))
     return 0;
   int rc = ordo__rs_connect(&t->c, &p->u.node, true);
@@ -235,7 +241,7 @@ static int ensure_conn(rd_place *p, rd_txn *t) {
  */
 static redisReply *run_script(rd_place *p, rd_txn *t, int which, int nkeys,
                               int argc, const char **av, const size_t *al,
-                              uint64_t bound_ns, int *rc) {
+                              uint64_t bound_ns, int *rc) ORDO_REQUIRES(t->mu) {
   uint64_t deadline = ordo__now_ns() + (uint64_t)p->u.timeout_ms * RD_MS;
   if (bound_ns < deadline)
     deadline = bound_ns;
@@ -293,7 +299,8 @@ static int slotted_cmp(const void *a, const void *b) {
 static int keyed_script(rd_place *p, rd_txn *t, int which,
                         const void *const *keys, const size_t *lens, size_t n,
                         const char *a1, size_t l1, const char *a2, size_t l2,
-                        uint64_t bound_ns, rd_fold fold, void *arg) {
+                        uint64_t bound_ns, rd_fold fold, void *arg)
+    ORDO_REQUIRES(t->mu) {
   const char **av = malloc((n + 2) * sizeof *av);
   size_t *al = malloc((n + 2) * sizeof *al);
   size_t *idx = malloc(n * sizeof *idx);
@@ -374,7 +381,7 @@ static int fold_release(void *arg, const size_t *idx, size_t m,
  * failed, or the server refused).
  */
 static int release_keys(rd_place *p, rd_txn *t, const void *const *keys,
-                        const size_t *lens, size_t n) {
+                        const size_t *lens, size_t n) ORDO_REQUIRES(t->mu) {
   size_t count = 0;
   int rc =
       keyed_script(p, t, ORDO__RS_RELEASE, keys, lens, n, t->owner, 32, p->chan,
@@ -385,7 +392,7 @@ static int release_keys(rd_place *p, rd_txn *t, const void *const *keys,
 }
 
 /* RELEASE of everything t holds (reverse canonical order). */
-static int release_all(rd_place *p, rd_txn *t) {
+static int release_all(rd_place *p, rd_txn *t) ORDO_REQUIRES(t->mu) {
   const void **keys = malloc((t->nh ? t->nh : 1) * sizeof *keys);
   size_t *lens = malloc((t->nh ? t->nh : 1) * sizeof *lens);
   int rc = ORDO_ENOMEM;
@@ -402,7 +409,8 @@ static int release_all(rd_place *p, rd_txn *t) {
 }
 
 /* Removes the orphan that is key (a grant recorded it after all). */
-static void orphan_forget(rd_txn *t, const void *key, size_t len) {
+static void orphan_forget(rd_txn *t, const void *key, size_t len)
+    ORDO_REQUIRES(t->mu) {
   for (size_t i = 0; i < t->norph; i++)
     if (ordo_key_cmp(t->orph[i].key, t->orph[i].len, key, len) == 0) {
       free(t->orph[i].key);
@@ -417,7 +425,7 @@ static void orphan_forget(rd_txn *t, const void *key, size_t len) {
  * holds is not touched. Kept for the next call when the server cannot be
  * reached; they lapse with the lease in any case. Caller holds t->mu.
  */
-static void flush_orphans(rd_place *p, rd_txn *t) {
+static void flush_orphans(rd_place *p, rd_txn *t) ORDO_REQUIRES(t->mu) {
   if (t->norph == 0)
     return;
   const void **keys = malloc(t->norph * sizeof *keys);
@@ -450,7 +458,7 @@ static void flush_orphans(rd_place *p, rd_txn *t) {
  * forgets every hold and marks t so its next call returns ORDO_ELEASE.
  * Caller holds t->mu.
  */
-static void lose(rd_place *p, rd_txn *t, const char *why) {
+static void lose(rd_place *p, rd_txn *t, const char *why) ORDO_REQUIRES(t->mu) {
   char msg[256];
   snprintf(msg, sizeof msg, "txn %llu: %s", (unsigned long long)t->base.id,
            why);
@@ -494,6 +502,7 @@ static int fold_extend(void *arg, const size_t *idx, size_t m,
 static bool rd_renew(void *place, ordo_txn_t *tx) {
   rd_place *p = place;
   rd_txn *t = rt(tx);
+  ordo__mutex_assert_held(&t->mu); /* renewer.c's pass took it */
   if (t->nh == 0)
     return false;
   const void **keys = malloc(t->nh * sizeof *keys);
@@ -642,7 +651,7 @@ static int rd_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
     return rc;
   }
   t->base.id = atomic_fetch_add(&p->next_id, 1);
-  pthread_mutex_init(&t->mu, NULL);
+  ordo__mutex_init(&t->mu);
   atomic_init(&t->lease_lost, false);
   atomic_init(&t->in_wait, false);
   atomic_init(&t->renewed_ns, ordo__now_ns());
@@ -656,7 +665,7 @@ static void rd_txn_end(ordo_txn_t *tx) {
   rd_place *p = rp(tx->o);
   ordo__rn_unlink(&p->rn, &t->rn);
   /* Waits out a renewal in progress; after it no other thread knows t. */
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   flush_orphans(p, t);
   if (t->nh > 0)
     release_all(p, t); /* bounded by timeout_ms; else the lease lapses */
@@ -667,8 +676,8 @@ static void rd_txn_end(ordo_txn_t *tx) {
     free(t->orph[i].key);
   free(t->orph);
   free(t->h);
-  pthread_mutex_unlock(&t->mu);
-  pthread_mutex_destroy(&t->mu);
+  ordo__mutex_unlock(&t->mu);
+  ordo__mutex_destroy(&t->mu);
   free(t);
 }
 
@@ -768,7 +777,7 @@ static int subscribe_once(rd_place *p, rd_txn *t, rd_wait *w,
  */
 static bool subscribe(rd_place *p, rd_txn *t, rd_wait *w, const ordo_req_t *r,
                       size_t n, const long *busy, size_t nb,
-                      uint64_t deadline_ns) {
+                      uint64_t deadline_ns) ORDO_REQUIRES(t->mu) {
   if (w->bare)
     return false;
   for (int attempt = 0;; attempt++) {
@@ -814,8 +823,8 @@ static void sleep_until(uint64_t deadline_ns) {
  * has arrived, so that a release of several keys costs one try). Caller
  * does NOT hold t->mu.
  */
-static bool wait_release(rd_place *p, rd_txn *t, rd_wait *w,
-                         uint64_t until_ns) {
+static bool wait_release(rd_place *p, rd_txn *t, rd_wait *w, uint64_t until_ns)
+    ORDO_EXCLUDES(t->mu) {
   if (w->bare || !ordo__rs_open(&t->sub)) {
     sleep_until(until_ns);
     return false;
@@ -875,7 +884,8 @@ static uint64_t jitter_ns(long ms) {
  * holds t->mu; t->h has room for n more.
  */
 static int record_grant(rd_place *p, rd_txn *t, const ordo_req_t *r, size_t n,
-                        const redisReply *rep, uint8_t **copies) {
+                        const redisReply *rep, uint8_t **copies)
+    ORDO_REQUIRES(t->mu) {
   if (rep->elements != 2 + n)
     return ORDO_EBACKEND;
   for (size_t i = 0; i < n + 1; i++)
@@ -905,9 +915,10 @@ static int record_grant(rd_place *p, rd_txn *t, const ordo_req_t *r, size_t n,
 }
 
 /* An ACQUIRE's outcome is unknown: the keys it asked for that t did not
- * hold become orphans (copies[i] moves there). Room was made before. */
+ * hold become orphans (copies[i] moves there). Room was made before.
+ * Caller holds t->mu. */
 static void adopt_orphans(rd_txn *t, const ordo_req_t *r, size_t n,
-                          uint8_t **copies) {
+                          uint8_t **copies) ORDO_REQUIRES(t->mu) {
   for (size_t i = 0; i < n; i++)
     if (copies[i]) {
       t->orph[t->norph++] = (rd_hold){copies[i], r[i].len, 0, r[i].mode, 0};
@@ -926,7 +937,8 @@ enum { TRY_GRANTED, TRY_BUSY, TRY_FAILED };
  */
 static int try_acquire(rd_place *p, rd_txn *t, const ordo_req_t *r, size_t n,
                        const char **av, const size_t *al, uint8_t **copies,
-                       long *busy, size_t *nb, long *wait_ms, int *rc) {
+                       long *busy, size_t *nb, long *wait_ms, int *rc)
+    ORDO_REQUIRES(t->mu) {
   bool was_holding = t->nh > 0;
   uint64_t sent = ordo__now_ns();
   redisReply *rep = run_script(p, t, ORDO__RS_ACQUIRE, (int)(2 * n),
@@ -1008,7 +1020,6 @@ static int rd_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   bool *subbed = calloc(n, sizeof *subbed);
   char *chanbuf = malloc(sizeof p->chan + maxlen);
   int rc = 0;
-  bool locked = false;
   rd_wait w = {.subbed = subbed,
                .poll_ms = RD_POLL_FIRST_MS,
                .chanbuf = chanbuf,
@@ -1020,21 +1031,20 @@ static int rd_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   }
   for (size_t i = 0; i < n; i++)
     busy[n + i] = (long)i + 1;
-  pthread_mutex_lock(&t->mu);
-  locked = true;
+  ordo__mutex_lock(&t->mu);
   if (atomic_exchange(&t->lease_lost, false)) {
     rc = ORDO_ELEASE;
-    goto out;
+    goto unlock;
   }
   if ((rc = ordo__hold_room((void **)&t->h, &t->caph, t->nh, n,
                             sizeof *t->h)) != 0)
-    goto out;
+    goto unlock;
   if ((rc = ordo__hold_room((void **)&t->orph, &t->caporph, t->norph, n,
                             sizeof *t->orph)) != 0)
-    goto out;
+    goto unlock;
   flush_orphans(p, t);
   if ((rc = ordo__hold_copy_new(t->h, t->nh, sizeof *t->h, r, n, copies)) != 0)
-    goto out;
+    goto unlock;
   char lease[24];
   char *f = fences;
   for (size_t i = 0; i < n; i++) {
@@ -1084,9 +1094,9 @@ static int rd_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     }
     until = deadline_ns < until ? deadline_ns : until;
     atomic_store(&t->in_wait, true);
-    pthread_mutex_unlock(&t->mu);
+    ordo__mutex_unlock(&t->mu);
     bool woke = wait_release(p, t, &w, until);
-    pthread_mutex_lock(&t->mu);
+    ordo__mutex_lock(&t->mu);
     atomic_store(&t->in_wait, false);
     if (atomic_exchange(&t->lease_lost, false)) {
       rc = ORDO_ELEASE; /* the renewer found the lease lost meanwhile */
@@ -1101,9 +1111,9 @@ static int rd_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     }
   }
   wait_end(p, t, &w);
+unlock:
+  ordo__mutex_unlock(&t->mu);
 out:
-  if (locked)
-    pthread_mutex_unlock(&t->mu);
   for (size_t i = 0; copies && i < n; i++)
     free(copies[i]);
   free(copies);
@@ -1123,7 +1133,7 @@ static int rd_unlock(ordo_txn_t *tx, const void *key, size_t len) {
   rd_txn *t = rt(tx);
   rd_place *p = rp(tx->o);
   int rc = 0;
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   if (atomic_exchange(&t->lease_lost, false)) {
     rc = ORDO_ELEASE;
     goto out;
@@ -1156,7 +1166,7 @@ static int rd_unlock(ordo_txn_t *tx, const void *key, size_t len) {
     rc = n; /* refused: still held */
   }
 out:
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
   return rc;
 }
 
@@ -1164,7 +1174,7 @@ static int rd_unlock_all(ordo_txn_t *tx) {
   rd_txn *t = rt(tx);
   rd_place *p = rp(tx->o);
   int rc = 0;
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   if (atomic_exchange(&t->lease_lost, false)) {
     rc = ORDO_ELEASE;
     goto out;
@@ -1182,17 +1192,17 @@ static int rd_unlock_all(ordo_txn_t *tx) {
   if (n >= 0 || !ordo__rs_open(&t->c))
     holds_clear(p, t);
 out:
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
   return rc;
 }
 
 static int rd_held(ordo_txn_t *tx, const void *key, size_t len,
                    ordo_mode_t *mode, uint64_t *fence) {
   rd_txn *t = rt(tx);
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   int count =
       ordo__hold_report(t->h, t->nh, sizeof *t->h, key, len, mode, fence);
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
   return count;
 }
 
@@ -1233,7 +1243,7 @@ static void rd_dump(ordo_t *o, int fd) {
           "%s: lease %ld ms, renewed at a third; timeout %ld ms; release "
           "channels %s<key>\n",
           o->url, p->u.lease_ms, p->u.timeout_ms, p->chan);
-  pthread_mutex_lock(&p->rn.mu);
+  ordo__mutex_lock(&p->rn.mu);
   if (p->rn.err[0])
     fprintf(f, "last error: %s\n", p->rn.err);
   for (ordo__rn_txn *l = p->rn.txns; l; l = l->next) {
@@ -1242,7 +1252,7 @@ static void rd_dump(ordo_t *o, int fd) {
             "txn %llu%s%s%s (owner %.8s...):", (unsigned long long)t->base.id,
             t->base.name[0] ? " \"" : "", t->base.name,
             t->base.name[0] ? "\"" : "", t->owner);
-    if (pthread_mutex_trylock(&t->mu) != 0) {
+    if (!ordo__mutex_trylock(&t->mu)) {
       fputs(" busy (inside an exchange with the server)\n", f);
       continue;
     }
@@ -1257,9 +1267,9 @@ static void rd_dump(ordo_t *o, int fd) {
               t->h[i].mode == ORDO_MODE_S ? "S" : "X", t->h[i].count,
               (unsigned long long)t->h[i].token);
     }
-    pthread_mutex_unlock(&t->mu);
+    ordo__mutex_unlock(&t->mu);
   }
-  pthread_mutex_unlock(&p->rn.mu);
+  ordo__mutex_unlock(&p->rn.mu);
   fprintf(f,
           "counters: acquired %llu, waited %llu, waiting %llu, timeouts "
           "%llu, woken by a release %llu, by the poll %llu\n",

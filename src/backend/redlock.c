@@ -22,6 +22,7 @@
  *
  * Interface: ordo__backend_redlock.
  */
+#include "ordo_tsa.h"
 #include "backend/redis_script.h"
 #include "backend/remote.h"
 #include "backend/renewer.h"
@@ -155,16 +156,22 @@ struct rl_txn {
   /* The place's list and renewal state: links under the place's rn.mu,
    * rn.holding and rn.due_ns written under mu. */
   ordo__rn_txn rn;
-  /* mu guards the connections and the hold record. */
-  pthread_mutex_t mu;
-  ordo__rs_conn c[RL_MAX_NODES];
-  bool loaded[RL_MAX_NODES]; /* the scripts were loaded on c[i] */
+  /* mu guards the connections (c, loaded, node_err) and the hold record
+   * (h, nh, caph). The txn's own thread holds it through each call except
+   * while lock_all sleeps between tries; the renewer and ordo_dump only
+   * try it. Every helper that touches these requires it (ordo_tsa.h). */
+  ordo__mutex mu;
+  ordo__rs_conn c[RL_MAX_NODES] ORDO_GUARDED_BY(mu);
+  /* The scripts were loaded on c[i]. */
+  bool loaded[RL_MAX_NODES] ORDO_GUARDED_BY(mu);
   /* Why c[i] failed in the last exchange (ORDO_EAUTH: its password was
    * refused), 0 when it did not. */
-  int node_err[RL_MAX_NODES];
-  rl_hold *h;
-  size_t nh, caph;
-  char owner[33];
+  int node_err[RL_MAX_NODES] ORDO_GUARDED_BY(mu);
+  rl_hold *h ORDO_GUARDED_BY(mu);
+  size_t nh ORDO_GUARDED_BY(mu), caph ORDO_GUARDED_BY(mu);
+  char owner[33]; /* read-only after begin */
+  /* Written under mu, read by the renewer without it: atomics, which the
+   * analysis does not check. */
   _Atomic bool lease_lost;
   _Atomic uint64_t renewed_ns;
 };
@@ -176,15 +183,20 @@ static rl_place *rp(ordo_t *o) {
   return (rl_place *)o;
 }
 
-static void note_err(rl_place *p, const char *what, const char *detail) {
+/* Keeps the text of the latest failure, for ordo_dump. Takes rn.mu. */
+static void note_err(rl_place *p, const char *what, const char *detail)
+    ORDO_EXCLUDES(p->rn.mu) {
   ordo__rn_note(&p->rn, what, detail);
 }
 
-static long hold_find(const rl_txn *t, const void *key, size_t len) {
+/* ---- The hold record (caller holds t->mu) -------------------------------- */
+
+static long hold_find(const rl_txn *t, const void *key, size_t len)
+    ORDO_REQUIRES(t->mu) {
   return ordo__hold_find(t->h, t->nh, sizeof *t->h, key, len);
 }
 
-static void hold_remove(rl_place *p, rl_txn *t, size_t i) {
+static void hold_remove(rl_place *p, rl_txn *t, size_t i) ORDO_REQUIRES(t->mu) {
   free(t->h[i].key);
   memmove(&t->h[i], &t->h[i + 1], (t->nh - i - 1) * sizeof *t->h);
   t->nh--;
@@ -192,7 +204,7 @@ static void hold_remove(rl_place *p, rl_txn *t, size_t i) {
   atomic_store(&t->rn.holding, t->nh > 0);
 }
 
-static void holds_clear(rl_place *p, rl_txn *t) {
+static void holds_clear(rl_place *p, rl_txn *t) ORDO_REQUIRES(t->mu) {
   for (size_t i = 0; i < t->nh; i++)
     free(t->h[i].key);
   atomic_fetch_sub(&p->keys, t->nh);
@@ -268,7 +280,7 @@ static bool ex_enough(void *arg) {
  */
 static int quorum_eval(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
                        const char **av, const size_t *al, uint64_t deadline_ns,
-                       int kind, redisReply **out) {
+                       int kind, redisReply **out) ORDO_REQUIRES(t->mu) {
   size_t n = p->u.n;
   ordo__rs_conn *ks[RL_MAX_NODES] = {0};
   unsigned base[RL_MAX_NODES];
@@ -344,7 +356,7 @@ static void free_replies(redisReply **r, size_t n) {
  * answered with every key still ours, *answered how many answered. */
 static void release_keys(rl_place *p, rl_txn *t, const void *const *keys,
                          const size_t *lens, size_t m, size_t *confirmed,
-                         size_t *answered) {
+                         size_t *answered) ORDO_REQUIRES(t->mu) {
   *confirmed = *answered = 0;
   if (m == 0)
     return;
@@ -379,7 +391,7 @@ static void release_keys(rl_place *p, rl_txn *t, const void *const *keys,
 }
 
 static void release_all(rl_place *p, rl_txn *t, size_t *confirmed,
-                        size_t *answered) {
+                        size_t *answered) ORDO_REQUIRES(t->mu) {
   size_t m = t->nh ? t->nh : 1;
   const void **keys = malloc(m * sizeof *keys);
   size_t *lens = malloc(m * sizeof *lens);
@@ -408,7 +420,8 @@ static void release_all(rl_place *p, rl_txn *t, size_t *confirmed,
  * when a majority answered, EQUORUM when it did not. Caller holds t->mu,
  * before the record is cleared.
  */
-static int release_status(rl_place *p, rl_txn *t, size_t c, size_t a) {
+static int release_status(rl_place *p, rl_txn *t, size_t c, size_t a)
+    ORDO_REQUIRES(t->mu) {
   if (c >= p->quorum)
     return 0;
   if (a - c > p->u.n - p->quorum)
@@ -422,7 +435,9 @@ static int release_status(rl_place *p, rl_txn *t, size_t c, size_t a) {
 /* ---- Lease renewal (as in redis.c) ------------------------------------------
  */
 
-static void lose(rl_place *p, rl_txn *t, const char *why) {
+/* t's lease is lost: releases what may still be t's, forgets every hold
+ * and marks t so its next call returns ORDO_ELEASE. Caller holds t->mu. */
+static void lose(rl_place *p, rl_txn *t, const char *why) ORDO_REQUIRES(t->mu) {
   char msg[256];
   snprintf(msg, sizeof msg, "txn %llu: %s", (unsigned long long)t->base.id,
            why);
@@ -443,6 +458,7 @@ static void lose(rl_place *p, rl_txn *t, const char *why) {
 static bool rl_renew(void *place, ordo_txn_t *tx) {
   rl_place *p = place;
   rl_txn *t = rt(tx);
+  ordo__mutex_assert_held(&t->mu); /* renewer.c's pass took it */
   if (t->nh == 0)
     return false;
   size_t m = t->nh;
@@ -555,7 +571,7 @@ static int rl_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
     ordo__rs_conn_init(&t->c[i]);
   ordo__rs_new_owner(t->owner);
   t->base.id = atomic_fetch_add(&p->next_id, 1);
-  pthread_mutex_init(&t->mu, NULL);
+  ordo__mutex_init(&t->mu);
   atomic_init(&t->lease_lost, false);
   atomic_init(&t->renewed_ns, ordo__now_ns());
   ordo__rn_link(&p->rn, &t->rn, &t->base, &t->mu);
@@ -567,7 +583,7 @@ static void rl_txn_end(ordo_txn_t *tx) {
   rl_txn *t = rt(tx);
   rl_place *p = rp(tx->o);
   ordo__rn_unlink(&p->rn, &t->rn);
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   if (t->nh > 0) {
     size_t c, a;
     release_all(p, t, &c, &a);
@@ -576,8 +592,8 @@ static void rl_txn_end(ordo_txn_t *tx) {
   for (size_t i = 0; i < p->u.n; i++)
     ordo__rs_close(&t->c[i]);
   free(t->h);
-  pthread_mutex_unlock(&t->mu);
-  pthread_mutex_destroy(&t->mu);
+  ordo__mutex_unlock(&t->mu);
+  ordo__mutex_destroy(&t->mu);
   free(t);
 }
 
@@ -587,9 +603,11 @@ static void rl_txn_end(ordo_txn_t *tx) {
 enum { TRY_GRANTED, TRY_HELD, TRY_NOQUORUM, TRY_FAILED };
 
 /* Records a grant: tokens[i] is the greatest token of key i among the
- * granting nodes. copies[i] (keys not yet held) move into the record. */
+ * granting nodes. copies[i] (keys not yet held) move into the record.
+ * Caller holds t->mu, as for everything below. */
 static void record_grant(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
-                         const uint64_t *tokens, uint8_t **copies) {
+                         const uint64_t *tokens, uint8_t **copies)
+    ORDO_REQUIRES(t->mu) {
   for (size_t i = 0; i < n; i++) {
     long at = hold_find(t, r[i].key, r[i].len);
     if (at >= 0) {
@@ -617,7 +635,7 @@ static void record_grant(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
  * shut out of those nodes by an upgrade no majority granted.
  */
 static void undo_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
-                     uint8_t **copies) {
+                     uint8_t **copies) ORDO_REQUIRES(t->mu) {
   const char **av = malloc((n + 3) * sizeof *av);
   size_t *al = malloc((n + 3) * sizeof *al);
   char *modes = malloc(n + 1);
@@ -662,7 +680,8 @@ out:
  * exchange of its own; a node grants when it granted every key. */
 static void sequential_try(rl_place *p, rl_txn *t, const ordo_req_t *r,
                            size_t n, const char **av, const size_t *al,
-                           redisReply **out, uint64_t *tokens, size_t *ok) {
+                           redisReply **out, uint64_t *tokens, size_t *ok)
+    ORDO_REQUIRES(t->mu) {
   const char *a1[5];
   size_t l1[5];
   ORDO_UNUSED(r);
@@ -712,7 +731,7 @@ static void sequential_try(rl_place *p, rl_txn *t, const ordo_req_t *r,
  */
 static int one_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
                    const char **av, const size_t *al, uint8_t **copies,
-                   uint64_t *tokens, int *rc) {
+                   uint64_t *tokens, int *rc) ORDO_REQUIRES(t->mu) {
   redisReply *out[RL_MAX_NODES];
   uint64_t sent = ordo__now_ns();
   size_t ok = 0, answered = 0, errs = 0;
@@ -790,22 +809,20 @@ static int rl_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   char *modes = malloc(n);
   uint64_t *tokens = malloc(n * sizeof *tokens);
   int rc = 0;
-  bool locked = false;
   if (!av || !al || !copies || !fences || !modes || !tokens) {
     rc = ORDO_ENOMEM;
     goto out;
   }
-  pthread_mutex_lock(&t->mu);
-  locked = true;
+  ordo__mutex_lock(&t->mu);
   if (atomic_exchange(&t->lease_lost, false)) {
     rc = ORDO_ELEASE;
-    goto out;
+    goto unlock;
   }
   if ((rc = ordo__hold_room((void **)&t->h, &t->caph, t->nh, n,
                             sizeof *t->h)) != 0)
-    goto out;
+    goto unlock;
   if ((rc = ordo__hold_copy_new(t->h, t->nh, sizeof *t->h, r, n, copies)) != 0)
-    goto out;
+    goto unlock;
   char lease[24];
   char *f = fences;
   for (size_t i = 0; i < n; i++) {
@@ -866,10 +883,10 @@ static int rl_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
       sleep_ns = until - now;
     struct timespec ts = {(time_t)(sleep_ns / 1000000000u),
                           (long)(sleep_ns % 1000000000u)};
-    pthread_mutex_unlock(&t->mu);
+    ordo__mutex_unlock(&t->mu);
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
       ;
-    pthread_mutex_lock(&t->mu);
+    ordo__mutex_lock(&t->mu);
     if (atomic_exchange(&t->lease_lost, false)) {
       rc = ORDO_ELEASE;
       break;
@@ -877,9 +894,9 @@ static int rl_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   }
   if (waited)
     atomic_fetch_sub(&p->waiting, 1);
+unlock:
+  ordo__mutex_unlock(&t->mu);
 out:
-  if (locked)
-    pthread_mutex_unlock(&t->mu);
   for (size_t i = 0; copies && i < n; i++)
     free(copies[i]);
   free(copies);
@@ -897,7 +914,7 @@ static int rl_unlock(ordo_txn_t *tx, const void *key, size_t len) {
   rl_txn *t = rt(tx);
   rl_place *p = rp(tx->o);
   int rc = 0;
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   if (atomic_exchange(&t->lease_lost, false)) {
     rc = ORDO_ELEASE;
     goto out;
@@ -919,7 +936,7 @@ static int rl_unlock(ordo_txn_t *tx, const void *key, size_t len) {
   if (rc == 0)
     atomic_fetch_add(&p->released, 1);
 out:
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
   return rc;
 }
 
@@ -927,7 +944,7 @@ static int rl_unlock_all(ordo_txn_t *tx) {
   rl_txn *t = rt(tx);
   rl_place *p = rp(tx->o);
   int rc = 0;
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   if (atomic_exchange(&t->lease_lost, false)) {
     rc = ORDO_ELEASE;
     goto out;
@@ -943,17 +960,17 @@ static int rl_unlock_all(ordo_txn_t *tx) {
   }
   holds_clear(p, t);
 out:
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
   return rc;
 }
 
 static int rl_held(ordo_txn_t *tx, const void *key, size_t len,
                    ordo_mode_t *mode, uint64_t *fence) {
   rl_txn *t = rt(tx);
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   int count =
       ordo__hold_report(t->h, t->nh, sizeof *t->h, key, len, mode, fence);
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
   return count;
 }
 
@@ -973,7 +990,7 @@ static int rl_stats(ordo_t *o, ordo_stats_t *out) {
 static void rl_dump(ordo_t *o, int fd) {
   rl_place *p = rp(o);
   char buf[1024];
-  pthread_mutex_lock(&p->rn.mu);
+  ordo__mutex_lock(&p->rn.mu);
   int len = snprintf(buf, sizeof buf,
                      "%s: %zu nodes, quorum %zu, lease %ld ms, acquisition "
                      "timeout %ld ms%s\n%s%s%s",
@@ -981,7 +998,7 @@ static void rl_dump(ordo_t *o, int fd) {
                      p->u.sequential ? ", sequential (bench only)" : "",
                      p->rn.err[0] ? "last error: " : "", p->rn.err,
                      p->rn.err[0] ? "\n" : "");
-  pthread_mutex_unlock(&p->rn.mu);
+  ordo__mutex_unlock(&p->rn.mu);
   if (len > (int)sizeof buf - 1)
     len = (int)sizeof buf - 1;
   if (len > 0)

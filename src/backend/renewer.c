@@ -1,5 +1,8 @@
 /*
  * renewer.c -- the lease-renewal thread of a remote place (renewer.h).
+ *
+ * Interface: ordo__rn_start, ordo__rn_stop, ordo__rn_link, ordo__rn_unlink,
+ * ordo__rn_kick, ordo__rn_on_lost, ordo__rn_note.
  */
 #include "renewer.h"
 
@@ -9,7 +12,8 @@
 
 #include "../ordo_int.h"
 
-static uint64_t due_of(ordo__renewer *r, ordo__rn_txn *t) {
+/* When t's renewal is due. Caller holds r->mu, which keeps t linked. */
+static uint64_t due_of(ordo__renewer *r, ordo__rn_txn *t) ORDO_REQUIRES(r->mu) {
   return r->ops->due ? r->ops->due(r->place, t) : atomic_load(&t->due_ns);
 }
 
@@ -22,7 +26,7 @@ static uint64_t min64(uint64_t a, uint64_t b) {
  * lost one, and returns the earliest due time left (UINT64_MAX: none).
  * Caller holds r->mu; it is let go around each renewal and callback.
  */
-static uint64_t pass(ordo__renewer *r) {
+static uint64_t pass(ordo__renewer *r) ORDO_REQUIRES(r->mu) {
   uint64_t next = UINT64_MAX;
   ordo__rn_txn *t = r->txns;
   while (t && !r->stop) {
@@ -37,41 +41,41 @@ static uint64_t pass(ordo__renewer *r) {
       t = t->next;
       continue;
     }
-    if (pthread_mutex_trylock(t->mu) != 0) {
+    if (!ordo__mutex_trylock(t->mu)) {
       /* Inside a call (bounded by the backend's timeout): look again. */
       next = min64(next, now + r->ops->busy(r->place, t));
       t = t->next;
       continue;
     }
     /* t's mu keeps t alive: its txn_end takes it before it frees t. */
-    pthread_mutex_unlock(&r->mu);
+    ordo__mutex_unlock(&r->mu);
     bool lost = r->ops->renew(r->place, t->txn);
-    pthread_mutex_lock(&r->mu);
+    ordo__mutex_lock(&r->mu);
     if (!t->linked) {
       /* Ending: its txn_end waits for t's mu, and t->next is stale. */
-      pthread_mutex_unlock(t->mu);
+      ordo__mutex_unlock(t->mu);
       t = r->txns;
       continue;
     }
     if (!lost) {
       if (atomic_load(&t->holding))
         next = min64(next, due_of(r, t));
-      pthread_mutex_unlock(t->mu);
+      ordo__mutex_unlock(t->mu);
       t = t->next;
       continue;
     }
     void (*cb)(ordo_txn_t *, void *) = r->lost_cb;
     void *cb_arg = r->lost_arg;
-    pthread_mutex_unlock(t->mu);
+    ordo__mutex_unlock(t->mu);
     if (!cb) {
       t = t->next;
       continue;
     }
     /* The callback runs with no lock held; cb_running keeps t alive. */
     t->cb_running = true;
-    pthread_mutex_unlock(&r->mu);
+    ordo__mutex_unlock(&r->mu);
     cb(t->txn, cb_arg);
-    pthread_mutex_lock(&r->mu);
+    ordo__mutex_lock(&r->mu);
     t->cb_running = false;
     ordo__rn_txn *nx = t->linked ? t->next : r->txns;
     pthread_cond_broadcast(&r->cb_done);
@@ -84,7 +88,7 @@ static uint64_t pass(ordo__renewer *r) {
  * are for the program's own threads. */
 static void *renewer_main(void *arg) {
   ordo__renewer *r = arg;
-  pthread_mutex_lock(&r->mu);
+  ordo__mutex_lock(&r->mu);
   while (!r->stop) {
     r->in_pass = true;
     r->kicked = false;
@@ -96,15 +100,15 @@ static void *renewer_main(void *arg) {
       continue; /* a txn began to hold behind the pass */
     r->sleep_until = next;
     if (next == UINT64_MAX) {
-      pthread_cond_wait(&r->wake, &r->mu);
+      ordo__cond_wait(&r->wake, &r->mu);
     } else {
       struct timespec ts = {(time_t)(next / 1000000000u),
                             (long)(next % 1000000000u)};
-      pthread_cond_timedwait(&r->wake, &r->mu, &ts);
+      ordo__cond_timedwait(&r->wake, &r->mu, &ts);
     }
     r->sleep_until = 0;
   }
-  pthread_mutex_unlock(&r->mu);
+  ordo__mutex_unlock(&r->mu);
   return NULL;
 }
 
@@ -117,7 +121,7 @@ int ordo__rn_start(ordo__renewer *r, const ordo__rn_ops *ops, void *place) {
   r->err[0] = 0;
   r->ops = ops;
   r->place = place;
-  pthread_mutex_init(&r->mu, NULL);
+  ordo__mutex_init(&r->mu);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -135,43 +139,43 @@ int ordo__rn_start(ordo__renewer *r, const ordo__rn_ops *ops, void *place) {
   if (rc != 0) {
     pthread_cond_destroy(&r->wake);
     pthread_cond_destroy(&r->cb_done);
-    pthread_mutex_destroy(&r->mu);
+    ordo__mutex_destroy(&r->mu);
     return ORDO_ENOMEM;
   }
   return 0;
 }
 
 void ordo__rn_stop(ordo__renewer *r) {
-  pthread_mutex_lock(&r->mu);
+  ordo__mutex_lock(&r->mu);
   ORDO_ASSERT(r->txns == NULL); /* every txn must have ended */
   r->stop = true;
   pthread_cond_signal(&r->wake);
-  pthread_mutex_unlock(&r->mu);
+  ordo__mutex_unlock(&r->mu);
   pthread_join(r->thread, NULL);
   pthread_cond_destroy(&r->wake);
   pthread_cond_destroy(&r->cb_done);
-  pthread_mutex_destroy(&r->mu);
+  ordo__mutex_destroy(&r->mu);
 }
 
 void ordo__rn_link(ordo__renewer *r, ordo__rn_txn *t, ordo_txn_t *txn,
-                   pthread_mutex_t *mu) {
+                   ordo__mutex *mu) {
   t->txn = txn;
   t->mu = mu;
   t->cb_running = false;
   atomic_init(&t->holding, false);
   atomic_init(&t->due_ns, UINT64_MAX);
-  pthread_mutex_lock(&r->mu);
+  ordo__mutex_lock(&r->mu);
   t->prev = NULL;
   t->next = r->txns;
   if (r->txns)
     r->txns->prev = t;
   r->txns = t;
   t->linked = true;
-  pthread_mutex_unlock(&r->mu);
+  ordo__mutex_unlock(&r->mu);
 }
 
 void ordo__rn_unlink(ordo__renewer *r, ordo__rn_txn *t) {
-  pthread_mutex_lock(&r->mu);
+  ordo__mutex_lock(&r->mu);
   if (t->prev)
     t->prev->next = t->next;
   else
@@ -180,29 +184,29 @@ void ordo__rn_unlink(ordo__renewer *r, ordo__rn_txn *t) {
     t->next->prev = t->prev;
   t->linked = false;
   while (t->cb_running)
-    pthread_cond_wait(&r->cb_done, &r->mu);
-  pthread_mutex_unlock(&r->mu);
+    ordo__cond_wait(&r->cb_done, &r->mu);
+  ordo__mutex_unlock(&r->mu);
 }
 
 void ordo__rn_kick(ordo__renewer *r, uint64_t due) {
-  pthread_mutex_lock(&r->mu);
+  ordo__mutex_lock(&r->mu);
   if (r->in_pass)
     r->kicked = true; /* the pass may have gone past the txn already */
   else if (due < r->sleep_until)
     pthread_cond_signal(&r->wake);
-  pthread_mutex_unlock(&r->mu);
+  ordo__mutex_unlock(&r->mu);
 }
 
 void ordo__rn_on_lost(ordo__renewer *r, void (*cb)(ordo_txn_t *, void *),
                       void *arg) {
-  pthread_mutex_lock(&r->mu);
+  ordo__mutex_lock(&r->mu);
   r->lost_cb = cb;
   r->lost_arg = arg;
-  pthread_mutex_unlock(&r->mu);
+  ordo__mutex_unlock(&r->mu);
 }
 
 void ordo__rn_note(ordo__renewer *r, const char *what, const char *detail) {
-  pthread_mutex_lock(&r->mu);
+  ordo__mutex_lock(&r->mu);
   snprintf(r->err, sizeof r->err, "%s: %s", what, detail);
-  pthread_mutex_unlock(&r->mu);
+  ordo__mutex_unlock(&r->mu);
 }

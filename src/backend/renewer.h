@@ -16,6 +16,15 @@
  * a txn's mu is only ever tried, never waited for; the renew hook runs with
  * the txn's mu held and the renewer's mu not held; the callback runs with
  * neither.
+ *
+ * The mutexes are ordo__mutex (ordo_tsa.h), checked by Clang's analysis
+ * where it can follow them: the functions below say which lock their
+ * caller holds or must not hold. What it cannot follow: a link's fields
+ * are guarded by the renewer's mu, a lock of another struct, which no
+ * attribute can name from the link; a txn's mu reaches the renewer as a
+ * pointer, so the order "txn's mu, then the renewer's" is in comments only;
+ * and the hooks are called through pointers, so each says with
+ * ordo__mutex_assert_held what its caller holds.
  */
 #ifndef ORDO_BACKEND_RENEWER_H
 #define ORDO_BACKEND_RENEWER_H
@@ -26,24 +35,29 @@
 #include <stdint.h>
 
 #include "ordo.h"
+#include "ordo_tsa.h"
 
 typedef struct ordo__rn_txn ordo__rn_txn;
 
 struct ordo__rn_txn {
-  /* Guarded by the renewer's mu. */
+  /* Guarded by the renewer's mu (not named in attributes: it is another
+   * struct's). */
   ordo__rn_txn *next, *prev;
   bool linked;     /* in the list: the thread may visit it */
   bool cb_running; /* the lease-lost callback runs for it now */
   /* Read-only while linked. */
-  ordo_txn_t *txn;     /* the backend's txn, given to the hooks */
-  pthread_mutex_t *mu; /* the txn's mu: held by renew, only tried here */
-  /* Written under *mu, read by the thread without it. */
+  ordo_txn_t *txn; /* the backend's txn, given to the hooks */
+  ordo__mutex *mu; /* the txn's mu: held by renew, only tried here */
+  /* Written under *mu, read by the thread without it: atomics, which the
+   * analysis does not check. */
   _Atomic bool holding;    /* some key is held: renewals are due */
   _Atomic uint64_t due_ns; /* the next renewal (unless a due hook says) */
 };
 
 typedef struct ordo__rn_ops {
-  /* Renews every hold of t; called with t's mu held and nothing else.
+  /* Renews every hold of t; called with t's mu held and nothing else (the
+   * hook says so with ordo__mutex_assert_held: a call through a pointer is
+   * not checked).
    * Returns true when the lease was lost (the backend has already marked
    * the txn and let its holds go). Sets t's next due time otherwise. */
   bool (*renew)(void *place, ordo_txn_t *t);
@@ -62,14 +76,17 @@ typedef struct ordo__renewer {
    * CLOCK_MONOTONIC); cb_done wakes an unlink waiting for a callback on its
    * txn to return. Lock order: a txn's mu, then mu.
    */
-  pthread_mutex_t mu;
+  ordo__mutex mu;
   pthread_cond_t wake, cb_done;
-  ordo__rn_txn *txns;
-  void (*lost_cb)(ordo_txn_t *t, void *arg);
-  void *lost_arg;
-  bool stop, in_pass, kicked;
-  uint64_t sleep_until; /* the thread's wake-up, UINT64_MAX: none */
-  char err[320];        /* the place's last failure, for dumps */
+  ordo__rn_txn *txns ORDO_GUARDED_BY(mu);
+  void (*lost_cb)(ordo_txn_t *t, void *arg) ORDO_GUARDED_BY(mu);
+  void *lost_arg ORDO_GUARDED_BY(mu);
+  bool stop ORDO_GUARDED_BY(mu), in_pass ORDO_GUARDED_BY(mu),
+      kicked ORDO_GUARDED_BY(mu);
+  /* The thread's wake-up, UINT64_MAX: none. */
+  uint64_t sleep_until ORDO_GUARDED_BY(mu);
+  /* The place's last failure, for dumps. */
+  char err[320] ORDO_GUARDED_BY(mu);
   /* Read-only after start. */
   const ordo__rn_ops *ops;
   void *place;
@@ -80,21 +97,22 @@ typedef struct ordo__renewer {
  * failure nothing is left to stop. */
 int ordo__rn_start(ordo__renewer *r, const ordo__rn_ops *ops, void *place);
 /* Stops and joins the thread; every txn must have been unlinked. */
-void ordo__rn_stop(ordo__renewer *r);
+void ordo__rn_stop(ordo__renewer *r) ORDO_EXCLUDES(r->mu);
 /* Links t (holding nothing yet) into the list. */
 void ordo__rn_link(ordo__renewer *r, ordo__rn_txn *t, ordo_txn_t *txn,
-                   pthread_mutex_t *mu);
+                   ordo__mutex *mu) ORDO_EXCLUDES(r->mu);
 /* Unlinks t and waits out a lease-lost callback running for it. The caller
  * then takes t's mu once to wait out a renewal in progress; after that no
  * other thread knows t. Caller holds no lock. */
-void ordo__rn_unlink(ordo__renewer *r, ordo__rn_txn *t);
+void ordo__rn_unlink(ordo__renewer *r, ordo__rn_txn *t) ORDO_EXCLUDES(r->mu);
 /* A txn began to hold; its renewal is due at due. Caller holds at most a
  * txn's mu. */
-void ordo__rn_kick(ordo__renewer *r, uint64_t due);
+void ordo__rn_kick(ordo__renewer *r, uint64_t due) ORDO_EXCLUDES(r->mu);
 /* Sets the lease-lost callback. */
 void ordo__rn_on_lost(ordo__renewer *r, void (*cb)(ordo_txn_t *, void *),
-                      void *arg);
+                      void *arg) ORDO_EXCLUDES(r->mu);
 /* Keeps "what: detail" as the place's last failure. Takes mu. */
-void ordo__rn_note(ordo__renewer *r, const char *what, const char *detail);
+void ordo__rn_note(ordo__renewer *r, const char *what, const char *detail)
+    ORDO_EXCLUDES(r->mu);
 
 #endif

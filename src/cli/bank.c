@@ -851,12 +851,12 @@ static void bank_dump_ordo(void *arg) {
 
 static void *bank_watchdog_thread(void *arg) {
   bank_watchdog_t *wd = arg;
-  pthread_mutex_lock(&wd->mu);
+  ordo__mutex_lock(&wd->mu);
   while (!wd->cancel &&
-         pthread_cond_timedwait(&wd->cv, &wd->mu, &wd->deadline) != ETIMEDOUT)
+         ordo__cond_timedwait(&wd->cv, &wd->mu, &wd->deadline) != ETIMEDOUT)
     ;
   int fire = !wd->cancel;
-  pthread_mutex_unlock(&wd->mu);
+  ordo__mutex_unlock(&wd->mu);
   if (!fire)
     return NULL;
   /* From here on the main thread is blocked in a pthread_join (of a worker,
@@ -899,7 +899,7 @@ static int watchdog_setup(bank_watchdog_t *wd, long seconds,
   pthread_condattr_destroy(&ca);
   if (rc != 0)
     return rc;
-  rc = pthread_mutex_init(&wd->mu, NULL);
+  rc = ordo__mutex_init(&wd->mu);
   if (rc != 0) {
     pthread_cond_destroy(&wd->cv);
     return rc;
@@ -908,7 +908,7 @@ static int watchdog_setup(bank_watchdog_t *wd, long seconds,
   wd->deadline.tv_sec += (time_t)seconds;
   rc = pthread_create(&wd->thread, NULL, bank_watchdog_thread, wd);
   if (rc != 0) {
-    pthread_mutex_destroy(&wd->mu);
+    ordo__mutex_destroy(&wd->mu);
     pthread_cond_destroy(&wd->cv);
   } else {
     wd->active = 1;
@@ -928,44 +928,44 @@ int bank_watchdog_start(bank_watchdog_t *wd, long seconds, cli_progress_t *bar,
 }
 
 void bank_gate_init(bank_gate_t *g) {
-  pthread_mutex_init(&g->mu, NULL);
+  ordo__mutex_init(&g->mu);
   pthread_cond_init(&g->cv, NULL);
   g->go = g->abort = 0;
 }
 
 void bank_gate_destroy(bank_gate_t *g) {
-  pthread_mutex_destroy(&g->mu);
+  ordo__mutex_destroy(&g->mu);
   pthread_cond_destroy(&g->cv);
 }
 
 void bank_gate_open(bank_gate_t *g, int go) {
-  pthread_mutex_lock(&g->mu);
+  ordo__mutex_lock(&g->mu);
   if (go)
     g->go = 1;
   else
     g->abort = 1;
   pthread_cond_broadcast(&g->cv);
-  pthread_mutex_unlock(&g->mu);
+  ordo__mutex_unlock(&g->mu);
 }
 
 int bank_gate_wait(bank_gate_t *g) {
-  pthread_mutex_lock(&g->mu);
+  ordo__mutex_lock(&g->mu);
   while (!g->go && !g->abort)
-    pthread_cond_wait(&g->cv, &g->mu);
+    ordo__cond_wait(&g->cv, &g->mu);
   int aborted = g->abort;
-  pthread_mutex_unlock(&g->mu);
+  ordo__mutex_unlock(&g->mu);
   return aborted;
 }
 
 void bank_watchdog_stop(bank_watchdog_t *wd) {
   if (!wd->active)
     return;
-  pthread_mutex_lock(&wd->mu);
+  ordo__mutex_lock(&wd->mu);
   wd->cancel = 1;
   pthread_cond_signal(&wd->cv);
-  pthread_mutex_unlock(&wd->mu);
+  ordo__mutex_unlock(&wd->mu);
   pthread_join(wd->thread, NULL);
-  pthread_mutex_destroy(&wd->mu);
+  ordo__mutex_destroy(&wd->mu);
   pthread_cond_destroy(&wd->cv);
   wd->active = 0;
 }

@@ -151,9 +151,9 @@ typedef struct bank_watchdog_s {
   int active;               /* a thread was started and must be joined */
   pthread_t thread;
   /* mu guards cancel; cv announces it. A leaf: see README.md, lock order. */
-  pthread_mutex_t mu;
+  ordo__mutex mu;
   pthread_cond_t cv;
-  int cancel;
+  int cancel ORDO_GUARDED_BY(mu);
 } bank_watchdog_t;
 
 /*
@@ -164,9 +164,9 @@ typedef struct bank_watchdog_s {
  * call or statement (README.md, lock order).
  */
 typedef struct bank_gate_s {
-  pthread_mutex_t mu;
+  ordo__mutex mu;
   pthread_cond_t cv;
-  int go, abort;
+  int go ORDO_GUARDED_BY(mu), abort ORDO_GUARDED_BY(mu);
 } bank_gate_t;
 
 void bank_gate_init(bank_gate_t *g);

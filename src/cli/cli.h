@@ -3,7 +3,9 @@
  * statuses, the subcommand entry points, and the progress bar. See README.md.
  *
  * Only include/ordo.h of the library is used here; the command is a client of
- * the public API like any other program.
+ * the public API like any other program. (src/ordo_tsa.h, the lock
+ * annotations, is a header of macros and inline pthread wrappers: no
+ * library code.)
  */
 #ifndef ORDO_CLI_H
 #define ORDO_CLI_H
@@ -12,6 +14,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <time.h>
+
+#include "ordo_tsa.h"
 
 /*
  * Exit statuses, the same for every subcommand but `ordo lock` (README.md,
@@ -87,9 +91,9 @@ typedef struct cli_progress_s {
   pthread_t thread;
   struct timespec t0;
   /* mu guards stop; cv wakes the thread early when stop is set. */
-  pthread_mutex_t mu;
+  ordo__mutex mu;
   pthread_cond_t cv;
-  int stop;
+  int stop ORDO_GUARDED_BY(mu);
 } cli_progress_t;
 
 /*

@@ -70,12 +70,11 @@ static void *progress_thread(void *arg) {
       next.tv_sec++;
       next.tv_nsec -= 1000000000L;
     }
-    pthread_mutex_lock(&p->mu);
-    while (!p->stop &&
-           pthread_cond_timedwait(&p->cv, &p->mu, &next) != ETIMEDOUT)
+    ordo__mutex_lock(&p->mu);
+    while (!p->stop && ordo__cond_timedwait(&p->cv, &p->mu, &next) != ETIMEDOUT)
       ;
     stop = p->stop;
-    pthread_mutex_unlock(&p->mu);
+    ordo__mutex_unlock(&p->mu);
   }
   return NULL;
 }
@@ -99,13 +98,13 @@ void cli_progress_start(cli_progress_t *p, const char *label, uint64_t total,
   pthread_condattr_destroy(&ca);
   if (rc != 0)
     return;
-  if (pthread_mutex_init(&p->mu, NULL) != 0) {
+  if (ordo__mutex_init(&p->mu) != 0) {
     pthread_cond_destroy(&p->cv);
     return;
   }
   clock_gettime(CLOCK_MONOTONIC, &p->t0);
   if (pthread_create(&p->thread, NULL, progress_thread, p) != 0) {
-    pthread_mutex_destroy(&p->mu);
+    ordo__mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     return;
   }
@@ -115,12 +114,12 @@ void cli_progress_start(cli_progress_t *p, const char *label, uint64_t total,
 void cli_progress_stop(cli_progress_t *p) {
   if (!p->active)
     return;
-  pthread_mutex_lock(&p->mu);
+  ordo__mutex_lock(&p->mu);
   p->stop = 1;
   pthread_cond_signal(&p->cv);
-  pthread_mutex_unlock(&p->mu);
+  ordo__mutex_unlock(&p->mu);
   pthread_join(p->thread, NULL);
-  pthread_mutex_destroy(&p->mu);
+  ordo__mutex_destroy(&p->mu);
   pthread_cond_destroy(&p->cv);
   p->active = 0;
   /* Erase the bar so the summary that follows starts on a clean line. */

@@ -15,6 +15,7 @@
  * ordo__order_reports.
  */
 #include "detect/order.h"
+#include "ordo_tsa.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -59,27 +60,35 @@ struct ordo__order {
    * mu guards every field below. It is a leaf: api.c takes it (through
    * these functions) with no engine lock held, and nothing else is locked
    * while it is held (the allocator's own locks aside). Reports are
-   * delivered after it is let go.
+   * delivered after it is let go. Every helper below that touches these
+   * requires it (ordo_tsa.h).
    */
-  pthread_mutex_t mu;
-  ordo_order_cb cb;
-  void *cb_arg;
-  order_class *cls; /* classes by id */
-  uint32_t ncls, cap_cls;
-  uint32_t *queue;    /* the search's scratch, cap_cls entries */
-  uint32_t *cls_head; /* hash of unranked classes: chain heads */
-  uint32_t cls_mask;
-  uint32_t *ranked; /* ids of the ranked classes */
-  uint32_t nranked, cap_ranked;
-  order_edge *edge; /* edges by id, in the order they were added */
-  uint32_t nedge, cap_edge;
-  uint32_t *edge_head; /* hash of edges by (from, to): chain heads */
-  uint32_t edge_mask;
-  uint64_t *rep; /* reported closing edges, open addressing */
-  uint32_t nrep, rep_mask;
-  uint32_t epoch;      /* of the last search */
-  uint32_t mark_epoch; /* of the last dedupe */
-  bool limit_logged;   /* MAX_CLASSES was reached and said so */
+  ordo__mutex mu;
+  ordo_order_cb cb ORDO_GUARDED_BY(mu);
+  void *cb_arg ORDO_GUARDED_BY(mu);
+  /* Classes by id. */
+  order_class *cls ORDO_GUARDED_BY(mu) ORDO_PT_GUARDED_BY(mu);
+  uint32_t ncls ORDO_GUARDED_BY(mu), cap_cls ORDO_GUARDED_BY(mu);
+  /* The search's scratch, cap_cls entries. */
+  uint32_t *queue ORDO_GUARDED_BY(mu) ORDO_PT_GUARDED_BY(mu);
+  /* Hash of unranked classes: chain heads. */
+  uint32_t *cls_head ORDO_GUARDED_BY(mu) ORDO_PT_GUARDED_BY(mu);
+  uint32_t cls_mask ORDO_GUARDED_BY(mu);
+  /* Ids of the ranked classes. */
+  uint32_t *ranked ORDO_GUARDED_BY(mu) ORDO_PT_GUARDED_BY(mu);
+  uint32_t nranked ORDO_GUARDED_BY(mu), cap_ranked ORDO_GUARDED_BY(mu);
+  /* Edges by id, in the order they were added. */
+  order_edge *edge ORDO_GUARDED_BY(mu) ORDO_PT_GUARDED_BY(mu);
+  uint32_t nedge ORDO_GUARDED_BY(mu), cap_edge ORDO_GUARDED_BY(mu);
+  /* Hash of edges by (from, to): chain heads. */
+  uint32_t *edge_head ORDO_GUARDED_BY(mu) ORDO_PT_GUARDED_BY(mu);
+  uint32_t edge_mask ORDO_GUARDED_BY(mu);
+  /* Reported closing edges, open addressing. */
+  uint64_t *rep ORDO_GUARDED_BY(mu) ORDO_PT_GUARDED_BY(mu);
+  uint32_t nrep ORDO_GUARDED_BY(mu), rep_mask ORDO_GUARDED_BY(mu);
+  uint32_t epoch ORDO_GUARDED_BY(mu);      /* of the last search */
+  uint32_t mark_epoch ORDO_GUARDED_BY(mu); /* of the last dedupe */
+  bool limit_logged ORDO_GUARDED_BY(mu);   /* MAX_CLASSES was reached, said */
 };
 #define REP_EMPTY UINT64_MAX
 
@@ -147,8 +156,11 @@ static int grow(void **arr, size_t *cap, size_t need, size_t sz) {
 }
 
 /* ---- Classes ------------------------------------------------------------ */
+/* Classes, edges, reported edges and the search: every function from here
+ * to "Reporting" runs with ck->mu held, and says so (ORDO_REQUIRES). */
 
-static int cls_rehash(struct ordo__order *ck, uint32_t buckets) {
+static int cls_rehash(struct ordo__order *ck, uint32_t buckets)
+    ORDO_REQUIRES(ck->mu) {
   uint32_t *h = malloc(buckets * sizeof *h);
   if (!h)
     return -1;
@@ -170,7 +182,8 @@ static int cls_rehash(struct ordo__order *ck, uint32_t buckets) {
 
 /* Adds a class; returns its id, or NIL (no memory, or MAX_CLASSES). */
 static uint32_t cls_new(struct ordo__order *ck, const void *name, uint32_t len,
-                        bool ranked, int rank, uint64_t hash) {
+                        bool ranked, int rank, uint64_t hash)
+    ORDO_REQUIRES(ck->mu) {
   if (ck->ncls >= MAX_CLASSES)
     return NIL;
   if (ck->ncls == ck->cap_cls) {
@@ -217,7 +230,7 @@ static uint32_t cls_new(struct ordo__order *ck, const void *name, uint32_t len,
  * NIL when it is not known (or could not be made). Caller holds mu.
  */
 static uint32_t class_of(struct ordo__order *ck, const void *key, size_t len,
-                         bool intern) {
+                         bool intern) ORDO_REQUIRES(ck->mu) {
   uint32_t best = NIL;
   for (uint32_t i = 0; i < ck->nranked; i++) {
     const order_class *c = &ck->cls[ck->ranked[i]];
@@ -244,7 +257,7 @@ static uint32_t class_of(struct ordo__order *ck, const void *key, size_t len,
 /* Writes the class's printable name: bytes outside ASCII's printable range
  * (and the backslash) as \xNN, cut to fit out. */
 static void class_name(const struct ordo__order *ck, uint32_t id,
-                       char out[NAME_MAX_OUT]) {
+                       char out[NAME_MAX_OUT]) ORDO_REQUIRES(ck->mu) {
   const order_class *c = &ck->cls[id];
   int o = 0;
   if (c->ranked)
@@ -273,7 +286,7 @@ static void class_name(const struct ordo__order *ck, uint32_t id,
 /* ---- Edges -------------------------------------------------------------- */
 
 static uint32_t edge_find(const struct ordo__order *ck, uint32_t from,
-                          uint32_t to) {
+                          uint32_t to) ORDO_REQUIRES(ck->mu) {
   for (uint32_t i = ck->edge_head[pair_hash(from, to) & ck->edge_mask];
        i != NIL; i = ck->edge[i].hnext)
     if (ck->edge[i].from == from && ck->edge[i].to == to)
@@ -283,7 +296,8 @@ static uint32_t edge_find(const struct ordo__order *ck, uint32_t from,
 
 /* Makes room for more new edges, so that edge_add cannot fail and no
  * rehash happens between an edge_add and its edge_pop. 0 or -1. */
-static int edge_reserve(struct ordo__order *ck, size_t more) {
+static int edge_reserve(struct ordo__order *ck, size_t more)
+    ORDO_REQUIRES(ck->mu) {
   size_t need = (size_t)ck->nedge + more;
   if (need >= NIL)
     return -1;
@@ -314,7 +328,7 @@ static int edge_reserve(struct ordo__order *ck, size_t more) {
 }
 
 static void edge_add(struct ordo__order *ck, uint32_t from, uint32_t to,
-                     const char *file, int line) {
+                     const char *file, int line) ORDO_REQUIRES(ck->mu) {
   ORDO_ASSERT(ck->nedge < ck->cap_edge);
   uint32_t id = ck->nedge++;
   order_edge *e = &ck->edge[id];
@@ -331,7 +345,7 @@ static void edge_add(struct ordo__order *ck, uint32_t from, uint32_t to,
 
 /* Takes back the newest edge. Edges are only ever taken back newest first,
  * so it is the head of its class's list and of its hash chain. */
-static void edge_pop(struct ordo__order *ck) {
+static void edge_pop(struct ordo__order *ck) ORDO_REQUIRES(ck->mu) {
   uint32_t id = --ck->nedge;
   order_edge *e = &ck->edge[id];
   uint32_t b = pair_hash(e->from, e->to) & ck->edge_mask;
@@ -342,7 +356,8 @@ static void edge_pop(struct ordo__order *ck) {
 
 /* ---- Reported closing edges -------------------------------------------- */
 
-static int rep_reserve(struct ordo__order *ck, uint32_t more) {
+static int rep_reserve(struct ordo__order *ck, uint32_t more)
+    ORDO_REQUIRES(ck->mu) {
   uint32_t size = ck->rep_mask + 1;
   if ((uint64_t)(ck->nrep + more) * 2 <= size)
     return 0;
@@ -368,7 +383,7 @@ static int rep_reserve(struct ordo__order *ck, uint32_t more) {
 
 /* Looks up (from, to); with add, records it if absent. True if present. */
 static bool rep_seen(struct ordo__order *ck, uint32_t from, uint32_t to,
-                     bool add) {
+                     bool add) ORDO_REQUIRES(ck->mu) {
   uint64_t k = pair_key(from, to);
   uint32_t j = (uint32_t)((k * 0x9E3779B97F4A7C15ull) >> 32);
   for (;; j++) {
@@ -391,7 +406,8 @@ static bool rep_seen(struct ordo__order *ck, uint32_t from, uint32_t to,
  * (via); the path back from dst follows them. Needs no memory but the
  * queue, which has a slot per class.
  */
-static bool reaches(struct ordo__order *ck, uint32_t src, uint32_t dst) {
+static bool reaches(struct ordo__order *ck, uint32_t src, uint32_t dst)
+    ORDO_REQUIRES(ck->mu) {
   if (++ck->epoch == 0) {
     for (uint32_t i = 0; i < ck->ncls; i++)
       ck->cls[i].seen = 0;
@@ -419,7 +435,8 @@ static bool reaches(struct ordo__order *ck, uint32_t src, uint32_t dst) {
 }
 
 static void fill_edge(const struct ordo__order *ck, ordo_order_edge_t *re,
-                      uint32_t from, uint32_t to, const char *file, int line) {
+                      uint32_t from, uint32_t to, const char *file, int line)
+    ORDO_REQUIRES(ck->mu) {
   class_name(ck, from, re->from);
   class_name(ck, to, re->to);
   re->file = file ? file : "?";
@@ -433,8 +450,8 @@ static void fill_edge(const struct ordo__order *ck, ordo_order_edge_t *re,
  * keeps the path's first edges and the new one.
  */
 static void report_cycle(struct ordo__order *ck, ordo_order_report_t *r,
-                         uint32_t from, uint32_t to, const char *file,
-                         int line) {
+                         uint32_t from, uint32_t to, const char *file, int line)
+    ORDO_REQUIRES(ck->mu) {
   /* The path back from `from` to `to`, newest edge first, into the queue
    * (the search is over, so its slots are free). */
   uint32_t k = 0;
@@ -494,22 +511,30 @@ int ordo__order_create(struct ordo__order **out, const ordo_options_t *opts) {
   struct ordo__order *ck = calloc(1, sizeof *ck);
   if (!ck)
     return ORDO_ENOMEM;
+  if (ordo__mutex_init(&ck->mu) != 0) {
+    free(ck);
+    return ORDO_ENOMEM;
+  }
   ck->mode = opts->order;
   ck->sep = opts->order_sep;
   atomic_init(&ck->reports, 0);
+  /* No other thread knows ck yet, but the helpers require mu (ordo_tsa.h):
+   * it is held for the set-up all the same. */
+  ordo__mutex_lock(&ck->mu);
   ck->edge_mask = 255;
   ck->rep_mask = 63;
   ck->edge_head = malloc((ck->edge_mask + 1) * sizeof *ck->edge_head);
   ck->rep = malloc((ck->rep_mask + 1) * sizeof *ck->rep);
-  if (!ck->edge_head || !ck->rep || cls_rehash(ck, 64) != 0) {
+  bool ok = ck->edge_head && ck->rep && cls_rehash(ck, 64) == 0;
+  for (uint32_t i = 0; ok && i <= ck->edge_mask; i++)
+    ck->edge_head[i] = NIL;
+  for (uint32_t i = 0; ok && i <= ck->rep_mask; i++)
+    ck->rep[i] = REP_EMPTY;
+  ordo__mutex_unlock(&ck->mu);
+  if (!ok) {
     ordo__order_destroy(ck);
     return ORDO_ENOMEM;
   }
-  for (uint32_t i = 0; i <= ck->edge_mask; i++)
-    ck->edge_head[i] = NIL;
-  for (uint32_t i = 0; i <= ck->rep_mask; i++)
-    ck->rep[i] = REP_EMPTY;
-  pthread_mutex_init(&ck->mu, NULL);
   *out = ck;
   return 0;
 }
@@ -517,8 +542,7 @@ int ordo__order_create(struct ordo__order **out, const ordo_options_t *opts) {
 void ordo__order_destroy(struct ordo__order *ck) {
   if (!ck)
     return;
-  if (ck->edge_head && ck->rep && ck->cls_head)
-    pthread_mutex_destroy(&ck->mu);
+  ordo__mutex_destroy(&ck->mu);
   for (uint32_t i = 0; i < ck->ncls; i++)
     free(ck->cls[i].name);
   free(ck->cls);
@@ -534,7 +558,7 @@ void ordo__order_destroy(struct ordo__order *ck) {
 int ordo__order_rank(struct ordo__order *ck, const void *prefix, size_t len,
                      int rank) {
   int rc = 0;
-  pthread_mutex_lock(&ck->mu);
+  ordo__mutex_lock(&ck->mu);
   for (uint32_t i = 0; i < ck->nranked; i++) {
     order_class *c = &ck->cls[ck->ranked[i]];
     if (c->len == len && memcmp(c->name, prefix, len) == 0) {
@@ -556,15 +580,15 @@ int ordo__order_rank(struct ordo__order *ck, const void *prefix, size_t len,
   }
   ck->ranked[ck->nranked++] = id;
 out:
-  pthread_mutex_unlock(&ck->mu);
+  ordo__mutex_unlock(&ck->mu);
   return rc;
 }
 
 void ordo__order_set_cb(struct ordo__order *ck, ordo_order_cb cb, void *arg) {
-  pthread_mutex_lock(&ck->mu);
+  ordo__mutex_lock(&ck->mu);
   ck->cb = cb;
   ck->cb_arg = arg;
-  pthread_mutex_unlock(&ck->mu);
+  ordo__mutex_unlock(&ck->mu);
 }
 
 uint64_t ordo__order_reports(struct ordo__order *ck) {
@@ -604,7 +628,7 @@ int ordo__order_before(struct ordo__order *ck, ordo_txn_t *t,
   bool refused = false, limit = false;
   int rc = 0;
 
-  pthread_mutex_lock(&ck->mu);
+  ordo__mutex_lock(&ck->mu);
   /* The request's classes, and the distinct ones among them. */
   if (++ck->mark_epoch == 0) {
     for (uint32_t i = 0; i < ck->ncls; i++)
@@ -681,7 +705,7 @@ int ordo__order_before(struct ordo__order *ck, ordo_txn_t *t,
 out:;
   ordo_order_cb cb = ck->cb;
   void *arg = ck->cb_arg;
-  pthread_mutex_unlock(&ck->mu);
+  ordo__mutex_unlock(&ck->mu);
   if (limit)
     fprintf(stderr,
             "ordo: lock-order checker: %u classes; keys of new "
@@ -733,9 +757,9 @@ void ordo__order_released(struct ordo__order *ck, ordo_txn_t *t,
   if (s->nheld > 1 || s->untracked) {
     /* The unlock succeeded, so key was held and its class is listed; with
      * one class listed (and no untracked key) it can only be that one. */
-    pthread_mutex_lock(&ck->mu);
+    ordo__mutex_lock(&ck->mu);
     uint32_t c = class_of(ck, key, len, false);
-    pthread_mutex_unlock(&ck->mu);
+    ordo__mutex_unlock(&ck->mu);
     while (i < s->nheld && s->held[i].cls != c)
       i++;
     if (i == s->nheld)

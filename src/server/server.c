@@ -195,7 +195,7 @@ static void lease_fired(uv_timer_t *t) {
  */
 
 void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status) {
-  pthread_mutex_lock(&s->ev_mu);
+  ordo__mutex_lock(&s->ev_mu);
   if (s->nevq == s->capevq) {
     size_t cap = s->capevq ? s->capevq * 2 : 64;
     srv_event *q = realloc(s->evq, cap * sizeof *q);
@@ -206,7 +206,7 @@ void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status) {
   }
   if (s->nevq < s->capevq)
     s->evq[s->nevq++] = (srv_event){sess_id, gen, status};
-  pthread_mutex_unlock(&s->ev_mu);
+  ordo__mutex_unlock(&s->ev_mu);
   uv_async_send(&s->wake);
 }
 
@@ -216,12 +216,12 @@ static void conn_process(conn *c);
 static void wake_cb(uv_async_t *a) {
   srv *s = a->data;
   for (;;) {
-    pthread_mutex_lock(&s->ev_mu);
+    ordo__mutex_lock(&s->ev_mu);
     srv_event *q = s->evq;
     size_t n = s->nevq;
     s->evq = NULL;
     s->nevq = s->capevq = 0;
-    pthread_mutex_unlock(&s->ev_mu);
+    ordo__mutex_unlock(&s->ev_mu);
     if (n == 0) {
       free(q);
       return;
@@ -966,7 +966,7 @@ int main(int argc, char **argv) {
   s->argv = calloc(s->max_args, sizeof *s->argv);
   s->smap_cap = 1024;
   s->smap = calloc(s->smap_cap, sizeof *s->smap);
-  pthread_mutex_init(&s->ev_mu, NULL);
+  ordo__mutex_init(&s->ev_mu);
   s->loop = uv_default_loop();
   s->loop->data = s;
   uv_async_init(s->loop, &s->wake, wake_cb);
@@ -1045,7 +1045,7 @@ int main(int argc, char **argv) {
   free(s->argv);
   free(s->smap);
   free(s->evq);
-  pthread_mutex_destroy(&s->ev_mu);
+  ordo__mutex_destroy(&s->ev_mu);
   srv_log(s, 1, "stopped cleanly");
   return 0;
 }

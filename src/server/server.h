@@ -11,6 +11,7 @@
 #define ORDO_SERVER_H
 
 #include "ordo_int.h"
+#include "ordo_tsa.h"
 #include "server/resp.h"
 
 #include <pthread.h>
@@ -121,9 +122,9 @@ struct srv {
    * thread and drained on the loop thread. It is a leaf lock: nothing else
    * is taken while it is held.
    */
-  pthread_mutex_t ev_mu;
-  srv_event *evq;
-  size_t nevq, capevq;
+  ordo__mutex ev_mu;
+  srv_event *evq ORDO_GUARDED_BY(ev_mu) ORDO_PT_GUARDED_BY(ev_mu);
+  size_t nevq ORDO_GUARDED_BY(ev_mu), capevq ORDO_GUARDED_BY(ev_mu);
 
   /* Counters (loop thread only). */
   uint64_t total_conns, total_cmds, rejected_conns, lock_grants, lock_waits,
@@ -160,7 +161,8 @@ sess *srv_sess_find(srv *s, uint64_t id);
 sess *srv_sess_by_token(srv *s, const char *token);
 void srv_sess_renew(sess *ss);
 void srv_sess_attach(conn *c, sess *ss);
-void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status);
+void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status)
+    ORDO_EXCLUDES(s->ev_mu);
 void srv_lock_reply(conn *c, sess *ss);
 /* Appends ss's holds, as the engine records them, to out: LOCKS's array of
  * [key, mode, token, holds], or with lost the RESP3 push ["lease-lost", key
