@@ -444,11 +444,12 @@ static void test_txn_end_inside_callback(void **state) {
 }
 
 /* ---- 5. A reorder overtakes only members of the cycle ----------------------
- * l's queue is [B, X, A]: A (holding a) waits behind B on l, and B waits
- * for A's a; X, not on the cycle, waits for l alone. The fix puts A before
- * B by moving B behind A, not A in front of B: X keeps its place, so when
- * l's holder lets go, X is first. (The old reorder put A at the head,
- * past X.) Async waiters: each release hands over in queue order. */
+ * l's queue is [B(S), X(S), A(X)]: A (holding a) waits behind B on l, and B
+ * waits for A's a; X, off the cycle, waits for l alone (and not for B: both
+ * ask S). The fix puts A before B by moving B behind A, not A in front of
+ * B: X keeps its place, so when l's holder lets go, X is first. (The old
+ * reorder put A at the head, past X.) Async waiters: each release hands
+ * over in queue order. */
 static void test_reorder_keeps_others_place(void **state) {
   (void)state;
   ordo_txn_t *H = txn(), *A = txn(), *B = txn(), *X = txn();
@@ -457,13 +458,13 @@ static void test_reorder_keeps_others_place(void **state) {
   _Atomic int seq = 0;
   box_t bb = BOX_INIT, bx = BOX_INIT, ba = BOX_INIT;
   bb.seq = bx.seq = ba.seq = &seq;
-  ordo_req_t rb[] = {ORDO_REQ_X("a", 1), ORDO_REQ_X("l", 1)};
-  ordo_req_t rl = ORDO_REQ_X("l", 1);
+  ordo_req_t rb[] = {ORDO_REQ_X("a", 1), ORDO_REQ_S("l", 1)};
+  ordo_req_t rs = ORDO_REQ_S("l", 1), rx = ORDO_REQ_X("l", 1);
   assert_int_equal(ordo_lock_all_async(B, rb, 2, 60000, box_cb, &bb),
                    ORDO_PENDING);
-  assert_int_equal(ordo_lock_all_async(X, &rl, 1, 60000, box_cb, &bx),
+  assert_int_equal(ordo_lock_all_async(X, &rs, 1, 60000, box_cb, &bx),
                    ORDO_PENDING);
-  assert_int_equal(ordo_lock_all_async(A, &rl, 1, 60000, box_cb, &ba),
+  assert_int_equal(ordo_lock_all_async(A, &rx, 1, 60000, box_cb, &ba),
                    ORDO_PENDING);
   assert_int_equal(deadlocks(), 0); /* the soft cycle was reordered */
   ordo_stats_t s;
