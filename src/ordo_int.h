@@ -39,10 +39,15 @@ void ordo__assert_fail(const char *expr, const char *file, int line);
 /* Nanoseconds on CLOCK_MONOTONIC. */
 uint64_t ordo__now_ns(void);
 #define ORDO_NO_DEADLINE UINT64_MAX
+/* The longest timeout with a deadline of its own (about 292 years): the
+ * monotonic clock is below 2^63 ns (it counts from boot), so now plus this
+ * many milliseconds cannot wrap. A longer one waits forever, as it would. */
+#define ORDO__TIMEOUT_MAX_MS (INT64_MAX / 1000000)
 /* The deadline timeout_ms from now; ORDO_NO_DEADLINE for ORDO_FOREVER (any
- * negative timeout). Inline: every lock call asks, and most wait forever. */
+ * negative timeout) and past ORDO__TIMEOUT_MAX_MS. Inline: every lock call
+ * asks, and most wait forever. */
 static inline uint64_t ordo__deadline_ns(long timeout_ms) {
-  if (timeout_ms < 0)
+  if (timeout_ms < 0 || (uint64_t)timeout_ms > ORDO__TIMEOUT_MAX_MS)
     return ORDO_NO_DEADLINE;
   return ordo__now_ns() + (uint64_t)timeout_ms * 1000000u;
 }

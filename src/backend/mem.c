@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,6 +88,8 @@ static void mem_close(ordo_t *o) {
   free(p);
 }
 
+static void mem_txn_free(ordo__owner *w);
+
 static int mem_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
   mem_place *p = (mem_place *)o;
   mem_txn *t = calloc(1, sizeof *t);
@@ -94,6 +97,7 @@ static int mem_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
     return ORDO_ENOMEM;
   t->base.id = atomic_fetch_add(&p->next_id, 1);
   ordo__owner_init(p->tab, &t->ow, t->base.id, priority);
+  t->ow.on_free = mem_txn_free;
   pthread_mutex_init(&t->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -104,15 +108,20 @@ static int mem_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
   return 0;
 }
 
-static void mem_txn_end(ordo_txn_t *tx) {
-  mem_txn *t = mt(tx);
-  ordo__owner_fini(&t->ow);
-  /* Taking mu once more waits out an event that is still signalling. */
-  pthread_mutex_lock(&t->mu);
-  pthread_mutex_unlock(&t->mu);
+static void mem_txn_free(ordo__owner *w) {
+  mem_txn *t = (mem_txn *)((char *)w - offsetof(mem_txn, ow));
   pthread_mutex_destroy(&t->mu);
   pthread_cond_destroy(&t->cv);
   free(t);
+}
+
+/* ordo__owner_fini waits out an event still on its way (a grant another
+ * thread is delivering, mem_wake still signalling), so t may go at once;
+ * ended from inside its own callback, t goes when that returns. */
+static void mem_txn_end(ordo_txn_t *tx) {
+  mem_txn *t = mt(tx);
+  if (ordo__owner_fini(&t->ow))
+    mem_txn_free(&t->ow);
 }
 
 /* The event of a blocking call: hand the status to the waiting thread. A
@@ -139,7 +148,7 @@ static void mem_wake(ordo__owner *w, int status, void *arg) {
   if (atomic_compare_exchange_strong_explicit(&t->wstate, &expect, W_DONE,
                                               memory_order_acq_rel,
                                               memory_order_acquire))
-    return; /* t may be gone from here on */
+    return; /* the waiter goes on; t stays until fire_all is done with it */
   pthread_mutex_lock(&t->mu);
   atomic_store_explicit(&t->wstate, W_DONE, memory_order_release);
   pthread_cond_signal(&t->cv);
@@ -240,10 +249,12 @@ mem_lock_wait(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   mem_place *p = (mem_place *)tx->o;
   atomic_store_explicit(&t->wstate, W_SPIN, memory_order_relaxed);
   atomic_store_explicit(&t->poked, false, memory_order_relaxed);
-  /* A thread waits for us: the engine may poke it rather than hand it the
-   * keys (src/core/README.md, "Hand-over and pokes"). */
-  atomic_store_explicit(&t->ow.pokeable, true, memory_order_relaxed);
-  int rc = ordo__acquire(&t->ow, r, n, deadline_ns, false, mem_wake, t);
+  /* ORDO__WAIT_THREAD: a thread waits for us, so the engine may poke it
+   * rather than hand it the keys (src/core/README.md, "Hand-over and
+   * pokes"); the request, not the txn, says so, so a later async request
+   * of this txn is handed its keys. */
+  int rc =
+      ordo__acquire(&t->ow, r, n, deadline_ns, ORDO__WAIT_THREAD, mem_wake, t);
   if (rc != ORDO_PENDING)
     return rc;
   rc = wait_spin(p, t, deadline_ns);
@@ -297,7 +308,8 @@ static int mem_lock_all_async(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   mem_txn *t = mt(tx);
   t->ucb = cb;
   t->uarg = arg;
-  return ordo__acquire(&t->ow, r, n, deadline_ns, true, mem_async_fire, t);
+  return ordo__acquire(&t->ow, r, n, deadline_ns, ORDO__WAIT_EVENT,
+                       mem_async_fire, t);
 }
 
 static int mem_unlock(ordo_txn_t *tx, const void *key, size_t len) {

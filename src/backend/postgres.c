@@ -49,6 +49,7 @@
 #include "ordo_tsa.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <libpq-fe.h>
 #include <poll.h>
 #include <pthread.h>
@@ -63,6 +64,10 @@
 /* statement_timeout is lock_timeout plus this: the lock wait's own error
  * (55P03) comes first whenever one wait is all that is left. */
 #define PG_STMT_SLACK_MS 50
+/* The longest wait PostgreSQL can be told (lock_timeout and
+ * statement_timeout are ints of milliseconds): a longer timeout waits this
+ * long, about 24.8 days (docs/backend-postgres.md). */
+#define PG_WAIT_MAX_MS ((long)INT_MAX - PG_STMT_SLACK_MS)
 
 /* ---- Keys to values ------------------------------------------------------ */
 
@@ -724,8 +729,10 @@ static int pg_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     long lock_ms = 0;
     uint64_t until = ORDO_NO_DEADLINE;
     if (deadline_ns != ORDO_NO_DEADLINE && !try) {
-      lock_ms = (long)((deadline_ns - now + PG_MS - 1) / PG_MS);
-      until = deadline_ns + (PG_STMT_SLACK_MS + p->u.timeout_ms) * PG_MS;
+      uint64_t left = (deadline_ns - now + PG_MS - 1) / PG_MS;
+      lock_ms = left > (uint64_t)PG_WAIT_MAX_MS ? PG_WAIT_MAX_MS : (long)left;
+      until = now + (uint64_t)lock_ms * PG_MS +
+              (PG_STMT_SLACK_MS + p->u.timeout_ms) * PG_MS;
     } else if (try) {
       until = now + p->u.timeout_ms * PG_MS;
     }

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <malloc.h>
+#include <sched.h>
 #include <stddef.h>
 #include <string.h>
 #include <time.h>
@@ -311,29 +312,25 @@ ORDO_HOT int lookup_or_create(ordo__table *tab, ordo__stripe *st, uint32_t h,
 /* ---- The grant rules (caller holds the lock's stripe) ---------------------
  */
 
+/* w's hold of l, or NULL. l must not be listed: a listed (idle) lock has no
+ * holders, and its holder list's word is then the empty list's link. */
 ORDO_HOT ordo__hold *find_hold(const ordo__lock *l, const ordo__owner *w) {
+  ORDO_ASSERT(!l->listed);
   for (ordo__hold *h = l->holders; h; h = h->lnext)
     if (h->owner == w)
       return h;
   return NULL;
 }
 
-/* Does w hold l in mode or a stronger one? */
-ORDO_HOT bool holds_covering(const ordo__lock *l, const ordo__owner *w,
-                             int mode) {
-  const ordo__hold *h = find_hold(l, w);
-  return h && h->mode >= mode;
-}
-
-/* Does a holder other than w conflict with mode? */
-ORDO_HOT bool holders_block(const ordo__lock *l, const ordo__owner *w,
-                            int mode) {
+/* Does a holder of e's lock keep e waiting (ordo__waits_for_hold)? */
+ORDO_HOT bool holders_block(const ordo__entry *e) {
+  const ordo__lock *l = e->lock;
   if (!l->holders)
     return false;
-  if (mode == ORDO_MODE_S && !l->xheld)
-    return false;
+  if (e->mode == ORDO_MODE_S && !l->xheld)
+    return false; /* S conflicts only with an X holder */
   for (const ordo__hold *h = l->holders; h; h = h->lnext)
-    if (h->owner != w && conflicts(mode, h->mode))
+    if (ordo__waits_for_hold(e, h))
       return true;
   return false;
 }
@@ -362,10 +359,8 @@ typedef struct rule_ctx {
   bool unsure;    /* an answer needed wait_mu: ask again with it */
 } rule_ctx;
 
-static bool reserved_against(const ordo__table *tab, const ordo__lock *l,
-                             const ordo__owner *w, int mode,
-                             const ordo__entry *self, rule_ctx *rc,
-                             bool chains);
+static bool reserved_against(const ordo__table *tab, const ordo__entry *self,
+                             bool queued, rule_ctx *rc, bool chains);
 
 /*
  * Is waiter o held back by the reservation of a starving waiter ahead of it
@@ -377,26 +372,27 @@ static bool chained(const ordo__table *tab, const ordo__owner *o,
                     rule_ctx *rc) {
   for (size_t i = 0; i < o->nent; i++) {
     const ordo__entry *f = &o->ent[i];
-    if (f->lock->qhead &&
-        reserved_against(tab, f->lock, o, f->mode, f, rc, false))
+    if (f->lock->qhead && !f->covered &&
+        reserved_against(tab, f, true, rc, false))
       return true;
   }
   return false;
 }
 
 /*
- * Is the lock reserved against w by a starving waiter ahead of self (self is
- * w's own queue entry, or NULL for a new request, which comes after them
- * all)? A waiter starves once it has waited the starvation bound; the queue
- * is in arrival order, so the scan stops at the first waiter that does not.
- * With chains, a starving waiter that is itself held back by an older one's
- * reservation (chained) reserves nothing.
+ * Is self's lock reserved against it by a starving waiter ahead of it (all
+ * of the queue, for a request not queued yet, which comes after them all)?
+ * Only a waiter self waits for counts (ordo__waits_for_queued). A waiter
+ * starves once it has waited the starvation bound; the queue is in arrival
+ * order, so the scan stops at the first waiter that does not. With chains,
+ * a starving waiter that is itself held back by an older one's reservation
+ * (chained) reserves nothing.
  */
-static bool reserved_against(const ordo__table *tab, const ordo__lock *l,
-                             const ordo__owner *w, int mode,
-                             const ordo__entry *self, rule_ctx *rc,
-                             bool chains) {
-  for (const ordo__entry *e = l->qhead; e && e != self; e = e->qnext) {
+static bool reserved_against(const ordo__table *tab, const ordo__entry *self,
+                             bool queued, rule_ctx *rc, bool chains) {
+  const ordo__lock *l = self->lock;
+  const ordo__entry *stop = queued ? self : NULL;
+  for (const ordo__entry *e = l->qhead; e && e != stop; e = e->qnext) {
     if (!rc->now)
       rc->now = ordo__now_ns();
     if (!rc->bound)
@@ -406,7 +402,7 @@ static bool reserved_against(const ordo__table *tab, const ordo__lock *l,
         return false; /* arrival order: nobody behind has waited longer */
       continue;
     }
-    if (e->owner == w || !conflicts(mode, e->mode))
+    if (!ordo__waits_for_queued(self, e))
       continue;
     if (!chains)
       return true;
@@ -425,13 +421,13 @@ ORDO_HOT bool grantable(const ordo__table *tab, const ordo__owner *w,
                         bool queued, rule_ctx *rc) {
   for (size_t i = 0; i < w->nent; i++) {
     const ordo__entry *e = &w->ent[i];
-    if (holders_block(e->lock, w, e->mode))
+    if (holders_block(e))
       return false;
-    /* A key w already holds in this mode or a stronger one is only
-     * counted again: nobody is kept waiting by it, so no reservation
-     * applies (it would make w wait on a key it holds). */
-    if (e->lock->qhead && !holds_covering(e->lock, w, e->mode) &&
-        reserved_against(tab, e->lock, w, e->mode, queued ? e : NULL, rc, true))
+    /* A covered key (held already in this mode or a stronger one) waits
+     * for nobody queued: no reservation applies to it (it would make w
+     * wait on a key it holds). */
+    if (e->lock->qhead && !e->covered &&
+        reserved_against(tab, e, queued, rc, true))
       return false;
   }
   return true;
@@ -631,6 +627,12 @@ static void grant_waiter(ordo__table *tab, ordo__owner *w, uint64_t *now) {
   w->woken = false;
 }
 
+/* Marks an owner's outcome as on its way to its callback (caller holds
+ * wait_mu and puts w on a fire list). */
+static void deliver_pending(ordo__owner *w) {
+  atomic_store_explicit(&w->deliver, ORDO__DELIVER_PENDING, RELAXED);
+}
+
 enum { WAKE_NO, WAKE_GRANTED, WAKE_POKED };
 
 /*
@@ -648,7 +650,7 @@ static int wake_one(ordo__table *tab, ordo__owner *w, ordo__owner **fire) {
   lock_stripes(tab, w);
   bool ok = grantable(tab, w, true, &rx);
   bool poke = false;
-  if (ok && atomic_load_explicit(&w->pokeable, memory_order_relaxed)) {
+  if (ok && w->pokeable) {
     if (!rx.now)
       rx.now = ordo__now_ns();
     poke = rx.now - w->enq_ns < starve_bound(tab);
@@ -672,6 +674,7 @@ static int wake_one(ordo__table *tab, ordo__owner *w, ordo__owner **fire) {
   ADD(tab->wakeups, 1);
   timer_remove(tab, w);
   atomic_store_explicit(&w->state, ORDO__IDLE, memory_order_relaxed);
+  deliver_pending(w);
   w->fire_next = *fire;
   *fire = w;
   return WAKE_GRANTED;
@@ -695,9 +698,17 @@ void ordo__wake_queue(ordo__table *tab, ordo__lock *l, ordo__owner **fire) {
   }
 }
 
+/* This thread's identity, for an owner ended from inside its own event. */
+static _Thread_local char fire_marker;
+
+/*
+ * fire_all -- runs the events of a transition's fire list, with no engine
+ * lock held. Each owner stays alive until its callback has returned:
+ * ordo__owner_fini waits for ORDO__DELIVER_PENDING to clear (or, called
+ * from inside the callback, leaves the freeing to the end of this loop).
+ */
 static void fire_all(ordo__owner *f) {
   while (f) {
-    /* Read everything first: the event may free the owner. */
     ordo__owner *next = f->fire_next;
     ordo__event_cb cb = f->cb;
     void *arg = f->cbarg;
@@ -708,7 +719,12 @@ static void fire_all(ordo__owner *f) {
       ordo__table *tab = f->tab;
       hist_add(tab->detect_hist, (ordo__now_ns() - f->dl_edge_ns) / 1000);
     }
+    atomic_store_explicit(&f->deliverer, &fire_marker, RELAXED);
     cb(f, st, arg);
+    atomic_store_explicit(&f->deliverer, NULL, RELAXED);
+    unsigned v = atomic_exchange_explicit(&f->deliver, 0, memory_order_acq_rel);
+    if (v & ORDO__DELIVER_END)
+      f->on_free(f); /* ended from inside its callback: freed now */
     f = next;
   }
 }
@@ -756,6 +772,7 @@ bool ordo__abort_locked(ordo__table *tab, ordo__owner *w, int status,
     e->pinned = 0;
   }
   atomic_store_explicit(&w->state, ORDO__IDLE, memory_order_relaxed);
+  deliver_pending(w);
   w->fire_next = *fire;
   *fire = w;
   return true;
@@ -1027,9 +1044,29 @@ void ordo__owner_init(ordo__table *tab, ordo__owner *w, uint64_t id,
   pthread_mutex_unlock(&tab->own_mu);
 }
 
-void ordo__owner_fini(ordo__owner *w) {
+bool ordo__owner_fini(ordo__owner *w) {
   ordo__table *tab = w->tab;
-  ordo__abort_wait(w, ORDO_ECANCELED);
+  bool inside = false;
+  for (;;) {
+    ordo__abort_wait(w, ORDO_ECANCELED);
+    /* An outcome that another thread's transition put on its fire list
+     * before our abort could end the wait: let its callback return first,
+     * since fire_all reads w until then (unless that callback is the one
+     * running this: then fire_all frees w when it returns). The transition
+     * set DELIVER_PENDING under wait_mu, which abort_wait took after it. */
+    while (atomic_load_explicit(&w->deliver, memory_order_acquire) &
+           ORDO__DELIVER_PENDING) {
+      if (atomic_load_explicit(&w->deliverer, RELAXED) == &fire_marker) {
+        inside = true;
+        break;
+      }
+      sched_yield();
+    }
+    /* The callback may have asked again: cancel that request too. */
+    if (inside ||
+        atomic_load_explicit(&w->state, memory_order_acquire) == ORDO__IDLE)
+      break;
+  }
   ordo__release_all(w);
   pthread_mutex_lock(&tab->own_mu);
   if (w->oprev)
@@ -1048,7 +1085,16 @@ void ordo__owner_fini(ordo__owner *w) {
   }
   free(w->ent);
   free(w->stripes);
+  w->ent = NULL;
+  w->stripes = NULL;
+  if (inside) {
+    /* fire_all reads deliver and on_free once the callback returns. */
+    atomic_fetch_or_explicit(&w->deliver, ORDO__DELIVER_END,
+                             memory_order_acq_rel);
+    return false;
+  }
   memset(w, 0, sizeof *w);
+  return true;
 }
 
 /* Makes room for a request of n keys: entries, stripes and free holds are
@@ -1090,8 +1136,9 @@ static int reserve(ordo__owner *w, size_t n) {
 }
 
 int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
-                  uint64_t deadline_ns, bool use_timer, ordo__event_cb cb,
+                  uint64_t deadline_ns, ordo__wait_kind kind, ordo__event_cb cb,
                   void *arg) {
+  bool use_timer = kind == ORDO__WAIT_EVENT;
   ordo__table *tab = w->tab;
   if (atomic_load_explicit(&w->state, memory_order_relaxed) != ORDO__IDLE)
     return ORDO_EBUSY;
@@ -1140,6 +1187,13 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
                             r[made].len, &e->lock);
       if (rc)
         break;
+      const ordo__hold *held = find_hold(e->lock, w);
+      e->covered = held && held->mode >= e->mode;
+      if (held && held->count >= ORDO__HOLD_MAX) {
+        rc = ORDO_ELIMIT; /* one more hold would not fit its count */
+        made++;
+        break;
+      }
     }
     if (rc == 0 && grantable(tab, w, false, &rx)) {
       for (size_t i = 0; i < n; i++) {
@@ -1207,6 +1261,7 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
     ADD(tab->waiting, 1);
     waiting_add(tab, w);
     w->use_timer = use_timer;
+    w->pokeable = !use_timer;
     w->checked = false;
     w->logged = false;
     w->woken = false;
@@ -1225,6 +1280,7 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
       /* No event for a call that fails: drop w from the fire list. */
       ORDO_ASSERT(fire == w);
       fire = w->fire_next;
+      atomic_store_explicit(&w->deliver, 0, RELAXED);
       pthread_mutex_unlock(&tab->wait_mu);
       fire_all(fire);
       return ORDO_ENOMEM;
@@ -1415,7 +1471,7 @@ int ordo__release_one(ordo__owner *w, const void *key, size_t len) {
   ordo__stripe *st = &tab->stripe[stripe_of(tab, h)];
   pthread_mutex_lock(&st->mu);
   ordo__lock *l = lookup(st, h, key, len);
-  ordo__hold *hd = l ? find_hold(l, w) : NULL;
+  ordo__hold *hd = l && !l->listed ? find_hold(l, w) : NULL;
   if (!hd) {
     pthread_mutex_unlock(&st->mu);
     return ORDO_ENOTHELD;
@@ -1473,7 +1529,7 @@ int ordo__held(ordo__owner *w, const void *key, size_t len, ordo_mode_t *mode,
   int count = 0;
   pthread_mutex_lock(&st->mu);
   ordo__lock *l = lookup(st, h, key, len);
-  ordo__hold *hd = l ? find_hold(l, w) : NULL;
+  ordo__hold *hd = l && !l->listed ? find_hold(l, w) : NULL;
   if (hd) {
     count = (int)hd->count;
     if (mode)

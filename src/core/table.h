@@ -26,6 +26,11 @@ typedef void (*ordo__event_cb)(ordo__owner *w, int status, void *arg);
 /* Lock objects an owner remembers for its fast path (a power of two). */
 #define ORDO__HINTS 32
 
+/* The most holds one owner may have of one key (ordo_held returns the
+ * count as an int): a re-lock past it fails with ORDO_ELIMIT, taking
+ * nothing. */
+#define ORDO__HOLD_MAX INT32_MAX
+
 /* One hold of one key by one owner, with its hold count. */
 struct ordo__hold {
   ordo__hold *lnext;         /* next holder of the same lock */
@@ -52,6 +57,11 @@ struct ordo__entry {
   uint32_t stripe;
   uint8_t mode;
   uint8_t pinned; /* abort_locked pinned this entry's lock */
+  /* The owner already holds this key in this mode or a stronger one (set
+   * by ordo__acquire under the key's stripe; the owner's holds do not
+   * change while it waits): the key is only counted again, so the entry
+   * waits for no one queued (ordo__waits_for_queued). */
+  uint8_t covered;
 };
 
 enum { ORDO__IDLE = 0, ORDO__WAITING = 1 };
@@ -102,9 +112,23 @@ struct ordo__owner {
     ordo__lock *lock;
   } hint[ORDO__HINTS];
   ordo__owner *fire_next; /* a transition's local list of events to fire */
-  long timer_idx;         /* slot in the timer heap or -1; under timer_mu */
-  _Atomic bool pokeable;  /* a thread waits: poke it, don't hand over */
-  bool woken;             /* poked, and has not tried yet; under wait_mu */
+  /* An outcome on its way to the callback: ORDO__DELIVER_PENDING is set
+   * under wait_mu by the transition that puts the owner on a fire list,
+   * and cleared by fire_all once the callback has returned, so
+   * ordo__owner_fini can wait it out; ORDO__DELIVER_END says fini ran from
+   * inside that callback, and fire_all then calls on_free. deliverer is
+   * the delivering thread (its fire_marker) while the callback runs. */
+  _Atomic unsigned deliver;
+  _Atomic(const void *) deliverer;
+  /* Frees the memory the owner lives in, for an owner ended from inside
+   * its own outcome event (set by the backend after ordo__owner_init). */
+  void (*on_free)(ordo__owner *w);
+  long timer_idx; /* slot in the timer heap or -1; under timer_mu */
+  /* The pending request is ORDO__WAIT_THREAD's: poke it, don't hand over.
+   * Set by ordo__acquire for each request (under wait_mu when it queues),
+   * read by wake_one under wait_mu. */
+  bool pokeable;
+  bool woken; /* poked, and has not tried yet; under wait_mu */
 
   /* Detection and alarms; under wait_mu while waiting. */
   ordo__owner *wprev, *wnext; /* the table's list of waiting owners */
@@ -124,16 +148,37 @@ void ordo__table_destroy(ordo__table *tab);
 
 void ordo__owner_init(ordo__table *tab, ordo__owner *w, uint64_t id,
                       int priority);
-/* Cancels a pending request (its event fires with ORDO_ECANCELED), releases
- * every hold and frees the owner's memory. */
-void ordo__owner_fini(ordo__owner *w);
+enum { ORDO__DELIVER_PENDING = 1, ORDO__DELIVER_END = 2 };
+
+/*
+ * ordo__owner_fini -- ends w: cancels a waiting request (its event fires
+ * with ORDO_ECANCELED on this thread), waits until an outcome that another
+ * thread is delivering has returned from its callback, releases every hold
+ * and frees what the owner allocated. So once it returns, w's event has
+ * run exactly once and never runs again. Returns true when the memory w
+ * lives in may be freed now; false when it was called from inside w's own
+ * outcome event, and then w->on_free(w) runs once that event returns.
+ */
+bool ordo__owner_fini(ordo__owner *w);
+
+/*
+ * How a queued request waits: a property of the request, set anew by each
+ * ordo__acquire (one txn may mix the two).
+ *   ORDO__WAIT_THREAD -- a thread of the caller waits for the event and
+ *     ends the wait itself at its deadline (ordo__abort_wait); the engine
+ *     may poke it (the event with ORDO_PENDING, under wait_mu) instead of
+ *     handing it its keys, and the thread then calls ordo__retry.
+ *   ORDO__WAIT_EVENT -- nobody waits (the asynchronous form): the timer
+ *     thread ends the wait at its deadline, and a grant is always handed
+ *     over, so the event fires exactly once, with 0 or a negative code.
+ */
+typedef enum { ORDO__WAIT_THREAD = 0, ORDO__WAIT_EVENT = 1 } ordo__wait_kind;
 
 /*
  * ordo__acquire -- asks for the sorted, distinct keys r[0..n), all or none.
  * Returns 0 when granted at once, ORDO_PENDING when queued (cb will fire
- * exactly once), or a negative code (no event). With use_timer, the engine's
- * timer thread expires the request at deadline_ns; without it, the caller
- * must call ordo__abort_wait at its deadline.
+ * exactly once with the outcome, after the engine's locks are let go), or a
+ * negative code (no event). kind says who waits (above).
  */
 /*
  * ordo__try_one -- the one-key request's short path: grants r at once when
@@ -153,7 +198,7 @@ int ordo__try_one(ordo__owner *w, const ordo_req_t *r);
   2 /* ordo__fast_acquire: a key is held on the fast path */
 
 int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
-                  uint64_t deadline_ns, bool use_timer, ordo__event_cb cb,
+                  uint64_t deadline_ns, ordo__wait_kind kind, ordo__event_cb cb,
                   void *arg);
 /*
  * ordo__retry -- a poked waiter tries its whole set again. Returns 0 when

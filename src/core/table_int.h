@@ -183,6 +183,31 @@ static inline bool conflicts(int a, int b) {
 }
 
 /*
+ * Who waits for whom: the one rule that the grant rules (table.c:
+ * grantable) and the detector (src/detect/detect.c: its edges) both ask,
+ * so that they cannot disagree (src/core/README.md, "Who waits for whom").
+ * A waiting entry e, whose owner asks e->mode of e->lock,
+ *  - waits for a holder h of that lock when h is another owner's and the
+ *    modes conflict (the detector's hard edge);
+ *  - waits for an entry q queued ahead of it on that lock when q is
+ *    another owner's, the modes conflict, and e is not covered (its owner
+ *    does not already hold the lock in e's mode or a stronger one: such a
+ *    key is only counted again, and nobody queued can keep it from its
+ *    owner). The grant rule holds e back by such a q only while q starves
+ *    and is not chained (a reservation); the detector counts it always, as
+ *    a soft edge, so that its graph changes at events only.
+ */
+static inline bool ordo__waits_for_hold(const ordo__entry *e,
+                                        const ordo__hold *h) {
+  return h->owner != e->owner && conflicts(e->mode, h->mode);
+}
+
+static inline bool ordo__waits_for_queued(const ordo__entry *e,
+                                          const ordo__entry *q) {
+  return !e->covered && q->owner != e->owner && conflicts(e->mode, q->mode);
+}
+
+/*
  * A lock's wait queue (caller holds wait_mu and the lock's stripe, or one of
  * them to read it). It is linked forward through qnext from qhead, and
  * backward through qprev, except that the head's qprev is the tail: the

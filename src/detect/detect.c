@@ -31,7 +31,14 @@
 #define ARENA_EDGES 16384 /* edges one search can hold */
 #define MAX_FRAMES 4096   /* depth of one search */
 #define CYCLE_MAX 256     /* members of one cycle we can resolve */
-#define MAX_REORDERS 8    /* queue moves tried for one soft cycle */
+/* The search for a queue order that breaks a soft cycle (reorder): at most
+ * this many constraints ("a before b on l") at once, this many orders
+ * tested for one cycle, queues of this many entries in all, and this many
+ * locks. Past them the search gives up, as if no order existed. */
+#define MAX_CONSTRAINTS 8
+#define MAX_TESTS 128
+#define SNAP_ENTRIES 4096
+#define SNAP_LOCKS 32
 
 typedef struct dedge {
   ordo__owner *to;
@@ -45,6 +52,20 @@ typedef struct dframe {
   size_t begin, next, end; /* u's out-edges in the arena */
 } dframe;
 
+/* One constraint of the reorder search: entry a goes before entry b in
+ * lock's queue (b is moved back behind a). */
+typedef struct dcon {
+  ordo__lock *lock;
+  ordo__entry *a, *b;
+} dcon;
+
+/* A queue as it was before the search touched it: snap[begin, begin+n). */
+typedef struct dsnap {
+  ordo__lock *lock;
+  size_t begin, n;
+  bool reordered; /* its flag before the search */
+} dsnap;
+
 typedef struct ordo__detect {
   /* All of it is guarded by the table's wait_mu, but npending, which is
    * also read without it to skip an empty delivery. */
@@ -56,6 +77,20 @@ typedef struct ordo__detect {
   ordo__owner *cfrom[CYCLE_MAX];
   dedge cedge[CYCLE_MAX];
   size_t ncycle;
+
+  /* The reorder search's memory (reorder): constraints, the queues it
+   * touched as they were, and the soft edges of the cycle each level of
+   * the search branches on. */
+  dcon con[MAX_CONSTRAINTS];
+  size_t ncon;
+  dsnap snaps[SNAP_LOCKS];
+  size_t nsnaps, nsnap;
+  ordo__entry **snap;  /* SNAP_ENTRIES */
+  ordo__entry **order; /* SNAP_ENTRIES: one queue's new order */
+  uint8_t *placed;     /* SNAP_ENTRIES */
+  dedge *branch;       /* MAX_CONSTRAINTS * CYCLE_MAX */
+  ordo__owner **bfrom; /* MAX_CONSTRAINTS * CYCLE_MAX */
+  unsigned tests;
 
   ordo_deadlock_t *ring; /* the last deadlock_history records */
   unsigned ring_cap, ring_n, ring_next;
@@ -88,6 +123,11 @@ int ordo__detect_create(ordo__table *tab) {
     return ORDO_ENOMEM;
   d->arena = malloc(ARENA_EDGES * sizeof *d->arena);
   d->frames = malloc(MAX_FRAMES * sizeof *d->frames);
+  d->snap = malloc(SNAP_ENTRIES * sizeof *d->snap);
+  d->order = malloc(SNAP_ENTRIES * sizeof *d->order);
+  d->placed = malloc(SNAP_ENTRIES);
+  d->branch = malloc(MAX_CONSTRAINTS * CYCLE_MAX * sizeof *d->branch);
+  d->bfrom = malloc(MAX_CONSTRAINTS * CYCLE_MAX * sizeof *d->bfrom);
   d->ring_cap = tab->opts.deadlock_history ? tab->opts.deadlock_history : 1;
   d->ring = calloc(d->ring_cap, sizeof *d->ring);
   d->nbucket = tab->opts.alarm_window_s ? tab->opts.alarm_window_s : 60;
@@ -95,7 +135,8 @@ int ordo__detect_create(ordo__table *tab) {
   atomic_init(&d->npending, 0);
   atomic_init(&d->alarm_pending, false);
   tab->det = d;
-  if (!d->arena || !d->frames || !d->ring || !d->bucket)
+  if (!d->arena || !d->frames || !d->ring || !d->bucket || !d->snap ||
+      !d->order || !d->placed || !d->branch || !d->bfrom)
     return ORDO_ENOMEM;
   return 0;
 }
@@ -106,6 +147,11 @@ void ordo__detect_destroy(ordo__table *tab) {
     return;
   free(d->arena);
   free(d->frames);
+  free(d->snap);
+  free(d->order);
+  free(d->placed);
+  free(d->branch);
+  free(d->bfrom);
   free(d->ring);
   free(d->bucket);
   free(d->pending);
@@ -135,8 +181,7 @@ static bool expand(ordo__table *tab, ordo__detect *d, ordo__owner *u,
      * the queue), so read them under it. */
     pthread_mutex_lock(&st->mu);
     for (ordo__hold *h = l->holders; h; h = h->lnext) {
-      if (h->owner == u || !conflicts(e->mode, h->mode) ||
-          h->owner->visit == done)
+      if (!ordo__waits_for_hold(e, h) || h->owner->visit == done)
         continue;
       if (*pos == ARENA_EDGES) {
         fit = false;
@@ -146,12 +191,14 @@ static bool expand(ordo__table *tab, ordo__detect *d, ordo__owner *u,
     }
     pthread_mutex_unlock(&st->mu);
     /* The queue ahead of u is frozen by wait_mu. Walk it from u towards
-     * the head and stop after the first X: an X waiter conflicts with
-     * everyone ahead of it, so they are all reachable through it, and a
-     * hot key's queue of n costs O(n) per search instead of O(n^2). */
-    for (ordo__entry *q = ordo__queue_prev(l, e); q;
+     * the head and stop after the first X that is not covered: such a
+     * waiter conflicts with, and so waits for, everyone ahead of it, so
+     * they are all reachable through it, and a hot key's queue of n costs
+     * O(n) per search instead of O(n^2). A covered entry waits for nobody
+     * queued, so it has no soft edges at all. */
+    for (ordo__entry *q = e->covered ? NULL : ordo__queue_prev(l, e); q;
          q = ordo__queue_prev(l, q)) {
-      if (q->owner == u || !conflicts(e->mode, q->mode))
+      if (!ordo__waits_for_queued(e, q))
         continue;
       if (q->owner->visit != done) {
         if (*pos == ARENA_EDGES) {
@@ -160,7 +207,7 @@ static bool expand(ordo__table *tab, ordo__detect *d, ordo__owner *u,
         }
         d->arena[(*pos)++] = (dedge){q->owner, l, e->mode, 1};
       }
-      if (q->mode == ORDO_MODE_X)
+      if (q->mode == ORDO_MODE_X && !q->covered)
         break;
     }
   }
@@ -179,8 +226,7 @@ static bool expand_back(ordo__detect *d, ordo__owner *u, size_t *pos,
   const uint64_t done = d->epoch | 1;
   for (const ordo__hold *h = u->hhead; h; h = h->tnext) {
     for (ordo__entry *q = ordo__held_queue(h); q; q = q->qnext) {
-      if (q->owner == u || !conflicts(q->mode, h->mode) ||
-          q->owner->visit == done)
+      if (!ordo__waits_for_hold(q, h) || q->owner->visit == done)
         continue;
       if (*pos == ARENA_EDGES)
         return false;
@@ -190,8 +236,7 @@ static bool expand_back(ordo__detect *d, ordo__owner *u, size_t *pos,
   for (size_t i = 0; i < u->nent && !hard_only; i++) {
     ordo__entry *e = &u->ent[i];
     for (ordo__entry *q = e->qnext; q; q = q->qnext) {
-      if (q->owner == u || !conflicts(q->mode, e->mode) ||
-          q->owner->visit == done)
+      if (!ordo__waits_for_queued(q, e) || q->owner->visit == done)
         continue;
       if (*pos == ARENA_EDGES)
         return false;
@@ -337,7 +382,21 @@ static bool hard_cycle_through(ordo__table *tab, ordo__detect *d,
   return dfs_back(tab, d, w, true);
 }
 
-/* ---- Soft cycles: reorder a queue -------------------------------------------
+/* ---- Soft cycles: reorder the queues -------------------------------------
+ *
+ * A cycle with a soft edge a -> b (a queued behind b on lock l) may go away
+ * if a goes before b in l's queue. The search (PostgreSQL's deadlock.c does
+ * the same with its TopoSort over "soft" edges) tries sets of such
+ * constraints, fewest first: each set is applied to the queues it names,
+ * from their order before the search, and the whole waiting graph is
+ * searched for a cycle; the first set that leaves none is kept. A queue's
+ * new order is a stable topological sort of its old one: each next place
+ * goes to the earliest entry (in the old order) whose constraints are met,
+ * so an entry moves back only behind the entries a constraint puts ahead
+ * of it, and no entry moves ahead of one it was behind unless a constraint
+ * says so. The entries moved back are members of the cycles found, so
+ * nobody off them is overtaken, and every starving waiter off them keeps
+ * its place and its reservation.
  */
 
 static ordo__entry *entry_on(ordo__owner *u, const ordo__lock *l) {
@@ -347,67 +406,241 @@ static ordo__entry *entry_on(ordo__owner *u, const ordo__lock *l) {
   return NULL;
 }
 
-typedef struct move {
-  ordo__lock *lock;
-  ordo__entry *e, *old_prev;
-} move;
+/* The snapshot of l's queue, taken now if this is its first constraint;
+ * NULL when the search's memory is full. Caller holds wait_mu (the queue is
+ * frozen). */
+static dsnap *snap_of(ordo__detect *d, ordo__lock *l) {
+  for (size_t i = 0; i < d->nsnaps; i++)
+    if (d->snaps[i].lock == l)
+      return &d->snaps[i];
+  if (d->nsnaps == SNAP_LOCKS)
+    return NULL;
+  size_t n = 0;
+  for (ordo__entry *e = l->qhead; e; e = e->qnext)
+    n++;
+  if (d->nsnap + n > SNAP_ENTRIES)
+    return NULL;
+  dsnap *sn = &d->snaps[d->nsnaps++];
+  *sn = (dsnap){l, d->nsnap, n, l->reordered != 0};
+  for (ordo__entry *e = l->qhead; e; e = e->qnext)
+    d->snap[d->nsnap++] = e;
+  return sn;
+}
 
-/*
- * reorder -- the cycle closes through queue order: try moving waiters ahead
- * of the ones they wait behind, one soft edge at a time, until no cycle
- * through any moved member remains (PostgreSQL's deadlock-soft rule). Only
- * members of the cycle move, and only past each other: nobody outside the
- * cycle is overtaken, so every starving waiter keeps its reservation
- * against everyone else. On failure every move is undone.
- */
-static bool reorder(ordo__table *tab, ordo__detect *d, ordo__owner *w,
-                    ordo__owner **fire) {
-  move mv[MAX_REORDERS];
-  size_t nm = 0;
-  for (;;) {
-    size_t k = 0;
-    while (k < d->ncycle && !d->cedge[k].soft)
-      k++;
-    if (k == d->ncycle || nm == MAX_REORDERS)
-      break; /* a hard cycle, or too many moves: abort someone */
-    ordo__owner *a = d->cfrom[k], *b = d->cedge[k].to;
-    ordo__lock *l = d->cedge[k].lock;
-    ordo__entry *ea = entry_on(a, l), *eb = entry_on(b, l);
-    if (NEVER(!ea || !eb))
-      break;
-    ordo__stripe *st = lock_stripe(tab, l);
-    pthread_mutex_lock(&st->mu);
-    mv[nm++] = (move){l, ea, ordo__queue_prev(l, ea)};
-    ordo__queue_unlink(l, ea);
-    ordo__queue_insert_after(l, ordo__queue_prev(l, eb), ea);
-    l->reordered = 1;
-    pthread_mutex_unlock(&st->mu);
-    bool cycle = cycle_through(tab, d, w);
-    for (size_t i = 0; !cycle && i < nm; i++) {
-      /* A move gives the overtaken waiter a new edge: look from it too. */
-      ordo__entry *e = mv[i].e;
-      cycle = cycle_through(tab, d, e->owner);
-      for (ordo__entry *q = e->qnext; !cycle && q; q = q->qnext)
-        cycle = cycle_through(tab, d, q->owner);
-    }
-    if (!cycle) {
-      ADD(tab->reorders, (uint64_t)nm);
-      /* Waiters that moved up may be grantable now. */
-      for (size_t i = 0; i < nm; i++)
-        if (mv[i].lock->qhead)
-          ordo__wake_queue(tab, mv[i].lock, fire);
-      return true;
-    }
+/* Relinks l's queue in the order of list[0..n), under l's stripe. */
+static void relink(ordo__table *tab, ordo__lock *l, ordo__entry **list,
+                   size_t n, bool reordered) {
+  ordo__stripe *st = lock_stripe(tab, l);
+  pthread_mutex_lock(&st->mu);
+  l->qhead = NULL;
+  ordo__entry *tail = NULL;
+  for (size_t i = 0; i < n; i++) {
+    ordo__queue_insert_after(l, tail, list[i]);
+    tail = list[i];
   }
-  while (nm > 0) {
-    move *m = &mv[--nm];
-    ordo__stripe *st = lock_stripe(tab, m->lock);
-    pthread_mutex_lock(&st->mu);
-    ordo__queue_unlink(m->lock, m->e);
-    ordo__queue_insert_after(m->lock, m->old_prev, m->e);
-    pthread_mutex_unlock(&st->mu);
+  l->reordered = reordered;
+  pthread_mutex_unlock(&st->mu);
+}
+
+/* Must e wait for a constraint's a not yet placed? */
+static bool held_back(const ordo__detect *d, const dsnap *sn,
+                      const ordo__entry *e) {
+  for (size_t c = 0; c < d->ncon; c++) {
+    if (d->con[c].lock != sn->lock || d->con[c].b != e)
+      continue;
+    for (size_t k = 0; k < sn->n; k++)
+      if (d->snap[sn->begin + k] == d->con[c].a && !d->placed[k])
+        return true;
   }
   return false;
+}
+
+/* Orders one snapshot's queue under the constraints (the stable sort
+ * above) and relinks it; false when the constraints contradict. */
+static bool apply_one(ordo__table *tab, ordo__detect *d, const dsnap *sn) {
+  memset(d->placed, 0, sn->n);
+  size_t out = 0, lo = 0; /* lo: the first entry not placed */
+  bool moved = false;
+  while (out < sn->n) {
+    while (lo < sn->n && d->placed[lo])
+      lo++;
+    /* Only a constraint's b is ever held back (at most MAX_CONSTRAINTS
+     * of them), so this scan is short. */
+    size_t k = lo;
+    while (k < sn->n &&
+           (d->placed[k] || held_back(d, sn, d->snap[sn->begin + k])))
+      k++;
+    if (k == sn->n)
+      return false; /* every entry left waits for another: a cycle */
+    if (k != out)
+      moved = true;
+    d->placed[k] = 1;
+    d->order[out++] = d->snap[sn->begin + k];
+  }
+  relink(tab, sn->lock, d->order, sn->n, sn->reordered || moved);
+  return true;
+}
+
+/* Puts every touched queue back as it was before the search. */
+static void restore_all(ordo__table *tab, ordo__detect *d) {
+  for (size_t i = 0; i < d->nsnaps; i++) {
+    dsnap *sn = &d->snaps[i];
+    relink(tab, sn->lock, d->snap + sn->begin, sn->n, sn->reordered);
+  }
+}
+
+static bool dfs(ordo__table *tab, ordo__detect *d, ordo__owner *root);
+
+/* Is there any cycle among the waiting owners (one epoch over them all)?
+ * Before the search the only cycles run through the owner that just
+ * blocked (invariant 2), so this sees every cycle a constraint set leaves
+ * or makes. */
+static bool any_cycle(ordo__table *tab, ordo__detect *d) {
+  new_epoch(d);
+  for (ordo__owner *u = tab->whead; u; u = u->wnext)
+    if ((u->visit | 1) != (d->epoch | 1) && dfs(tab, d, u))
+      return true;
+  return false;
+}
+
+/* Tries the current constraints; true when they leave no cycle (and stay
+ * applied). Otherwise the cycle found is in d->c*. */
+static bool test_constraints(ordo__table *tab, ordo__detect *d) {
+  d->tests++;
+  for (size_t i = 0; i < d->nsnaps; i++)
+    if (!apply_one(tab, d, &d->snaps[i])) {
+      restore_all(tab, d);
+      d->ncycle = 0; /* contradicting constraints: nothing to branch on */
+      return false;
+    }
+  if (!any_cycle(tab, d))
+    return true;
+  restore_all(tab, d);
+  return false;
+}
+
+/*
+ * search -- tries every set of up to depth more constraints, each the
+ * reversal of a soft edge of the cycle that the set before it left.
+ * Returns true with the queues in the winning order.
+ */
+static bool search(ordo__table *tab, ordo__detect *d, size_t depth) {
+  if (d->tests >= MAX_TESTS)
+    return false;
+  if (test_constraints(tab, d))
+    return true;
+  if (depth == 0 || d->ncon == MAX_CONSTRAINTS)
+    return false;
+  /* The cycle's soft edges, kept at this level: deeper levels find
+   * cycles of their own. */
+  dedge *br = d->branch + d->ncon * CYCLE_MAX;
+  ordo__owner **bf = d->bfrom + d->ncon * CYCLE_MAX;
+  size_t nb = 0;
+  for (size_t i = 0; i < d->ncycle; i++)
+    if (d->cedge[i].soft) {
+      bf[nb] = d->cfrom[i];
+      br[nb++] = d->cedge[i];
+    }
+  for (size_t i = 0; i < nb && d->tests < MAX_TESTS; i++) {
+    ordo__entry *a = entry_on(bf[i], br[i].lock);
+    ordo__entry *b = entry_on(br[i].to, br[i].lock);
+    if (NEVER(!a || !b))
+      continue;
+    bool dup = false;
+    for (size_t c = 0; c < d->ncon; c++)
+      dup |= d->con[c].a == a && d->con[c].b == b;
+    if (dup || !snap_of(d, br[i].lock))
+      continue;
+    d->con[d->ncon++] = (dcon){br[i].lock, a, b};
+    if (search(tab, d, depth - 1))
+      return true;
+    d->ncon--;
+  }
+  return false;
+}
+
+/*
+ * reorder -- the cycle (in d->c*) closes through queue order: look for a
+ * set of constraints, fewest first (iterative deepening), whose queue
+ * orders leave no cycle. On success the queues keep that order and those
+ * whose waiters moved up are woken; on failure every queue is as it was.
+ */
+static bool reorder(ordo__table *tab, ordo__detect *d, ordo__owner **fire) {
+  d->ncon = d->nsnaps = d->nsnap = 0;
+  d->tests = 0;
+  /* Depth 0 would test the queues as they are: the cycle is there. */
+  dedge first[CYCLE_MAX];
+  ordo__owner *ffrom[CYCLE_MAX];
+  size_t nfirst = d->ncycle;
+  memcpy(first, d->cedge, nfirst * sizeof *first);
+  memcpy(ffrom, d->cfrom, nfirst * sizeof *ffrom);
+  bool ok = false;
+  for (size_t depth = 0; depth < MAX_CONSTRAINTS && !ok; depth++) {
+    for (size_t i = 0; i < nfirst && !ok && d->tests < MAX_TESTS; i++) {
+      if (!first[i].soft)
+        continue;
+      ordo__entry *a = entry_on(ffrom[i], first[i].lock);
+      ordo__entry *b = entry_on(first[i].to, first[i].lock);
+      if (NEVER(!a || !b) || !snap_of(d, first[i].lock))
+        continue;
+      d->ncon = 0;
+      d->con[d->ncon++] = (dcon){first[i].lock, a, b};
+      ok = search(tab, d, depth);
+    }
+  }
+  if (!ok) {
+    /* Every queue is as it was (test_constraints restored it). */
+    d->ncycle = nfirst;
+    memcpy(d->cedge, first, nfirst * sizeof *first);
+    memcpy(d->cfrom, ffrom, nfirst * sizeof *ffrom);
+    return false;
+  }
+  ADD(tab->reorders, (uint64_t)d->ncon);
+  /* Waiters that moved up may be grantable now. */
+  for (size_t i = 0; i < d->nsnaps; i++)
+    if (d->snaps[i].lock->qhead)
+      ordo__wake_queue(tab, d->snaps[i].lock, fire);
+  return true;
+}
+
+/*
+ * A txn that holds nothing is never a victim (README, invariant 6): it has
+ * no hard in-edges, so moved to the end of every queue it is in it has no
+ * in-edges at all and is on no cycle, and the move makes no cycle
+ * elsewhere (the others keep their order). Moving it back overtakes
+ * nobody. Among the cycle's members that hold nothing, the policy's
+ * choice moves. Returns false when every member holds something.
+ */
+static bool worse(const ordo__table *tab, ordo__owner *a, ordo__owner *b,
+                  ordo_victim_t policy);
+
+static bool move_back_nothing_holder(ordo__table *tab, ordo__detect *d,
+                                     ordo__owner **fire) {
+  ordo__owner *m = NULL;
+  for (size_t i = 0; i < d->ncycle; i++) {
+    ordo__owner *u = d->cfrom[i];
+    if (u->nholds == 0 && (!m || worse(tab, u, m, tab->opts.victim)))
+      m = u;
+  }
+  if (!m)
+    return false;
+  for (size_t i = 0; i < m->nent; i++) {
+    ordo__entry *e = &m->ent[i];
+    ordo__lock *l = e->lock;
+    if (ordo__queue_tail(l) == e)
+      continue;
+    ordo__stripe *st = lock_stripe(tab, l);
+    pthread_mutex_lock(&st->mu);
+    ordo__queue_unlink(l, e);
+    ordo__queue_insert_after(l, ordo__queue_tail(l), e);
+    l->reordered = 1;
+    pthread_mutex_unlock(&st->mu);
+  }
+  ADD(tab->reorders, 1);
+  for (size_t i = 0; i < m->nent; i++)
+    if (m->ent[i].lock->qhead)
+      ordo__wake_queue(tab, m->ent[i].lock, fire);
+  return true;
 }
 
 /* ---- Victims ------------------------------------------------------------
@@ -581,10 +814,11 @@ static void resolve(ordo__table *tab, ordo__detect *d, ordo__owner *w,
     if (!hard_cycle_through(tab, d, w)) {
       if (!cycle_through(tab, d, w))
         return;
-      if (reorder(tab, d, w, fire))
+      if (reorder(tab, d, fire))
         return;
-      /* Undone: find the cycle again to pick its victim. */
-      if (!cycle_through(tab, d, w))
+      /* No order found: a member that holds nothing moves back, which
+       * always breaks its cycle; else someone is aborted. */
+      if (move_back_nothing_holder(tab, d, fire))
         return;
     }
   }
@@ -631,7 +865,7 @@ static void resolve(ordo__table *tab, ordo__detect *d, ordo__owner *w,
 static bool awaited(const ordo__owner *w) {
   for (const ordo__hold *h = w->hhead; h; h = h->tnext)
     for (const ordo__entry *q = ordo__held_queue(h); q; q = q->qnext)
-      if (q->owner != w)
+      if (ordo__waits_for_hold(q, h))
         return true;
   return false;
 }

@@ -20,6 +20,7 @@
 
 #include "../common/testutil.h"
 
+#include <limits.h>
 #include <string.h>
 
 /* The value postgres:// locks for a key (src/backend/postgres.c): its
@@ -427,6 +428,74 @@ static void test_incremental(void **state) {
   ordo_txn_end(t);
 }
 
+/* Timeouts at their bounds: -1, 0, 1, INT32_MAX and INT64_MAX (LONG_MAX)
+ * milliseconds, for ordo_lock_all and ordo_lock. 0 and 1 end soon with
+ * ORDO_ETIMEDOUT holding nothing new; -1 and the huge ones wait (a huge one
+ * must neither wrap into a deadline in the past nor be refused by the
+ * backend's server), and a release grants them. */
+typedef struct {
+  ordo_txn_t *t;
+  long tmo;
+  bool one;
+  int rc;
+  _Atomic int done;
+  pthread_t thr;
+} tcall;
+
+static int tcall_run(tcall *c) {
+  ordo_req_t r[] = {ORDO_REQ_X("tb1", 3), ORDO_REQ_X("tb2", 3)};
+  return c->one ? ordo_lock(c->t, "tb2", 3, ORDO_MODE_X, c->tmo)
+                : ordo_lock_all(c->t, r, 2, c->tmo);
+}
+
+static void *tcall_main(void *arg) {
+  tcall *c = arg;
+  c->rc = tcall_run(c);
+  atomic_store(&c->done, 1);
+  return NULL;
+}
+
+static void test_timeout_bounds(void **state) {
+  (void)state;
+  static const long tmos[] = {-1, 0, 1, INT32_MAX, LONG_MAX};
+  for (int one = 0; one < 2; one++) {
+    for (size_t i = 0; i < sizeof tmos / sizeof tmos[0]; i++) {
+      ordo_txn_t *h = txn();
+      assert_int_equal(ordo_lock(h, "tb2", 3, ORDO_MODE_X, 0), 0);
+      tcall c = {txn(), tmos[i], one != 0, 99, 0, 0};
+      if (c.tmo == 0 || c.tmo == 1) {
+        uint64_t t0 = tu_now_ns();
+        int rc = tcall_run(&c);
+        uint64_t ms = (tu_now_ns() - t0) / 1000000u;
+        if (rc != ORDO_ETIMEDOUT)
+          fail_msg("%s, timeout %ld: %s", one ? "lock" : "lock_all", c.tmo,
+                   ordo_err_name(rc));
+        assert_true(ms >= (uint64_t)c.tmo);
+        assert_true(ms < tu_ms(5000)); /* a bound against a hang */
+        assert_int_equal(ordo_held(c.t, "tb1", 3, NULL), 0);
+      } else {
+        pthread_create(&c.thr, NULL, tcall_main, &c);
+        /* Still waiting well after an at-once time-out (or refusal) would
+         * have ended it: a lower bound, so the sleep is what is measured. */
+        tu_sleep_us(100000);
+        if (atomic_load(&c.done))
+          fail_msg("%s, timeout %ld ended at once: %s",
+                   one ? "lock" : "lock_all", c.tmo, ordo_err_name(c.rc));
+        ordo_txn_end(h);
+        h = NULL;
+        pthread_join(c.thr, NULL);
+        if (c.rc != 0)
+          fail_msg("%s, timeout %ld: %s after the release",
+                   one ? "lock" : "lock_all", c.tmo, ordo_err_name(c.rc));
+        assert_int_equal(ordo_held(c.t, "tb2", 3, NULL), 1);
+      }
+      ordo_txn_end(c.t);
+      if (h)
+        ordo_txn_end(h);
+    }
+  }
+}
+
 /* Opposite request orders, many times, with no bound: the canonical order
  * makes a deadlock impossible (a hang would trip the watchdog). */
 typedef struct {
@@ -488,13 +557,21 @@ int main(int argc, char **argv) {
   print_message("conformance suite on %s\n", URL);
   const struct CMUnitTest tests[] = {
 #define CASE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
-      CASE(test_caps),           CASE(test_lock_unlock),
-      CASE(test_bad_keys),       CASE(test_dedupe),
-      CASE(test_all_or_nothing), CASE(test_waiter_holds_nothing),
-      CASE(test_reentrant),      CASE(test_shared),
-      CASE(test_upgrade),        CASE(test_cancel),
-      CASE(test_async),          CASE(test_fence),
-      CASE(test_incremental),    CASE(test_opposite_orders),
+      CASE(test_caps),
+      CASE(test_lock_unlock),
+      CASE(test_bad_keys),
+      CASE(test_dedupe),
+      CASE(test_all_or_nothing),
+      CASE(test_waiter_holds_nothing),
+      CASE(test_reentrant),
+      CASE(test_shared),
+      CASE(test_upgrade),
+      CASE(test_cancel),
+      CASE(test_async),
+      CASE(test_fence),
+      CASE(test_incremental),
+      CASE(test_timeout_bounds),
+      CASE(test_opposite_orders),
 #undef CASE
   };
   return tu_exit(cmocka_run_group_tests_name(URL, tests, NULL, NULL));
