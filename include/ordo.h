@@ -239,12 +239,19 @@ typedef struct ordo_txn_options_s {
 
 ORDO_EXTERN int ordo_txn_begin(ordo_t *o, ordo_txn_t **out,
                                const ordo_txn_options_t *opts);
-/* Releases whatever the txn still holds, cancels its wait, frees it. */
+/* Releases whatever the txn still holds, cancels its wait, frees it. An
+ * asynchronous request's callback has run exactly once by the time it
+ * returns (see the asynchronous form below). */
 ORDO_EXTERN void ordo_txn_end(ordo_txn_t *t);
 /* A handle's own id: unique within its ordo_t, increasing with begin order. */
 ORDO_EXTERN uint64_t ordo_txn_id(const ordo_txn_t *t);
 
 /*
+ * Timeouts (timeout_ms, here and in ordo_pool_acquire): a negative one
+ * (ORDO_FOREVER) waits until granted, 0 tries once, and a longer one than
+ * about 292 years (past INT64_MAX nanoseconds) waits forever too; a place
+ * whose server bounds a wait may cap it (postgres://: about 24.8 days).
+ *
  * ordo_lock_all -- takes every key of reqs, all or nothing, within timeout_ms.
  * Duplicate keys are merged (the strongest mode wins) and the set is taken in
  * the canonical order. While it waits it holds none of the keys it asks for.
@@ -266,10 +273,19 @@ ORDO_EXTERN int ordo_lock(ordo_txn_t *t, const void *key, size_t len,
 
 /*
  * The asynchronous form. Returns 0 when granted at once (no callback),
- * ORDO_PENDING when queued (cb runs exactly once, on an engine thread, with 0
- * or a negative code), or a negative code (no callback). The callback must not
- * block; it may call ordo_unlock_all and ordo_lock_all_async on the same txn.
- * Until the callback has run, the txn accepts only ordo_cancel.
+ * ORDO_PENDING when queued (cb runs exactly once, with 0 or a negative code,
+ * on the thread that made the outcome: a releaser, the engine's timer
+ * thread, or a canceller, and never with an engine lock held), or a negative
+ * code (no callback). A txn may mix this form with the blocking ones freely.
+ * The callback must not block; it may call any function on its txn
+ * (ordo_unlock_all, ordo_lock_all_async, ordo_txn_end...). Until it has run,
+ * the txn accepts only ordo_cancel and ordo_txn_end, from any thread.
+ * ordo_txn_end of a txn whose request is pending cancels it: the callback
+ * runs with ORDO_ECANCELED before ordo_txn_end returns, or, if the outcome is
+ * being delivered on another thread at that moment, ordo_txn_end waits until
+ * that callback has returned. Called from inside the callback, the txn is
+ * freed once the callback returns. Either way the callback never runs after
+ * ordo_txn_end has returned.
  */
 typedef void (*ordo_done_cb)(ordo_txn_t *t, int status, void *arg);
 ORDO_EXTERN int ordo_lock_all_async(ordo_txn_t *t, const ordo_req_t *reqs,
@@ -289,7 +305,9 @@ ORDO_EXTERN int ordo_unlock_all(ordo_txn_t *t);
  */
 ORDO_EXTERN int ordo_cancel(ordo_txn_t *t);
 
-/* How many times the txn holds key (0 if not); *mode gets the mode held. */
+/* How many times the txn holds key (0 if not); *mode gets the mode held. A
+ * txn may hold one key at most INT32_MAX times: one more lock of it fails
+ * with ORDO_ELIMIT, taking nothing. */
 ORDO_EXTERN int ordo_held(ordo_txn_t *t, const void *key, size_t len,
                           ordo_mode_t *mode);
 /* The fencing token of the grant under which the txn holds key. */
