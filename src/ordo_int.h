@@ -36,8 +36,15 @@ void ordo__assert_fail(const char *expr, const char *file, int line);
 
 /* ---- Clock (src/core/clock.c) ------------------------------------------ */
 
-/* Nanoseconds on CLOCK_MONOTONIC. */
+/* Nanoseconds on CLOCK_MONOTONIC, or on the manual clock. */
 uint64_t ordo__now_ns(void);
+/* The manual clock (tests/model): set on before any place is opened, then
+ * only advanced. While it is on, no engine starts its timer thread (the
+ * tester runs ordo__table_tick), and a blocking wait's deadline is kept by
+ * that tick, not by the waiting thread. */
+bool ordo__clock_manual(void);
+void ordo__clock_set_manual(uint64_t start_ns);
+void ordo__clock_advance(uint64_t ns);
 #define ORDO_NO_DEADLINE UINT64_MAX
 /* The longest timeout with a deadline of its own (about 292 years): the
  * monotonic clock is below 2^63 ns (it counts from boot), so now plus this
@@ -141,6 +148,20 @@ typedef void (*ordo__hold_fn)(void *arg, const void *key, size_t len,
                               ordo_mode_t mode, uint64_t fence, unsigned count);
 void ordo__mem_each_hold(ordo_txn_t *t, ordo__hold_fn fn, void *arg);
 size_t ordo__mem_nholds(ordo_txn_t *t);
+
+/*
+ * The model-based tester's view of a mem:// place (tests/model; nothing
+ * else uses these). ordo__mem_before_retry, when set, runs on a poked
+ * waiter's thread before it tries its set again, so the tester can order
+ * those tries. ordo__mem_wait_state says where a blocking call of tx is:
+ * its W_* state (0 spinning or not waiting, 1 done, 2 asleep) with
+ * ORDO__MEM_POKED and ORDO__MEM_QUEUED or'ed in.
+ */
+enum { ORDO__MEM_SLEEP = 2, ORDO__MEM_POKED = 4, ORDO__MEM_QUEUED = 8 };
+extern void (*ordo__mem_before_retry)(ordo_txn_t *t);
+struct ordo__table *ordo__mem_table(ordo_t *o);
+uint64_t ordo__mem_owner_id(ordo_txn_t *t);
+int ordo__mem_wait_state(ordo_txn_t *t);
 
 /* Sorts reqs into the canonical order and merges duplicates (the strongest
  * mode wins) in place; returns the new count. */

@@ -270,12 +270,15 @@ mem_lock_wait(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   while (atomic_load_explicit(&t->wstate, memory_order_acquire) != W_DONE) {
     if (atomic_exchange(&t->poked, false)) {
       pthread_mutex_unlock(&t->mu);
+      if (ordo__mem_before_retry)
+        ordo__mem_before_retry(tx); /* the tester's turn (tests/model) */
       if (ordo__retry(&t->ow) == 0)
         return 0; /* granted by our own try: no event will come */
       pthread_mutex_lock(&t->mu);
       continue;
     }
-    if (deadline_ns == ORDO_NO_DEADLINE || expired) {
+    /* On the manual clock the engine's tick keeps the deadline. */
+    if (deadline_ns == ORDO_NO_DEADLINE || expired || ordo__clock_manual()) {
       pthread_cond_wait(&t->cv, &t->mu);
       continue;
     }
@@ -327,6 +330,28 @@ static int mem_cancel(ordo_txn_t *tx) {
 static int mem_held(ordo_txn_t *tx, const void *key, size_t len,
                     ordo_mode_t *mode, uint64_t *fence) {
   return ordo__held(&mt(tx)->ow, key, len, mode, fence);
+}
+
+/* ---- The model-based tester's view (tests/model) ------------------------ */
+
+void (*ordo__mem_before_retry)(ordo_txn_t *t);
+
+struct ordo__table *ordo__mem_table(ordo_t *o) {
+  return ((mem_place *)o)->tab;
+}
+
+uint64_t ordo__mem_owner_id(ordo_txn_t *tx) {
+  return mt(tx)->ow.id;
+}
+
+int ordo__mem_wait_state(ordo_txn_t *tx) {
+  mem_txn *t = mt(tx);
+  int st = atomic_load_explicit(&t->wstate, memory_order_acquire);
+  if (atomic_load_explicit(&t->poked, memory_order_acquire))
+    st |= ORDO__MEM_POKED;
+  if (atomic_load_explicit(&t->ow.state, memory_order_acquire) == ORDO__WAITING)
+    st |= ORDO__MEM_QUEUED;
+  return st;
 }
 
 void ordo__mem_each_hold(ordo_txn_t *tx, ordo__hold_fn fn, void *arg) {

@@ -2,18 +2,39 @@
  * clock.c -- monotonic time, deadlines, a per-thread random generator and
  * the log2 histogram bucket. See README.md.
  *
- * Interface: ordo__now_ns, ordo__rand64,
- * ordo__hist_bucket, ordo_hist_quantile.
+ * Interface: ordo__now_ns, ordo__clock_manual, ordo__clock_set_manual,
+ * ordo__clock_advance, ordo__rand64, ordo__hist_bucket, ordo_hist_quantile.
  */
 #include "ordo_int.h"
 
 #include <pthread.h>
 #include <time.h>
 
+/* The manual clock of the model-based tester (tests/model): while on, time
+ * is what the tester says, so nothing sleeps and every run replays. Set
+ * once before any table exists; the cost when off is one relaxed load. */
+static _Atomic bool manual;
+static _Atomic uint64_t manual_ns;
+
 uint64_t ordo__now_ns(void) {
+  if (atomic_load_explicit(&manual, memory_order_relaxed))
+    return atomic_load_explicit(&manual_ns, memory_order_acquire);
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+bool ordo__clock_manual(void) {
+  return atomic_load_explicit(&manual, memory_order_relaxed);
+}
+
+void ordo__clock_set_manual(uint64_t start_ns) {
+  atomic_store_explicit(&manual_ns, start_ns, memory_order_release);
+  atomic_store_explicit(&manual, true, memory_order_release);
+}
+
+void ordo__clock_advance(uint64_t ns) {
+  atomic_fetch_add_explicit(&manual_ns, ns, memory_order_acq_rel);
 }
 
 uint64_t ordo__rand64(void) {

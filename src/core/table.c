@@ -884,10 +884,78 @@ static void *timer_main(void *arg) {
   return NULL;
 }
 
+/*
+ * ordo__table_tick -- on the manual clock, what the timer thread would do
+ * by now: every alarm due, in the order of its time (deadlines, delayed
+ * checks, long-wait logs), then the sweep if one is due. Returns how many
+ * alarms it ran. The events fire before it returns, on the caller's thread.
+ */
+int ordo__table_tick(ordo__table *tab) {
+  int n = 0;
+  for (;;) {
+    ordo__owner *fire = NULL;
+    pthread_mutex_lock(&tab->wait_mu);
+    pthread_mutex_lock(&tab->timer_mu);
+    uint64_t now = ordo__now_ns();
+    ordo__owner *w = NULL;
+    if (tab->nheap && tab->heap[0]->alarm_ns <= now) {
+      w = tab->heap[0];
+      heap_remove(tab, w);
+    }
+    bool sweep = !w && tab->opts.sweep_ms > 0 && tab->next_sweep_ns <= now;
+    if (sweep)
+      tab->next_sweep_ns = now + (uint64_t)tab->opts.sweep_ms * 1000000u;
+    pthread_mutex_unlock(&tab->timer_mu);
+    if (w)
+      alarm_due(tab, w, &fire);
+    if (sweep)
+      ordo__detect_sweep(tab, &fire);
+    pthread_mutex_unlock(&tab->wait_mu);
+    fire_all(fire);
+    ordo__detect_deliver(tab);
+    if (!w)
+      return n;
+    n++;
+  }
+}
+
+/*
+ * ordo__table_snapshot -- every lock with a holder or a waiter, for the
+ * tester: fn(arg, key, len, holders, nholders, queue, nqueue), holders as
+ * (owner id, mode, count) and the queue in order as (owner id, mode),
+ * under wait_mu and each stripe in turn. fn must not call into the engine.
+ */
+void ordo__table_snapshot(ordo__table *tab, ordo__snap_fn fn, void *arg) {
+  enum { MAX = 256 };
+  ordo__snap_item hs[MAX], qs[MAX];
+  pthread_mutex_lock(&tab->wait_mu);
+  for (unsigned s = 0; s < tab->opts.stripes; s++) {
+    ordo__stripe *st = &tab->stripe[s];
+    pthread_mutex_lock(&st->mu);
+    ordo__bview *bk = stripe_bk(st);
+    for (uint32_t b = 0; b < bk->n; b++) {
+      for (ordo__lock *l = atomic_load_explicit(&bk->slot[b], RELAXED); l;
+           l = next_of(l)) {
+        inflate(st, l); /* a fast-path holder is listed from now on */
+        if (l->listed || (!l->holders && !l->qhead))
+          continue;
+        size_t nh = 0, nq = 0;
+        for (ordo__hold *h = l->holders; h && nh < MAX; h = h->lnext)
+          hs[nh++] = (ordo__snap_item){h->owner->id, h->mode, h->count};
+        for (ordo__entry *e = l->qhead; e && nq < MAX; e = e->qnext)
+          qs[nq++] = (ordo__snap_item){e->owner->id, e->mode, 0};
+        fn(arg, l->key, l->klen, hs, nh, qs, nq);
+      }
+    }
+    pthread_mutex_unlock(&st->mu);
+  }
+  pthread_mutex_unlock(&tab->wait_mu);
+}
+
 /* Starts the timer thread once (caller holds timer_mu). */
 static bool timer_start(ordo__table *tab) {
-  if (tab->timer_started)
-    return true;
+  if (tab->timer_started || ordo__clock_manual())
+    return true; /* on the manual clock the tester ticks (ordo__table_tick) */
   if (pthread_create(&tab->timer_thr, NULL, timer_main, tab) != 0)
     return false;
   tab->timer_started = true;
@@ -1260,7 +1328,9 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
     ADD(tab->waited, 1);
     ADD(tab->waiting, 1);
     waiting_add(tab, w);
-    w->use_timer = use_timer;
+    /* On the manual clock the tick keeps every deadline, a blocking
+     * wait's too: its thread then sleeps without one (src/backend/mem.c). */
+    w->use_timer = use_timer || ordo__clock_manual();
     w->pokeable = !use_timer;
     w->checked = false;
     w->logged = false;

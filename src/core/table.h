@@ -133,8 +133,12 @@ struct ordo__owner {
   /* Detection and alarms; under wait_mu while waiting. */
   ordo__owner *wprev, *wnext; /* the table's list of waiting owners */
   uint64_t visit;             /* search epoch that last reached it */
-  uint64_t alarm_ns;          /* the timer heap's key: the next due time */
-  uint64_t dl_edge_ns;        /* when the cycle that made it a victim closed */
+  /* The resolution (src/detect) that last reached it from the blocked
+   * owner, and that found it reaching that owner: both that resolution's
+   * number when it is in the blocked owner's strongly connected part. */
+  uint64_t reach_f, reach_b;
+  uint64_t alarm_ns;     /* the timer heap's key: the next due time */
+  uint64_t dl_edge_ns;   /* when the cycle that made it a victim closed */
   bool use_timer;        /* asynchronous: the timer enforces its deadline */
   bool checked;          /* delayed detection has run for this wait */
   bool logged;           /* this wait was logged as long */
@@ -226,6 +230,20 @@ void ordo__owner_each_hold(ordo__owner *w, ordo__hold_fn fn, void *arg);
 size_t ordo__owner_nholds(ordo__owner *w);
 
 void ordo__table_stats(ordo__table *tab, ordo_stats_t *out);
+
+/* The tester's view (tests/model): ordo__table_tick runs what is due on the
+ * manual clock; ordo__table_snapshot lists every lock with holders or
+ * waiters. */
+typedef struct ordo__snap_item {
+  uint64_t owner;
+  int mode;
+  uint32_t count; /* holders only */
+} ordo__snap_item;
+typedef void (*ordo__snap_fn)(void *arg, const uint8_t *key, size_t len,
+                              const ordo__snap_item *holders, size_t nholders,
+                              const ordo__snap_item *queue, size_t nqueue);
+int ordo__table_tick(ordo__table *tab);
+void ordo__table_snapshot(ordo__table *tab, ordo__snap_fn fn, void *arg);
 void ordo__table_dump(ordo__table *tab, int fd);
 int ordo__table_graph(ordo__table *tab, int fd, ordo_graph_fmt_t fmt);
 int ordo__table_deadlocks(ordo__table *tab, ordo_deadlock_t *out, size_t max);

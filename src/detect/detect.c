@@ -64,6 +64,7 @@ typedef struct dsnap {
   ordo__lock *lock;
   size_t begin, n;
   bool reordered; /* its flag before the search */
+  bool changed;   /* the order the search kept differs from this one */
 } dsnap;
 
 typedef struct ordo__detect {
@@ -88,6 +89,8 @@ typedef struct ordo__detect {
   ordo__entry **snap;  /* SNAP_ENTRIES */
   ordo__entry **order; /* SNAP_ENTRIES: one queue's new order */
   uint8_t *placed;     /* SNAP_ENTRIES */
+  ordo__owner **work;  /* MAX_FRAMES: the reach of the blocked owner */
+  uint64_t scc_id;     /* the current resolution's number */
   dedge *branch;       /* MAX_CONSTRAINTS * CYCLE_MAX */
   ordo__owner **bfrom; /* MAX_CONSTRAINTS * CYCLE_MAX */
   unsigned tests;
@@ -126,6 +129,7 @@ int ordo__detect_create(ordo__table *tab) {
   d->snap = malloc(SNAP_ENTRIES * sizeof *d->snap);
   d->order = malloc(SNAP_ENTRIES * sizeof *d->order);
   d->placed = malloc(SNAP_ENTRIES);
+  d->work = malloc(MAX_FRAMES * sizeof *d->work);
   d->branch = malloc(MAX_CONSTRAINTS * CYCLE_MAX * sizeof *d->branch);
   d->bfrom = malloc(MAX_CONSTRAINTS * CYCLE_MAX * sizeof *d->bfrom);
   d->ring_cap = tab->opts.deadlock_history ? tab->opts.deadlock_history : 1;
@@ -136,7 +140,7 @@ int ordo__detect_create(ordo__table *tab) {
   atomic_init(&d->alarm_pending, false);
   tab->det = d;
   if (!d->arena || !d->frames || !d->ring || !d->bucket || !d->snap ||
-      !d->order || !d->placed || !d->branch || !d->bfrom)
+      !d->order || !d->placed || !d->branch || !d->bfrom || !d->work)
     return ORDO_ENOMEM;
   return 0;
 }
@@ -150,6 +154,7 @@ void ordo__detect_destroy(ordo__table *tab) {
   free(d->snap);
   free(d->order);
   free(d->placed);
+  free(d->work);
   free(d->branch);
   free(d->bfrom);
   free(d->ring);
@@ -421,7 +426,7 @@ static dsnap *snap_of(ordo__detect *d, ordo__lock *l) {
   if (d->nsnap + n > SNAP_ENTRIES)
     return NULL;
   dsnap *sn = &d->snaps[d->nsnaps++];
-  *sn = (dsnap){l, d->nsnap, n, l->reordered != 0};
+  *sn = (dsnap){l, d->nsnap, n, l->reordered != 0, false};
   for (ordo__entry *e = l->qhead; e; e = e->qnext)
     d->snap[d->nsnap++] = e;
   return sn;
@@ -478,6 +483,7 @@ static bool apply_one(ordo__table *tab, ordo__detect *d, const dsnap *sn) {
     d->order[out++] = d->snap[sn->begin + k];
   }
   relink(tab, sn->lock, d->order, sn->n, sn->reordered || moved);
+  ((dsnap *)sn)->changed = moved;
   return true;
 }
 
@@ -490,6 +496,53 @@ static void restore_all(ordo__table *tab, ordo__detect *d) {
 }
 
 static bool dfs(ordo__table *tab, ordo__detect *d, ordo__owner *root);
+static bool expand(ordo__table *tab, ordo__detect *d, ordo__owner *u,
+                   size_t *pos);
+static bool expand_back(ordo__detect *d, ordo__owner *u, size_t *pos,
+                        bool hard_only);
+
+/*
+ * scc_of -- marks the owners in w's strongly connected part of the graph:
+ * those w reaches (reach_f) that also reach w (reach_b). Before w blocked
+ * the graph had no cycle (invariant 2), so every cycle runs through w and
+ * lies in this part; the reorder search moves back only its members, so an
+ * owner off every cycle is never overtaken. Bounded by the search's
+ * memory, like the searches: an owner past it counts as off the part.
+ */
+static void scc_of(ordo__table *tab, ordo__detect *d, ordo__owner *w) {
+  uint64_t id = ++d->scc_id;
+  for (int back = 0; back < 2; back++) {
+    new_epoch(d); /* expand's pruning skips no one in a fresh epoch */
+    size_t nw = 0;
+    d->work[nw++] = w;
+    if (back)
+      w->reach_b = id;
+    else
+      w->reach_f = id;
+    for (size_t i = 0; i < nw; i++) {
+      ordo__owner *u = d->work[i];
+      if (!waiting(u))
+        continue; /* no out-edges; its in-edges make no cycle through w */
+      size_t pos = 0;
+      if (back)
+        expand_back(d, u, &pos, false);
+      else
+        expand(tab, d, u, &pos);
+      for (size_t k = 0; k < pos && nw < MAX_FRAMES; k++) {
+        ordo__owner *v = d->arena[k].to;
+        uint64_t *mark = back ? &v->reach_b : &v->reach_f;
+        if (*mark != id) {
+          *mark = id;
+          d->work[nw++] = v;
+        }
+      }
+    }
+  }
+}
+
+static bool in_scc(const ordo__detect *d, const ordo__owner *u) {
+  return u->reach_f == d->scc_id && u->reach_b == d->scc_id;
+}
 
 /* Is there any cycle among the waiting owners (one epoch over them all)?
  * Before the search the only cycles run through the owner that just
@@ -549,7 +602,8 @@ static bool search(ordo__table *tab, ordo__detect *d, size_t depth) {
     bool dup = false;
     for (size_t c = 0; c < d->ncon; c++)
       dup |= d->con[c].a == a && d->con[c].b == b;
-    if (dup || !snap_of(d, br[i].lock))
+    /* Only a member of the blocked owner's part is moved back. */
+    if (dup || !in_scc(d, b->owner) || !snap_of(d, br[i].lock))
       continue;
     d->con[d->ncon++] = (dcon){br[i].lock, a, b};
     if (search(tab, d, depth - 1))
@@ -565,9 +619,16 @@ static bool search(ordo__table *tab, ordo__detect *d, size_t depth) {
  * orders leave no cycle. On success the queues keep that order and those
  * whose waiters moved up are woken; on failure every queue is as it was.
  */
-static bool reorder(ordo__table *tab, ordo__detect *d, ordo__owner **fire) {
+static int snap_key_cmp(const void *x, const void *y) {
+  const ordo__lock *a = ((const dsnap *)x)->lock, *b = ((const dsnap *)y)->lock;
+  return ordo_key_cmp(a->key, a->klen, b->key, b->klen);
+}
+
+static bool reorder(ordo__table *tab, ordo__detect *d, ordo__owner *w,
+                    ordo__owner **fire) {
   d->ncon = d->nsnaps = d->nsnap = 0;
   d->tests = 0;
+  scc_of(tab, d, w);
   /* Depth 0 would test the queues as they are: the cycle is there. */
   dedge first[CYCLE_MAX];
   ordo__owner *ffrom[CYCLE_MAX];
@@ -581,7 +642,7 @@ static bool reorder(ordo__table *tab, ordo__detect *d, ordo__owner **fire) {
         continue;
       ordo__entry *a = entry_on(ffrom[i], first[i].lock);
       ordo__entry *b = entry_on(first[i].to, first[i].lock);
-      if (NEVER(!a || !b) || !snap_of(d, first[i].lock))
+      if (NEVER(!a || !b) || !in_scc(d, b->owner) || !snap_of(d, first[i].lock))
         continue;
       d->ncon = 0;
       d->con[d->ncon++] = (dcon){first[i].lock, a, b};
@@ -596,9 +657,12 @@ static bool reorder(ordo__table *tab, ordo__detect *d, ordo__owner **fire) {
     return false;
   }
   ADD(tab->reorders, (uint64_t)d->ncon);
-  /* Waiters that moved up may be grantable now. */
+  /* Waiters that moved up may be grantable now: the queues whose order
+   * changed are woken in the canonical order of their keys, so the
+   * outcome does not depend on which the search touched first. */
+  qsort(d->snaps, d->nsnaps, sizeof *d->snaps, snap_key_cmp);
   for (size_t i = 0; i < d->nsnaps; i++)
-    if (d->snaps[i].lock->qhead)
+    if (d->snaps[i].changed && d->snaps[i].lock->qhead)
       ordo__wake_queue(tab, d->snaps[i].lock, fire);
   return true;
 }
@@ -814,7 +878,7 @@ static void resolve(ordo__table *tab, ordo__detect *d, ordo__owner *w,
     if (!hard_cycle_through(tab, d, w)) {
       if (!cycle_through(tab, d, w))
         return;
-      if (reorder(tab, d, fire))
+      if (reorder(tab, d, w, fire))
         return;
       /* No order found: a member that holds nothing moves back, which
        * always breaks its cycle; else someone is aborted. */
