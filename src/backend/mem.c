@@ -7,6 +7,7 @@
  * Interface: ordo__backend_mem.
  */
 #include "core/fast.h"
+#include "ordo_tsa.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -50,7 +51,7 @@ typedef struct mem_txn {
    * (lock order wait_mu -> mu), so the waiter never holds mu while it
    * calls into the engine.
    */
-  pthread_mutex_t mu;
+  ordo__mutex mu;
   pthread_cond_t cv;
   _Atomic int wstate; /* W_*: written by the waiter and the event */
   _Atomic bool poked; /* a poke came: try again */
@@ -98,7 +99,7 @@ static int mem_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
   t->base.id = atomic_fetch_add(&p->next_id, 1);
   ordo__owner_init(p->tab, &t->ow, t->base.id, priority);
   t->ow.on_free = mem_txn_free;
-  pthread_mutex_init(&t->mu, NULL);
+  ordo__mutex_init(&t->mu);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -110,7 +111,7 @@ static int mem_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
 
 static void mem_txn_free(ordo__owner *w) {
   mem_txn *t = (mem_txn *)((char *)w - offsetof(mem_txn, ow));
-  pthread_mutex_destroy(&t->mu);
+  ordo__mutex_destroy(&t->mu);
   pthread_cond_destroy(&t->cv);
   free(t);
 }
@@ -137,9 +138,9 @@ static void mem_wake(ordo__owner *w, int status, void *arg) {
      * (sequentially consistent), so one of them sees the other. */
     atomic_store(&t->poked, true);
     if (atomic_load(&t->wstate) == W_SLEEP) {
-      pthread_mutex_lock(&t->mu);
+      ordo__mutex_lock(&t->mu);
       pthread_cond_signal(&t->cv);
-      pthread_mutex_unlock(&t->mu);
+      ordo__mutex_unlock(&t->mu);
     }
     return;
   }
@@ -149,10 +150,10 @@ static void mem_wake(ordo__owner *w, int status, void *arg) {
                                               memory_order_acq_rel,
                                               memory_order_acquire))
     return; /* the waiter goes on; t stays until fire_all is done with it */
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   atomic_store_explicit(&t->wstate, W_DONE, memory_order_release);
   pthread_cond_signal(&t->cv);
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
 }
 
 /*
@@ -261,41 +262,41 @@ mem_lock_wait(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   if (rc != ORDO_PENDING)
     return rc;
   bool expired = false;
-  pthread_mutex_lock(&t->mu);
+  ordo__mutex_lock(&t->mu);
   int expect = W_SPIN;
   if (!atomic_compare_exchange_strong(&t->wstate, &expect, W_SLEEP)) {
-    pthread_mutex_unlock(&t->mu); /* the event came meanwhile */
+    ordo__mutex_unlock(&t->mu); /* the event came meanwhile */
     return t->status;
   }
   while (atomic_load_explicit(&t->wstate, memory_order_acquire) != W_DONE) {
     if (atomic_exchange(&t->poked, false)) {
-      pthread_mutex_unlock(&t->mu);
+      ordo__mutex_unlock(&t->mu);
       if (ordo__mem_before_retry)
         ordo__mem_before_retry(tx); /* the tester's turn (tests/model) */
       if (ordo__retry(&t->ow) == 0)
         return 0; /* granted by our own try: no event will come */
-      pthread_mutex_lock(&t->mu);
+      ordo__mutex_lock(&t->mu);
       continue;
     }
     /* On the manual clock the engine's tick keeps the deadline. */
     if (deadline_ns == ORDO_NO_DEADLINE || expired || ordo__clock_manual()) {
-      pthread_cond_wait(&t->cv, &t->mu);
+      ordo__cond_wait(&t->cv, &t->mu);
       continue;
     }
     struct timespec ts = {(time_t)(deadline_ns / 1000000000u),
                           (long)(deadline_ns % 1000000000u)};
-    if (pthread_cond_timedwait(&t->cv, &t->mu, &ts) == ETIMEDOUT &&
+    if (ordo__cond_timedwait(&t->cv, &t->mu, &ts) == ETIMEDOUT &&
         atomic_load_explicit(&t->wstate, memory_order_acquire) != W_DONE) {
       /* Our deadline: end the wait ourselves. If a grant or a cancel won
        * the race, its event is on its way and we wait for it. */
-      pthread_mutex_unlock(&t->mu);
+      ordo__mutex_unlock(&t->mu);
       ordo__abort_wait(&t->ow, ORDO_ETIMEDOUT);
-      pthread_mutex_lock(&t->mu);
+      ordo__mutex_lock(&t->mu);
       expired = true;
     }
   }
   rc = t->status;
-  pthread_mutex_unlock(&t->mu);
+  ordo__mutex_unlock(&t->mu);
   return rc;
 }
 

@@ -8,6 +8,7 @@
 #define ORDO_CORE_TABLE_INT_H
 
 #include "core/table.h"
+#include "ordo_tsa.h"
 
 /*
  * A lock object. It is what a held lock costs (with one ordo__hold), so it is
@@ -93,6 +94,11 @@ typedef struct ordo__stripe {
    * path loads bk and the chains it points at. A stripe's mutex is taken
    * after the table's wait_mu and before any stripe with a larger number.
    */
+  /* A plain pthread mutex, out of the thread-safety analysis' sight
+   * (src/ordo_tsa.h): the slow paths take stripes as a set, in increasing
+   * stripe number (lock_stripes), an order the data decides and the
+   * analysis cannot express; the functions that need one say so in their
+   * comments, and TSan and the Promela models (README.md) watch them. */
   _Alignas(64) pthread_mutex_t mu;
   _Atomic(ordo__bview *) bk;
   uint32_t nlock;
@@ -122,7 +128,7 @@ struct ordo__table {
    * of the owners that ended (fast_acq, fast_rel: written under it, read
    * anywhere). It is a leaf: nothing is taken while it is held.
    */
-  pthread_mutex_t own_mu;
+  ordo__mutex own_mu;
   ordo__owner *ohead;
   _Atomic uint64_t fast_acq, fast_rel;
 
@@ -132,7 +138,7 @@ struct ordo__table {
    * state of every waiting owner, and the counters below. It is the first
    * engine lock any thread takes; see the lock order at the top of file.
    */
-  pthread_mutex_t wait_mu;
+  ordo__mutex wait_mu;
   _Atomic uint64_t acquired_w, waited, timeouts, canceled, limits, wakeups,
       pokes, waiting, max_wait_us, deadlocks;
   _Atomic uint64_t wait_hist[ORDO_HIST_BUCKETS];
@@ -149,7 +155,7 @@ struct ordo__table {
    * timer_mu guards the deadline heap and the timer thread's state. It is
    * taken after wait_mu, never with a stripe mutex held.
    */
-  pthread_mutex_t timer_mu;
+  ordo__mutex timer_mu;
   pthread_cond_t timer_cv;
   ordo__owner **heap; /* waiting owners by alarm_ns */
   size_t nheap, capheap;
@@ -282,26 +288,29 @@ static inline ordo__entry *ordo__held_queue(const ordo__hold *h) {
 /* Ends w's wait with status (see abort_locked); false if it was not
  * waiting. */
 bool ordo__abort_locked(ordo__table *tab, ordo__owner *w, int status,
-                        ordo__owner **fire);
+                        ordo__owner **fire) ORDO_REQUIRES(tab->wait_mu);
 /* Releases every hold of a waiting owner, newest first, waking the waiters
  * each release can serve. */
 void ordo__release_holds_locked(ordo__table *tab, ordo__owner *w,
-                                ordo__owner **fire);
+                                ordo__owner **fire) ORDO_REQUIRES(tab->wait_mu);
 /* Grants or pokes the waiters of l that can go now. */
-void ordo__wake_queue(ordo__table *tab, ordo__lock *l, ordo__owner **fire);
+void ordo__wake_queue(ordo__table *tab, ordo__lock *l, ordo__owner **fire)
+    ORDO_REQUIRES(tab->wait_mu);
 
 /* Provided by src/detect/detect.c. */
 int ordo__detect_create(ordo__table *tab);
 void ordo__detect_destroy(ordo__table *tab);
 /* A txn just blocked (caller holds wait_mu): find and resolve the cycles
  * through w. */
-void ordo__detect_on_block(ordo__table *tab, ordo__owner *w,
-                           ordo__owner **fire);
+void ordo__detect_on_block(ordo__table *tab, ordo__owner *w, ordo__owner **fire)
+    ORDO_REQUIRES(tab->wait_mu);
 /* Searches from every waiting owner (caller holds wait_mu). */
-void ordo__detect_sweep(ordo__table *tab, ordo__owner **fire);
+void ordo__detect_sweep(ordo__table *tab, ordo__owner **fire)
+    ORDO_REQUIRES(tab->wait_mu);
 /* Logs w's wait with its holders and waiters (caller holds wait_mu). */
-void ordo__detect_log_wait(ordo__table *tab, ordo__owner *w);
+void ordo__detect_log_wait(ordo__table *tab, ordo__owner *w)
+    ORDO_REQUIRES(tab->wait_mu);
 /* Delivers the records and alarms queued under wait_mu (no lock held). */
-void ordo__detect_deliver(ordo__table *tab);
+void ordo__detect_deliver(ordo__table *tab) ORDO_EXCLUDES(tab->wait_mu);
 
 #endif

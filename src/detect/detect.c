@@ -625,7 +625,7 @@ static int snap_key_cmp(const void *x, const void *y) {
 }
 
 static bool reorder(ordo__table *tab, ordo__detect *d, ordo__owner *w,
-                    ordo__owner **fire) {
+                    ordo__owner **fire) ORDO_REQUIRES(tab->wait_mu) {
   d->ncon = d->nsnaps = d->nsnap = 0;
   d->tests = 0;
   scc_of(tab, d, w);
@@ -679,7 +679,8 @@ static bool worse(const ordo__table *tab, ordo__owner *a, ordo__owner *b,
                   ordo_victim_t policy);
 
 static bool move_back_nothing_holder(ordo__table *tab, ordo__detect *d,
-                                     ordo__owner **fire) {
+                                     ordo__owner **fire)
+    ORDO_REQUIRES(tab->wait_mu) {
   ordo__owner *m = NULL;
   for (size_t i = 0; i < d->ncycle; i++) {
     ordo__owner *u = d->cfrom[i];
@@ -866,7 +867,8 @@ static void record(ordo__table *tab, ordo__detect *d, ordo__owner *victim,
  * which loses its wait and every lock it holds before its event fires.
  */
 static void resolve(ordo__table *tab, ordo__detect *d, ordo__owner *w,
-                    bool by_sweep, ordo__owner **fire) {
+                    bool by_sweep, ordo__owner **fire)
+    ORDO_REQUIRES(tab->wait_mu) {
   bool soft = false;
   for (size_t i = 0; i < d->ncycle; i++)
     soft |= d->cedge[i].soft;
@@ -1016,7 +1018,7 @@ void ordo__detect_deliver(ordo__table *tab) {
       !atomic_load_explicit(&d->alarm_pending, memory_order_relaxed))
     return;
   char classes[sizeof d->classes];
-  pthread_mutex_lock(&tab->wait_mu);
+  ordo__mutex_lock(&tab->wait_mu);
   /* Take the whole queue: each record goes to exactly one deliverer. */
   size_t n = atomic_load_explicit(&d->npending, memory_order_relaxed);
   ordo_deadlock_t *local = d->pending;
@@ -1031,7 +1033,7 @@ void ordo__detect_deliver(ordo__table *tab) {
   memcpy(classes, d->classes, sizeof classes);
   ordo_alarm_cb acb = d->acb;
   void *acb_arg = d->acb_arg;
-  pthread_mutex_unlock(&tab->wait_mu);
+  ordo__mutex_unlock(&tab->wait_mu);
   for (size_t i = 0; cb && i < n; i++)
     cb(&local[i], cb_arg);
   free(local);
@@ -1049,29 +1051,29 @@ void ordo__detect_deliver(ordo__table *tab) {
 
 int ordo__table_deadlocks(ordo__table *tab, ordo_deadlock_t *out, size_t max) {
   ordo__detect *d = tab->det;
-  pthread_mutex_lock(&tab->wait_mu);
+  ordo__mutex_lock(&tab->wait_mu);
   size_t n = d->ring_n < max ? d->ring_n : max;
   /* Oldest first among the newest n. */
   for (size_t i = 0; i < n; i++) {
     size_t idx = (d->ring_next + d->ring_cap - n + i) % d->ring_cap;
     out[i] = d->ring[idx];
   }
-  pthread_mutex_unlock(&tab->wait_mu);
+  ordo__mutex_unlock(&tab->wait_mu);
   return (int)n;
 }
 
 void ordo__table_on_deadlock(ordo__table *tab, ordo_deadlock_cb cb, void *arg) {
-  pthread_mutex_lock(&tab->wait_mu);
+  ordo__mutex_lock(&tab->wait_mu);
   tab->det->cb = cb;
   tab->det->cb_arg = arg;
-  pthread_mutex_unlock(&tab->wait_mu);
+  ordo__mutex_unlock(&tab->wait_mu);
 }
 
 void ordo__table_on_alarm(ordo__table *tab, ordo_alarm_cb cb, void *arg) {
-  pthread_mutex_lock(&tab->wait_mu);
+  ordo__mutex_lock(&tab->wait_mu);
   tab->det->acb = cb;
   tab->det->acb_arg = arg;
-  pthread_mutex_unlock(&tab->wait_mu);
+  ordo__mutex_unlock(&tab->wait_mu);
 }
 
 /* ---- The graph dump ---------------------------------------------------------
@@ -1095,7 +1097,7 @@ int ordo__table_graph(ordo__table *tab, int fd, ordo_graph_fmt_t fmt) {
     return ORDO_EINVAL;
   }
   ordo__detect *d = tab->det;
-  pthread_mutex_lock(&tab->wait_mu);
+  ordo__mutex_lock(&tab->wait_mu);
   if (fmt == ORDO_GRAPH_DOT)
     fprintf(f, "digraph waitfor {\n  rankdir=LR;\n  node [shape=box];\n");
   else
@@ -1135,7 +1137,7 @@ int ordo__table_graph(ordo__table *tab, int fd, ordo_graph_fmt_t fmt) {
     }
     fprintf(f, "]}\n");
   }
-  pthread_mutex_unlock(&tab->wait_mu);
+  ordo__mutex_unlock(&tab->wait_mu);
   fclose(f);
   return 0;
 }
