@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 CMAKE_FLAGS ?=
 
-.PHONY: all build run test bench bootstrap format format-check clean install
+.PHONY: all build run test bench model bootstrap format format-check clean install
 
 all: build
 
@@ -29,6 +29,13 @@ test: bootstrap
 bench: bootstrap
 	@$(MAKE) --no-print-directory build
 	scripts/bench.sh $(if $(filter-out 0,$(PUBLISH)),--publish)
+
+# The model-based tester for 10^8 steps (tests/model/README.md), about 17
+# minutes; a failure prints its shrunk sequence and writes it to
+# $(BUILD)/tests/model-failure-*.txt.
+model: bootstrap
+	@$(MAKE) --no-print-directory build
+	cd $(BUILD)/tests && ./model_test --steps 100000000
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')

@@ -155,9 +155,15 @@ size_t ordo__mem_nholds(ordo_txn_t *t);
  * waiter's thread before it tries its set again, so the tester can order
  * those tries. ordo__mem_wait_state says where a blocking call of tx is:
  * its W_* state (0 spinning or not waiting, 1 done, 2 asleep) with
- * ORDO__MEM_POKED and ORDO__MEM_QUEUED or'ed in.
+ * ORDO__MEM_POKED, ORDO__MEM_QUEUED and ORDO__MEM_NAPPING (inside the
+ * condition wait at this moment) or'ed in.
  */
-enum { ORDO__MEM_SLEEP = 2, ORDO__MEM_POKED = 4, ORDO__MEM_QUEUED = 8 };
+enum {
+  ORDO__MEM_SLEEP = 2,
+  ORDO__MEM_POKED = 4,
+  ORDO__MEM_QUEUED = 8,
+  ORDO__MEM_NAPPING = 16 /* inside its condition wait right now */
+};
 extern void (*ordo__mem_before_retry)(ordo_txn_t *t);
 struct ordo__table *ordo__mem_table(ordo_t *o);
 uint64_t ordo__mem_owner_id(ordo_txn_t *t);

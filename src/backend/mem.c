@@ -53,10 +53,11 @@ typedef struct mem_txn {
    */
   ordo__mutex mu;
   pthread_cond_t cv;
-  _Atomic int wstate; /* W_*: written by the waiter and the event */
-  _Atomic bool poked; /* a poke came: try again */
-  int status;         /* written by the event before wstate becomes DONE */
-  ordo_done_cb ucb;   /* the async caller's callback, set before queueing */
+  _Atomic int wstate;   /* W_*: written by the waiter and the event */
+  _Atomic bool poked;   /* a poke came: try again */
+  _Atomic bool napping; /* inside the wait on cv now (the tester's view) */
+  int status;           /* written by the event before wstate becomes DONE */
+  ordo_done_cb ucb;     /* the async caller's callback, set before queueing */
   void *uarg;
 } mem_txn;
 
@@ -280,7 +281,9 @@ mem_lock_wait(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     }
     /* On the manual clock the engine's tick keeps the deadline. */
     if (deadline_ns == ORDO_NO_DEADLINE || expired || ordo__clock_manual()) {
+      atomic_store_explicit(&t->napping, true, memory_order_release);
       ordo__cond_wait(&t->cv, &t->mu);
+      atomic_store_explicit(&t->napping, false, memory_order_release);
       continue;
     }
     struct timespec ts = {(time_t)(deadline_ns / 1000000000u),
@@ -352,6 +355,8 @@ int ordo__mem_wait_state(ordo_txn_t *tx) {
     st |= ORDO__MEM_POKED;
   if (atomic_load_explicit(&t->ow.state, memory_order_acquire) == ORDO__WAITING)
     st |= ORDO__MEM_QUEUED;
+  if (atomic_load_explicit(&t->napping, memory_order_acquire))
+    st |= ORDO__MEM_NAPPING;
   return st;
 }
 

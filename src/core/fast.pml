@@ -283,6 +283,7 @@ inline release_all() {
   :: hb[t] & 2 ->
     atomic {
       o = myo[t * NK + 1];
+      myo[t * NK + 1] = 0;
       hb[t] = hb[t] & 1;
       nheld[1]--;
       release_cas(o)
@@ -294,6 +295,7 @@ inline release_all() {
   :: hb[t] & 1 ->
     atomic {
       o = myo[t * NK + 0];
+      myo[t * NK + 0] = 0;
       hb[t] = hb[t] & 2;
       nheld[0]--;
       release_cas(o)
@@ -499,6 +501,7 @@ inline evict() {
         assert(holder[o] == 0 && waiters[o] == 0); /* P4 */
         listed[o] = 0;
         chain[o] = 0;
+        okey[o] = NOKEY; /* (its bytes stay in the C; nobody reads them) */
         o = NO
       :: else -> adopting[o] = v - HOLD + 1 /* DEAD stands for ADOPTING */
       fi
@@ -516,8 +519,8 @@ inline evict() {
 }
 
 proctype thread(byte t) {
-  byte set, fo0, fo1, took, why, o, v, k;
-  bool slow, giving;
+  byte set, fo0, fo1, took, why, o, v, k, slow;
+  bool giving;
 end:
   do
   :: /* a lock_all of {A}, {B} or {A,B}: the fast path or the slow one */
@@ -575,14 +578,21 @@ end:
     (word[myo[t * NK + k]] == HOLD + t || holder[myo[t * NK + k]] == t + 1 || \
      adopting[myo[t * NK + k]] == t + 1)))
 
-#define INV \
-  (OBJ_OK(0) && OBJ_OK(1) && nheld[0] <= 1 && nheld[1] <= 1 && \
-   HOLD_OK(0, 0) && HOLD_OK(0, 1) && HOLD_OK(1, 0) && HOLD_OK(1, 1) && \
-   HOLD_OK(2, 0) && HOLD_OK(2, 1))
+/* P1: one believer per key. P2: every belief is a real hold. P3: the
+ * objects' words agree with their lists. */
+#define P1 (nheld[0] <= 1 && nheld[1] <= 1)
+#define P2(t) (HOLD_OK(t, 0) && HOLD_OK(t, 1))
+#define P3 (OBJ_OK(0) && OBJ_OK(1))
 
 proctype monitor() {
 end:
-  atomic { !INV -> assert(INV) }
+  if
+  :: atomic { !P1 -> assert(P1) }
+  :: atomic { !P2(0) -> assert(P2(0)) }
+  :: atomic { !P2(1) -> assert(P2(1)) }
+  :: atomic { !P2(2) -> assert(P2(2)) }
+  :: atomic { !P3 -> assert(P3) }
+  fi
 }
 
 init {

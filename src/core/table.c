@@ -636,7 +636,7 @@ static void grant_waiter(ordo__table *tab, ordo__owner *w, uint64_t *now)
 /* Marks an owner's outcome as on its way to its callback (caller holds
  * wait_mu and puts w on a fire list). */
 static void deliver_pending(ordo__owner *w) {
-  atomic_store_explicit(&w->deliver, ORDO__DELIVER_PENDING, RELAXED);
+  atomic_fetch_add_explicit(&w->deliver, ORDO__DELIVER_ONE, RELAXED);
 }
 
 enum { WAKE_NO, WAKE_GRANTED, WAKE_POKED };
@@ -705,14 +705,15 @@ void ordo__wake_queue(ordo__table *tab, ordo__lock *l, ordo__owner **fire) {
   }
 }
 
-/* This thread's identity, for an owner ended from inside its own event. */
-static _Thread_local char fire_marker;
+/* The owner whose outcome this thread is delivering now (its callback is
+ * running), for an owner ended from inside its own event. */
+static _Thread_local ordo__owner *delivering_now;
 
 /*
  * fire_all -- runs the events of a transition's fire list, with no engine
  * lock held. Each owner stays alive until its callback has returned:
- * ordo__owner_fini waits for ORDO__DELIVER_PENDING to clear (or, called
- * from inside the callback, leaves the freeing to the end of this loop).
+ * ordo__owner_fini waits for its deliveries to end (or, called from inside
+ * the callback, leaves the freeing to the last of them).
  */
 static void fire_all(ordo__owner *f) {
   while (f) {
@@ -726,12 +727,14 @@ static void fire_all(ordo__owner *f) {
       ordo__table *tab = f->tab;
       hist_add(tab->detect_hist, (ordo__now_ns() - f->dl_edge_ns) / 1000);
     }
-    atomic_store_explicit(&f->deliverer, &fire_marker, RELAXED);
+    ordo__owner *outer = delivering_now;
+    delivering_now = f;
     cb(f, st, arg);
-    atomic_store_explicit(&f->deliverer, NULL, RELAXED);
-    unsigned v = atomic_exchange_explicit(&f->deliver, 0, memory_order_acq_rel);
-    if (v & ORDO__DELIVER_END)
-      f->on_free(f); /* ended from inside its callback: freed now */
+    delivering_now = outer;
+    unsigned v = atomic_fetch_sub_explicit(&f->deliver, ORDO__DELIVER_ONE,
+                                           memory_order_acq_rel);
+    if (v == (ORDO__DELIVER_ONE | ORDO__DELIVER_END))
+      f->on_free(f); /* ended from inside a callback: the last one frees */
     f = next;
   }
 }
@@ -933,6 +936,9 @@ int ordo__table_tick(ordo__table *tab) {
  * tester: fn(arg, key, len, holders, nholders, queue, nqueue), holders as
  * (owner id, mode, count) and the queue in order as (owner id, mode),
  * under wait_mu and each stripe in turn. fn must not call into the engine.
+ * It changes nothing (no lock leaves the fast path), and a fast-path
+ * holder's record is read while its owner may be releasing it: call it only
+ * when every owner's thread is still (the tester's quiescent points).
  */
 void ordo__table_snapshot(ordo__table *tab, ordo__snap_fn fn, void *arg) {
   enum { MAX = 256 };
@@ -945,10 +951,19 @@ void ordo__table_snapshot(ordo__table *tab, ordo__snap_fn fn, void *arg) {
     for (uint32_t b = 0; b < bk->n; b++) {
       for (ordo__lock *l = atomic_load_explicit(&bk->slot[b], RELAXED); l;
            l = next_of(l)) {
-        inflate(st, l); /* a fast-path holder is listed from now on */
-        if (l->listed || (!l->holders && !l->qhead))
-          continue;
+        /* Looked at, not changed: a lock the fast path holds is reported
+         * from its hold record and left on the fast path (inflating it
+         * would move it to the slow path and change what is observed). */
+        uintptr_t fw = atomic_load_explicit(&l->fast, memory_order_acquire);
         size_t nh = 0, nq = 0;
+        if (fw >= ORDO__FAST_HOLD) {
+          const ordo__hold *h = (const ordo__hold *)fw;
+          hs[nh++] = (ordo__snap_item){h->owner->id, h->mode, h->count};
+          fn(arg, l->key, l->klen, hs, nh, qs, 0);
+          continue;
+        }
+        if (fw != ORDO__FAST_SLOW || l->listed || (!l->holders && !l->qhead))
+          continue;
         for (ordo__hold *h = l->holders; h && nh < MAX; h = h->lnext)
           hs[nh++] = (ordo__snap_item){h->owner->id, h->mode, h->count};
         for (ordo__entry *e = l->qhead; e && nq < MAX; e = e->qnext)
@@ -1131,14 +1146,13 @@ bool ordo__owner_fini(ordo__owner *w) {
      * before our abort could end the wait: let its callback return first,
      * since fire_all reads w until then (unless that callback is the one
      * running this: then fire_all frees w when it returns). The transition
-     * set DELIVER_PENDING under wait_mu, which abort_wait took after it. */
-    while (atomic_load_explicit(&w->deliver, memory_order_acquire) &
-           ORDO__DELIVER_PENDING) {
-      if (atomic_load_explicit(&w->deliverer, RELAXED) == &fire_marker) {
-        inside = true;
-        break;
-      }
-      sched_yield();
+     * counted its delivery under wait_mu, which abort_wait took after it. */
+    if (delivering_now == w) {
+      inside = true; /* the callback running this one cannot be waited */
+    } else {
+      while (atomic_load_explicit(&w->deliver, memory_order_acquire) >=
+             ORDO__DELIVER_ONE)
+        sched_yield();
     }
     /* The callback may have asked again: cancel that request too. */
     if (inside ||
@@ -1363,7 +1377,7 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
       /* No event for a call that fails: drop w from the fire list. */
       ORDO_ASSERT(fire == w);
       fire = w->fire_next;
-      atomic_store_explicit(&w->deliver, 0, RELAXED);
+      atomic_fetch_sub_explicit(&w->deliver, ORDO__DELIVER_ONE, RELAXED);
       ordo__mutex_unlock(&tab->wait_mu);
       fire_all(fire);
       return ORDO_ENOMEM;

@@ -112,14 +112,14 @@ struct ordo__owner {
     ordo__lock *lock;
   } hint[ORDO__HINTS];
   ordo__owner *fire_next; /* a transition's local list of events to fire */
-  /* An outcome on its way to the callback: ORDO__DELIVER_PENDING is set
-   * under wait_mu by the transition that puts the owner on a fire list,
-   * and cleared by fire_all once the callback has returned, so
-   * ordo__owner_fini can wait it out; ORDO__DELIVER_END says fini ran from
-   * inside that callback, and fire_all then calls on_free. deliverer is
-   * the delivering thread (its fire_marker) while the callback runs. */
+  /* Outcomes on their way to the callback: each transition that puts the
+   * owner on a fire list (under wait_mu) adds ORDO__DELIVER_ONE, and
+   * fire_all takes it off once the callback has returned, so
+   * ordo__owner_fini can wait them out. A count, not a flag: a callback
+   * may start a request whose outcome another thread delivers before the
+   * first delivery is done. ORDO__DELIVER_END says fini ran from inside a
+   * callback of the owner's, and the last delivery then calls on_free. */
   _Atomic unsigned deliver;
-  _Atomic(const void *) deliverer;
   /* Frees the memory the owner lives in, for an owner ended from inside
    * its own outcome event (set by the backend after ordo__owner_init). */
   void (*on_free)(ordo__owner *w);
@@ -152,7 +152,7 @@ void ordo__table_destroy(ordo__table *tab);
 
 void ordo__owner_init(ordo__table *tab, ordo__owner *w, uint64_t id,
                       int priority);
-enum { ORDO__DELIVER_PENDING = 1, ORDO__DELIVER_END = 2 };
+enum { ORDO__DELIVER_END = 1, ORDO__DELIVER_ONE = 2 };
 
 /*
  * ordo__owner_fini -- ends w: cancels a waiting request (its event fires

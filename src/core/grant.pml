@@ -1,0 +1,949 @@
+/*
+ * grant.pml -- a Promela model of the engine's grant protocol and of the
+ * blocking layer's side of it: whole-set grants, queueing holding nothing,
+ * wake_queue / wake_one on release, pokes against hand-overs, the waiter's
+ * handshake (wstate, poked, the txn's mutex and condition variable,
+ * ordo__retry), time-outs and cancels, and the starving waiters'
+ * reservations. See src/core/README.md, "The grant protocol" and "The
+ * models".
+ *
+ * What it mirrors:
+ *   lock_all       src/backend/mem.c: mem_lock_all (the fast path, key by
+ *                  key, X only; ordo__try_one for one key), mem_lock_wait
+ *   acquire        src/core/table.c: ordo__acquire (the attempt without
+ *                  wait_mu, its trylock, the attempt with it, the queueing)
+ *   grantable      table.c: grantable, holders_block, reserved_against,
+ *                  chained
+ *   release_key    table.c: release_hold, drop_hold (and the fast path's
+ *                  give-back, ordo__fast_give_back, which releases the same
+ *                  way)
+ *   wake_queue     table.c: ordo__wake_queue, wake_one, grant_waiter
+ *   retry          table.c: ordo__retry (and its pass-on of the wake-up)
+ *   abort_wait     table.c: ordo__abort_wait, ordo__abort_locked
+ *   wait           mem.c: wait_spin, the sleep loop of mem_lock_wait
+ *   mem_wake_*     mem.c: mem_wake (a poke; an outcome)
+ *   fire_all       table.c: fire_all (events after the locks are let go)
+ *
+ * Abstracted away, and why:
+ *   - Lock objects, the fast word and eviction (fast.pml's): a key here is
+ *     its holders and its queue. A fast-path hold counts as a holder at
+ *     once, as it is for every slow path (their lookup adopts it), and the
+ *     fast path takes only keys with no holder and no waiter (a lock with
+ *     waiters is never IDLE: fast.pml's P3).
+ *   - The stripe mutexes. A stripe is only ever held across another
+ *     stripe's mutex (in increasing order) or a trylock of wait_mu, which
+ *     cannot wait, and what it guards (holders, queues) is read and written
+ *     only under it: so a stripe section is one atomic step here. wait_mu
+ *     and the txns' mutexes are real locks, held across the steps of the
+ *     handshake.
+ *   - Time. Starving is an event (proctype clock) that can befall the
+ *     oldest waiting request that has not starved, at any moment, or
+ *     never: so the starving waiters are always the oldest ones (a waiter
+ *     starves when it has waited the bound, and older ones have waited
+ *     longer). The bound does not move (README step 6 argues that a moving
+ *     bound loses nothing). A deadline is a nondeterministic time-out: an
+ *     acquire may find it passed, a timed wait may time out at any moment.
+ *     A spin ends at any moment.
+ *   - The detector (lock_all callers hold nothing while they wait, so it
+ *     has nothing to do), the timer thread and its heap (blocking callers
+ *     enforce their own deadlines), hold counts, upgrades, statistics,
+ *     asynchronous callers (every waiter here is pokeable: it has a thread).
+ *   - Memory order: spin explores sequentially consistent interleavings;
+ *     mem.c's handshake is written for that (its wstate and poked accesses
+ *     are sequentially consistent atomics).
+ *
+ * The bound: 3 threads, 2 keys; each thread makes ROUNDS (default 1)
+ * lock_all calls, each of a nondeterministic set ({A}, {B}, {A,B}), mode
+ * (S or X, the whole request) and deadline (none, or one that may pass at
+ * any moment), releases everything it was granted before its next call,
+ * and after its calls may cancel one other thread's wait (ordo_cancel).
+ * Every interleaving of that is searched. Define ROUNDS=2 for the larger
+ * bound (`make verify`).
+ *
+ * Properties:
+ *   P1 no double grant: never two X holders of a key, never X with S
+ *      (assert in grant_one).
+ *   P2 whole-set grants: a lock_all returns 0 holding its whole set, and
+ *      anything else holding none of it; a waiting request holds nothing.
+ *   P3 one outcome: a request's outcome is decided once, its event fires
+ *      once, only while its caller still waits (no event after the call
+ *      returned, none for a request its own retry granted), and the call
+ *      returns that outcome (README invariant 6; src/backend/README.md
+ *      invariants 1 and 2).
+ *   P4 no lost wake-up and no deadlock: every thread ends (spin's
+ *      invalid-end-state check). A waiter asleep for ever while its keys
+ *      are free, or lock_all callers all blocked, is a state where some
+ *      thread cannot move and has not ended. Only waits without a deadline
+ *      can block for ever, so these are the runs that show it.
+ *   P5 the starvation bound: while the oldest waiting request W has
+ *      starved, no other request is granted a key of W in a conflicting
+ *      mode (assert at every grant). So every later request, and every
+ *      younger waiter, is granted W's keys only after W is granted.
+ *
+ * Deliberate bugs (each must make spin report an error; see
+ * tests/spin/run_spin.sh, which checks that every one of them does):
+ *   -DBUG_NO_WAKE          release_hold does not run wake_queue
+ *   -DBUG_POKE_NO_RETRY    a waiter takes its poke and sleeps on, no retry
+ *   -DBUG_WOKEN_STUCK      ordo__retry does not clear woken (no 2nd poke)
+ *   -DBUG_POKE_NO_SIGNAL   a poke does not signal a sleeping waiter
+ *   -DBUG_SIGNAL_UNLOCKED  an outcome sets DONE and signals without mu
+ *   -DBUG_UNLOCKED_ENQUEUE acquire lets its stripes go between its check
+ *                          and its enqueue
+ *   -DBUG_PARTIAL_GRANT    acquire grants the free keys of a set and queues
+ *                          for the rest (hold and wait)
+ *   -DBUG_SX               holders_block lets X in beside S holders
+ *   -DBUG_PASS_STARVING    a new request ignores the reservations
+ *
+ * Run (what tests/spin/run_spin.sh does, in a temporary folder):
+ *   spin -a grant.pml && cc -O2 -DSAFETY -DNOCLAIM -o pan pan.c && ./pan -m1000000
+ * and expect "errors: 0" and no "invalid end state".
+ */
+
+#ifndef ROUNDS
+#define ROUNDS 1
+#endif
+
+#define NT 3 /* threads (owners) */
+#define NK 2 /* keys: A = 0, B = 1 */
+
+/* Statuses (ordo.h's, as small numbers). */
+#define OK 0
+#define PENDING 1
+#define ETIMEDOUT 2
+#define ECANCELED 3
+#define ENOTHELD 4
+
+/* Owner states (ORDO__IDLE, ORDO__WAITING). */
+#define IDLE 0
+#define WAITING 1
+
+/* mem.c's wstate. */
+#define W_SPIN 0
+#define W_DONE 1
+#define W_SLEEP 2
+
+/* wake_one's answers. */
+#define WNO 0
+#define WGRANTED 1
+#define WPOKED 2
+#define WSTOP 3
+
+/* The engine, under wait_mu and the stripes. */
+byte wait_mu;          /* 0 free, else thread + 1 */
+byte xh[NK];           /* the X holder, thread + 1, or 0 */
+byte sh[NK];           /* the S holders, a bit per thread */
+byte q[NK * NT];       /* each key's queue of owners, arrival order */
+byte ql[NK];
+byte wl[NT];           /* waiting owners in enqueue order (tab->whead) */
+byte wn;
+byte nstarv;           /* the starving ones: wl[0 .. nstarv) */
+bool starving[NT];
+byte ostate[NT];       /* IDLE, WAITING */
+bool woken[NT];        /* poked, and not yet retried */
+byte estatus[NT];      /* the outcome the engine decided (w->status) */
+byte set[NT];          /* the request: its keys, a bit each */
+bool xm[NT];           /* ... and its mode: X (else S) */
+
+/* mem.c, per txn. */
+byte wstate[NT];
+bool poked[NT];
+byte mstatus[NT];      /* t->status, written by the event */
+byte tmu[NT];          /* the txn's mutex: 0 free, else thread + 1 */
+bool incv[NT];         /* waiting on the txn's condition variable */
+
+/* Ghosts. */
+bool inwait[NT];       /* its thread is in mem_lock_wait's wait */
+bool pending[NT];      /* an outcome decided, its event not yet done */
+
+inline lock_wait() {
+  atomic { wait_mu == 0 -> wait_mu = t + 1 }
+}
+
+inline unlock_wait() {
+  assert(wait_mu == t + 1);
+  wait_mu = 0
+}
+
+/* Is key k free of holders and waiters (what the fast path and try_one
+ * take)? */
+#define FREE(k) (xh[k] == 0 && sh[k] == 0 && ql[k] == 0)
+
+/* The position of owner w in key k's queue (ql[k] if absent). */
+inline qpos(k, w, res) {
+  res = 0;
+  do
+  :: res < ql[k] && q[k * NT + res] != w -> res++
+  :: else -> break
+  od
+}
+
+/*
+ * reserved_against without chains, for chained(): is key f reserved
+ * against owner o (whose entry is at gpos) by a starving waiter ahead of
+ * it that asks f in a conflicting mode? Sets gch.
+ */
+inline reserved_nochain(f, o) {
+  qpos(f, o, gpos);
+  gj = 0;
+  do
+  :: gj < gpos ->
+    ge2 = q[f * NT + gj];
+    if
+    :: !starving[ge2] -> break /* arrival order: none behind has waited longer */
+    :: starving[ge2] && ge2 != o && (xm[o] || xm[ge2]) -> gch = 1; break
+    :: else -> gj++
+    fi
+  :: else -> break
+  od;
+  gj = 0;
+  ge2 = 0;
+  gpos = 0
+}
+
+/* chained(o): is waiter o held back by an older starving waiter's
+ * reservation on one of its keys? Sets gch. */
+inline chained(o) {
+  gch = 0;
+  gf = 0;
+  do
+  :: gf < NK && !gch ->
+    if
+    :: (set[o] >> gf) & 1 && ql[gf] > 0 -> reserved_nochain(gf, o)
+    :: else -> skip
+    fi;
+    gf++
+  :: else -> break
+  od;
+  gf = 0
+}
+
+/*
+ * grantable(w, queued, hw): may w's whole set be granted now? Sets gok;
+ * gunsure when the answer needed wait_mu (hw says whether it is held).
+ * queued: w is in the queues (its entries are its "self"), else it is a
+ * new request, behind every waiter. Caller is inside an atomic block.
+ */
+inline grantable(w, queued, hw) {
+  gok = 1;
+  gunsure = 0;
+  gk = 0;
+  do
+  :: gk < NK && gok ->
+    if
+    :: (set[w] >> gk) & 1 ->
+      /* holders_block */
+      if
+#ifdef BUG_SX
+      :: xm[w] && xh[gk] != 0 && xh[gk] != w + 1 -> gok = 0
+#else
+      :: xm[w] && ((xh[gk] != 0 && xh[gk] != w + 1) ||
+                   (sh[gk] & ~(1 << w)) != 0) -> gok = 0
+#endif
+      :: !xm[w] && xh[gk] != 0 && xh[gk] != w + 1 -> gok = 0
+      :: else -> skip
+      fi;
+      /* reserved_against, with chains (lock_all callers hold nothing
+       * before the call, so holds_covering never applies) */
+      if
+      :: gok && ql[gk] > 0 ->
+        if
+        :: queued -> qpos(gk, w, gself)
+        :: else -> gself = ql[gk]
+        fi;
+#ifdef BUG_PASS_STARVING
+        if
+        :: !queued -> gself = 0
+        :: else -> skip
+        fi;
+#endif
+        gi = 0;
+        do
+        :: gi < gself ->
+          ge = q[gk * NT + gi];
+          if
+          :: !starving[ge] -> break
+          :: starving[ge] && (ge == w || (!xm[w] && !xm[ge])) -> gi++
+          :: else ->
+            if
+            :: !hw -> gunsure = 1; gok = 0; break /* chained? needs wait_mu */
+            :: else -> skip
+            fi;
+            chained(ge);
+            if
+            :: !gch -> gok = 0; break
+            :: else -> gi++
+            fi
+          fi
+        :: else -> break
+        od
+      :: else -> skip
+      fi
+    :: else -> skip
+    fi;
+    gk++
+  :: else -> break
+  od;
+  gk = 0;
+  gi = 0;
+  ge = 0;
+  gself = 0;
+  gch = 0
+}
+
+/* grant_one of key k to w, with P1 and P5. Caller is atomic. */
+inline grant_one(k, w) {
+  /* P5: the oldest waiter, if it starves, reserves its keys. */
+  if
+  :: nstarv > 0 && wl[0] != w && ((set[wl[0]] >> k) & 1) ->
+    assert(!(xm[w] || xm[wl[0]]))
+  :: else -> skip
+  fi;
+  if
+#ifdef BUG_PARTIAL_GRANT
+  :: xh[k] == w + 1 || (sh[k] & (1 << w)) -> skip /* took it before it queued */
+#endif
+  :: else ->
+    if
+    :: xm[w] -> assert(xh[k] == 0 && sh[k] == 0); xh[k] = w + 1 /* P1 */
+    :: else -> assert(xh[k] == 0); sh[k] = sh[k] | (1 << w)   /* P1 */
+    fi
+  fi
+}
+
+inline grant_all(w) {
+  if
+  :: set[w] & 1 -> grant_one(0, w)
+  :: else -> skip
+  fi;
+  if
+  :: set[w] & 2 -> grant_one(1, w)
+  :: else -> skip
+  fi
+}
+
+inline drop_hold(k, w) {
+  if
+  :: xm[w] -> assert(xh[k] == w + 1); xh[k] = 0
+  :: else -> assert(sh[k] & (1 << w)); sh[k] = sh[k] & ~(1 << w)
+  fi
+}
+
+inline enqueue(w) {
+  if
+  :: set[w] & 1 -> q[0 * NT + ql[0]] = w; ql[0]++
+  :: else -> skip
+  fi;
+  if
+  :: set[w] & 2 -> q[1 * NT + ql[1]] = w; ql[1]++
+  :: else -> skip
+  fi;
+  wl[wn] = w;
+  wn++;
+  ostate[w] = WAITING;
+  woken[w] = 0
+}
+
+inline dequeue_key(k, w) {
+  qpos(k, w, gi);
+  assert(gi < ql[k]);
+  do
+  :: gi + 1 < ql[k] -> q[k * NT + gi] = q[k * NT + gi + 1]; gi++
+  :: else -> break
+  od;
+  ql[k]--;
+  q[k * NT + ql[k]] = 0;
+  gi = 0
+}
+
+/* dequeue_all and waiting_remove (and time's mark). */
+inline dequeue_all(w) {
+  if
+  :: set[w] & 1 -> dequeue_key(0, w)
+  :: else -> skip
+  fi;
+  if
+  :: set[w] & 2 -> dequeue_key(1, w)
+  :: else -> skip
+  fi;
+  gi = 0;
+  do
+  :: gi < wn && wl[gi] != w -> gi++
+  :: else -> break
+  od;
+  assert(gi < wn);
+  do
+  :: gi + 1 < wn -> wl[gi] = wl[gi + 1]; gi++
+  :: else -> break
+  od;
+  wn--;
+  wl[wn] = 0;
+  gi = 0;
+  if
+  :: starving[w] -> starving[w] = 0; nstarv--
+  :: else -> skip
+  fi
+}
+
+/* grant_waiter: w leaves its queues with its whole set. */
+inline grant_waiter(w) {
+  assert(ostate[w] == WAITING && !pending[w]);
+  grant_all(w);
+  dequeue_all(w);
+  woken[w] = 0
+}
+
+/* mem_wake(PENDING), after its store of poked (made in the caller's atomic
+ * step, under wait_mu): a sleeping waiter is signalled. */
+inline mem_wake_poke(e) {
+  atomic {
+    assert(inwait[e]); /* P3: wait_mu keeps the txn */
+    sig = (wstate[e] == W_SLEEP)
+  };
+  if
+#ifndef BUG_POKE_NO_SIGNAL
+  :: sig ->
+    atomic { tmu[e] == 0 -> tmu[e] = t + 1 };
+    atomic { incv[e] = 0; tmu[e] = 0 }
+#endif
+  :: else -> skip
+  fi;
+  sig = 0
+}
+
+/* ordo__wake_queue(k): wake_one on each waiter in arrival order, until an
+ * X is granted or poked. Caller holds wait_mu. Only the waiter woken can
+ * leave the queue meanwhile (pokes do not change it), so the walk goes by
+ * position. */
+inline wake_queue(k) {
+  i = 0;
+  do
+  :: atomic {
+      if
+      :: i >= ql[k] -> res = WSTOP
+      :: else ->
+        e = q[k * NT + i];
+        /* wake_one's stripe section */
+        grantable(e, 1, 1);
+        if
+        :: gok && starving[e] ->
+          /* hand-over: a starving waiter is granted, never poked */
+          grant_waiter(e);
+          ostate[e] = IDLE;
+          estatus[e] = OK;
+          pending[e] = 1;
+          fire = fire | (1 << e);
+          res = WGRANTED
+        :: gok && !starving[e] ->
+          res = WPOKED;
+          if
+          :: !woken[e] -> woken[e] = 1; poked[e] = 1; sig = 1
+          :: else -> skip
+          fi
+        :: else -> res = WNO
+        fi;
+        gok = 0
+      fi
+    };
+    if
+    :: res == WSTOP -> break
+    :: else -> skip
+    fi;
+    if
+    :: sig -> mem_wake_poke(e)
+    :: else -> skip
+    fi;
+    if
+    :: res != WNO && xm[e] -> break /* X taken or promised */
+    :: res == WGRANTED && !xm[e] -> skip /* it left: the next is at i */
+    :: else -> i++
+    fi
+  od;
+  i = 0;
+  e = 0;
+  res = 0
+}
+
+/* mem_wake(status) for each owner on the fire list, any order, with no
+ * engine lock held. */
+inline fire_all() {
+  do
+  :: fire == 0 -> break
+  :: else ->
+    atomic {
+      if
+      :: fire & 1 -> u = 0
+      :: fire & 2 -> u = 1
+      :: fire & 4 -> u = 2
+      fi;
+      fire = fire & ~(1 << u);
+      assert(inwait[u] && pending[u]); /* P3 */
+      mstatus[u] = estatus[u];
+#ifdef BUG_SIGNAL_UNLOCKED
+      cas = 0
+#else
+      if
+      :: wstate[u] == W_SPIN -> wstate[u] = W_DONE; pending[u] = 0; cas = 1
+      :: else -> cas = 0
+      fi
+#endif
+    };
+    if
+    :: !cas ->
+#ifdef BUG_SIGNAL_UNLOCKED
+      wstate[u] = W_DONE;
+      atomic { incv[u] = 0; pending[u] = 0 }
+#else
+      atomic { tmu[u] == 0 -> tmu[u] = t + 1 };
+      atomic { wstate[u] = W_DONE; incv[u] = 0; pending[u] = 0; tmu[u] = 0 }
+#endif
+    :: else -> skip
+    fi;
+    cas = 0;
+    u = 0
+  od
+}
+
+/* release_hold for key k of thread t (wait_mu kept in hw for the run). */
+inline release_key(k) {
+  atomic {
+    if
+    :: ql[k] > 0 && !hw && wait_mu == 0 -> wait_mu = t + 1; hw = 1
+    :: ql[k] > 0 && !hw && wait_mu != 0 -> again = 1 /* let the stripe go */
+    :: else -> skip
+    fi;
+    if
+    :: !again -> wake = (ql[k] > 0); drop_hold(k, t)
+    :: else -> skip
+    fi
+  };
+  if
+  :: again ->
+    lock_wait();
+    atomic { hw = 1; again = 0; wake = (ql[k] > 0); drop_hold(k, t) }
+  :: else -> skip
+  fi;
+#ifdef BUG_NO_WAKE
+  wake = 0;
+#endif
+  if
+  :: wake -> wake = 0; wake_queue(k)
+  :: else -> skip
+  fi
+}
+
+/* ordo__release_all: newest first (the larger key), then wait_mu and the
+ * events. */
+inline release_all() {
+  if
+  :: set[t] & 2 -> release_key(1)
+  :: else -> skip
+  fi;
+  if
+  :: set[t] & 1 -> release_key(0)
+  :: else -> skip
+  fi;
+  if
+  :: hw -> atomic { unlock_wait(); hw = 0 }
+  :: else -> skip
+  fi;
+  fire_all()
+}
+
+/* ordo__abort_wait(w, st), from w's own thread (a time-out) or another
+ * (a cancel). */
+inline abort_wait(w, st) {
+  lock_wait();
+  atomic {
+    if
+    :: ostate[w] != WAITING -> unlock_wait(); did = 0
+    :: else ->
+      assert(!pending[w]); /* P3 */
+      dequeue_all(w);
+      estatus[w] = st;
+      pending[w] = 1;
+      did = 1
+    fi
+  };
+  if
+  :: did ->
+    /* Leaving may lift w's reservations: wake its keys' queues. */
+    if
+    :: (set[w] & 1) && ql[0] > 0 -> wake_queue(0)
+    :: else -> skip
+    fi;
+    if
+    :: (set[w] & 2) && ql[1] > 0 -> wake_queue(1)
+    :: else -> skip
+    fi;
+    atomic { ostate[w] = IDLE; fire = fire | (1 << w); unlock_wait(); did = 0 };
+    fire_all()
+  :: else -> skip
+  fi
+}
+
+/* ordo__retry: the poked waiter t tries its set itself. rc: OK (granted,
+ * no event will come), PENDING (lost the race), ENOTHELD (ended meanwhile:
+ * its event is on its way). */
+inline retry() {
+  lock_wait();
+  atomic {
+    if
+    :: ostate[t] != WAITING -> unlock_wait(); rc = ENOTHELD
+    :: else ->
+#ifndef BUG_WOKEN_STUCK
+      woken[t] = 0;
+#endif
+      grantable(t, 1, 1);
+      if
+      :: gok ->
+        grant_waiter(t);
+        ostate[t] = IDLE;
+        estatus[t] = OK;
+        unlock_wait();
+        rc = OK
+      :: else -> rc = PENDING
+      fi;
+      gok = 0
+    fi
+  };
+  if
+  :: rc == PENDING ->
+    /* A waiter behind us that the poke held back may go: pass it on. */
+    wake_queue(0);
+    wake_queue(1);
+    atomic { unlock_wait() };
+    fire_all()
+  :: else -> skip
+  fi
+}
+
+/* ordo__acquire for t's request: 0, or queued (PENDING), or a deadline
+ * that passed (ETIMEDOUT). */
+inline acquire() {
+  /* The attempt without wait_mu, under the request's stripes. */
+  atomic {
+    grantable(t, 0, 0);
+    if
+    :: gok -> grant_all(t); rc = OK
+    :: else ->
+      if
+      :: gunsure -> again = 1
+      :: !gunsure && dl -> rc = ETIMEDOUT /* the deadline passed */
+      :: !gunsure && wait_mu == 0 ->
+        /* trylock wait_mu, and queue at once */
+        wait_mu = t + 1;
+#ifdef BUG_UNLOCKED_ENQUEUE
+        again = 2
+#else
+        enqueue(t);
+        inwait[t] = 1;
+        unlock_wait();
+        rc = PENDING
+#endif
+      :: !gunsure && wait_mu != 0 -> again = 1
+      fi
+    fi;
+    gok = 0;
+    gunsure = 0
+  };
+#ifdef BUG_UNLOCKED_ENQUEUE
+  if
+  :: again == 2 ->
+    /* The stripes were let go: a release may run here, unseen. */
+    atomic { enqueue(t); inwait[t] = 1; unlock_wait(); rc = PENDING; again = 0 }
+  :: else -> skip
+  fi;
+#endif
+  if
+  :: again ->
+    again = 0;
+    lock_wait();
+    atomic {
+      grantable(t, 0, 1);
+      if
+      :: gok -> grant_all(t); unlock_wait(); rc = OK
+      :: !gok && dl -> unlock_wait(); rc = ETIMEDOUT
+      :: !gok ->
+#ifdef BUG_PARTIAL_GRANT
+        /* Takes what is free now, and waits for the rest holding it. */
+        if
+        :: (set[t] & 1) && xh[0] == 0 && (!xm[t] || sh[0] == 0) -> grant_one(0, t)
+        :: else -> skip
+        fi;
+        if
+        :: (set[t] & 2) && xh[1] == 0 && (!xm[t] || sh[1] == 0) -> grant_one(1, t)
+        :: else -> skip
+        fi;
+#endif
+        enqueue(t);
+        inwait[t] = 1;
+        unlock_wait();
+        rc = PENDING
+      fi;
+      gok = 0
+    }
+  :: else -> skip
+  fi
+}
+
+/* The waiting of mem_lock_wait once ordo__acquire said PENDING: the spin
+ * (answering pokes), then the sleep on the txn's condition variable. */
+inline wait() {
+  if
+  :: true -> /* a spare CPU: spin a while (wait_spin) */
+    do
+    :: atomic {
+        if
+        :: wstate[t] == W_DONE -> rc = mstatus[t]; done = 1
+        :: else -> skip
+        fi
+      };
+      if
+      :: done -> goto waited
+      :: else -> skip
+      fi;
+      atomic { p = poked[t]; poked[t] = 0 };
+      if
+      :: p ->
+        p = 0;
+#ifdef BUG_POKE_NO_RETRY
+        skip
+#else
+        retry();
+        if
+        :: rc == OK -> goto waited /* granted by our own try */
+        :: else -> rc = PENDING
+        fi
+#endif
+      :: else -> skip
+      fi;
+      if
+      :: true -> skip /* spin on */
+      :: true -> break /* the spin is over */
+      fi
+    od
+  :: true -> skip /* no CPU to spare */
+  fi;
+  /* Sleep: SPIN -> SLEEP under mu, or the event came meanwhile. */
+  atomic { tmu[t] == 0 -> tmu[t] = t + 1 };
+  atomic {
+    if
+    :: wstate[t] == W_SPIN -> wstate[t] = W_SLEEP
+    :: else -> rc = mstatus[t]; tmu[t] = 0; done = 1
+    fi
+  };
+  do
+  :: done -> goto waited
+  :: else ->
+    atomic {
+      if
+      :: wstate[t] == W_DONE -> rc = mstatus[t]; tmu[t] = 0; done = 1
+      :: else -> skip
+      fi
+    };
+    if
+    :: done -> goto waited
+    :: else -> skip
+    fi;
+    atomic {
+      p = poked[t];
+      poked[t] = 0;
+      if
+      :: p -> tmu[t] = 0
+      :: else -> skip
+      fi
+    };
+    if
+    :: p ->
+      p = 0;
+#ifdef BUG_POKE_NO_RETRY
+      atomic { tmu[t] == 0 -> tmu[t] = t + 1 }
+#else
+      retry();
+      if
+      :: rc == OK -> goto waited /* granted by our own try */
+      :: else -> rc = PENDING
+      fi;
+      atomic { tmu[t] == 0 -> tmu[t] = t + 1 }
+#endif
+    :: else ->
+      if
+      :: !dl || expired ->
+        /* pthread_cond_wait: only a signal ends it */
+        atomic { incv[t] = 1; tmu[t] = 0 };
+        atomic { incv[t] == 0 && tmu[t] == 0 -> tmu[t] = t + 1 }
+      :: else ->
+        /* pthread_cond_timedwait: a signal, or the deadline (or a
+         * spurious return, which the loop treats the same) */
+        atomic { incv[t] = 1; tmu[t] = 0 };
+        if
+        :: atomic { incv[t] == 0 && tmu[t] == 0 -> tmu[t] = t + 1 }
+        :: atomic {
+            tmu[t] == 0 ->
+            incv[t] = 0;
+            tmu[t] = t + 1;
+            if
+            :: wstate[t] != W_DONE -> tmu[t] = 0; to = 1
+            :: else -> skip
+            fi
+          }
+        fi;
+        if
+        :: to ->
+          /* Our deadline: end the wait ourselves. */
+          to = 0;
+          abort_wait(t, ETIMEDOUT);
+          atomic { tmu[t] == 0 -> tmu[t] = t + 1 };
+          expired = 1
+        :: else -> skip
+        fi
+      fi
+    fi
+  od;
+waited:
+  done = 0;
+  expired = 0
+}
+
+/* mem_lock_all. */
+inline lock_all() {
+  rc = PENDING;
+  /* The fast path (X): each key with one CAS, in key order, while it has
+   * no holder and no waiter; a key that is not gives back what was taken
+   * (the slow way when it has waiters by now). ordo__try_one for one key
+   * in S. */
+  if
+  :: xm[t] ->
+    atomic {
+      if
+      :: set[t] == 2 && FREE(1) -> grant_one(1, t); rc = OK
+      :: set[t] != 2 && FREE(0) ->
+        grant_one(0, t);
+        if
+        :: set[t] == 1 -> rc = OK
+        :: else -> part = 1
+        fi
+      :: else -> skip
+      fi
+    };
+    if
+    :: part ->
+      atomic {
+        if
+        :: FREE(1) -> grant_one(1, t); rc = OK
+        :: else -> skip
+        fi;
+        part = 0
+      };
+      if
+      :: rc != OK ->
+        release_key(0);
+        if
+        :: hw -> atomic { unlock_wait(); hw = 0 }
+        :: else -> skip
+        fi;
+        fire_all()
+      :: else -> skip
+      fi
+    :: else -> skip
+    fi
+  :: !xm[t] && set[t] != 3 ->
+    atomic {
+      if
+      :: set[t] == 1 && FREE(0) -> grant_one(0, t); rc = OK
+      :: set[t] == 2 && FREE(1) -> grant_one(1, t); rc = OK
+      :: else -> skip
+      fi
+    }
+  :: else -> skip
+  fi;
+  if
+  :: rc != OK ->
+    atomic { wstate[t] = W_SPIN; poked[t] = 0 };
+    acquire();
+    if
+    :: rc == PENDING -> wait()
+    :: else -> skip
+    fi
+  :: else -> skip
+  fi;
+  /* P2, P3: what the call returns is what happened. */
+  atomic {
+    assert(!pending[t]);
+    assert(ostate[t] == IDLE);
+    if
+    :: inwait[t] -> assert(rc == estatus[t])
+    :: else -> skip
+    fi;
+    inwait[t] = 0;
+    estatus[t] = 0;
+    mstatus[t] = 0;
+    wstate[t] = 0;
+    poked[t] = 0;
+    if
+    :: rc == OK ->
+      assert(((set[t] & 1) == 0 || xh[0] == t + 1 || (sh[0] & (1 << t))) &&
+             ((set[t] & 2) == 0 || xh[1] == t + 1 || (sh[1] & (1 << t))))
+    :: else ->
+      assert(rc == ETIMEDOUT || rc == ECANCELED);
+      assert(xh[0] != t + 1 && xh[1] != t + 1 && (sh[0] & (1 << t)) == 0 &&
+             (sh[1] & (1 << t)) == 0)
+    fi
+  }
+}
+
+proctype thread(byte t) {
+  byte r, rc, i, e, res, fire, u, victim;
+  bool hw, again, wake, sig, cas, did, p, done, expired, to, dl, part;
+  byte gk, gi, gj, gf, ge, ge2, gpos, gself;
+  bool gok, gunsure, gch;
+
+  do
+  :: r < ROUNDS ->
+    /* The request: its keys, its mode, a deadline or none. */
+    atomic {
+      if
+      :: set[t] = 1
+      :: set[t] = 2
+      :: set[t] = 3
+      fi;
+      if
+      :: xm[t] = 0
+      :: xm[t] = 1
+      fi;
+      if
+      :: dl = 0
+      :: dl = 1
+      fi
+    };
+    lock_all();
+    if
+    :: rc == OK -> release_all()
+    :: else -> skip
+    fi;
+    atomic { set[t] = 0; xm[t] = 0; dl = 0; rc = 0; r++ }
+  :: else -> break
+  od;
+  /* ordo_cancel of another thread's wait, or nothing. */
+  if
+  :: true -> atomic { victim = (t + 1) % NT; r = 0 }; abort_wait(victim, ECANCELED)
+  :: true -> skip
+  fi
+}
+
+/* Time: the oldest waiter that has not starved may starve, at any moment. */
+proctype clock() {
+end:
+  do
+  :: atomic { nstarv < wn -> starving[wl[nstarv]] = 1; nstarv++ }
+  od
+}
+
+init {
+  atomic {
+    run clock();
+    run thread(0);
+    run thread(1);
+    run thread(2)
+  }
+}

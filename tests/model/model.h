@@ -1,0 +1,148 @@
+/*
+ * model.h -- the reference model of the lock engine's grant protocol: an
+ * executable copy of DESIGN §3-5 as src/core/README.md ("The grant
+ * protocol", "Who waits for whom", "Why it cannot starve", "Why no wake-up
+ * is lost") and src/detect/README.md ("The wait-for graph") state it,
+ * written for clarity, not speed. model_test.c runs the same calls against
+ * a real mem:// place and this model and compares them after every step.
+ * See tests/model/README.md.
+ *
+ * Txns are named by their slot (0..ntxn-1); keys by their index (0..nkey-1),
+ * and the driver's key table is sorted by ordo_key_cmp, so a request
+ * sorted by index is in the canonical order. Time is the manual clock's.
+ *
+ * Interface: md_init, md_begin, md_normalize, md_acquire, md_retry,
+ * md_cancel, md_unlock, md_unlock_all, md_end, md_tick, md_has_cycle,
+ * md_scc, md_free_request, md_covered, md_grant_all, md_cov.
+ */
+#ifndef ORDO_TESTS_MODEL_H
+#define ORDO_TESTS_MODEL_H
+
+#include "ordo.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MD_TXNS 6 /* txn slots at most */
+#define MD_KEYS 5 /* keys at most */
+#define MD_SET 3  /* keys in one request at most (after dedupe) */
+#define MD_NO_DEADLINE UINT64_MAX
+
+/* A request names a key (index) and a mode (ORDO_MODE_S or ORDO_MODE_X). */
+typedef struct md_req {
+  int key;
+  int mode;
+} md_req;
+
+/* One hold: key, mode, re-lock count. fresh marks a new grant (or an
+ * upgrade, which draws a new fencing token) that the driver has not yet
+ * read the token of; seq orders fresh grants among themselves. */
+typedef struct md_hold {
+  int key;
+  int mode;
+  uint32_t count;
+  bool fresh;
+  uint64_t seq;
+} md_hold;
+
+enum { MD_THREAD = 0, MD_EVENT = 1 }; /* who waits: a blocking call, async */
+
+typedef struct md_txn {
+  bool live;
+  uint64_t id;
+  md_hold hold[MD_KEYS]; /* in acquisition order */
+  int nhold;
+  /* The one pending request (or the last one asked, when not waiting). */
+  bool waiting;
+  md_req ent[MD_SET];
+  int nent;
+  uint64_t enq, deadline;
+  int kind;
+  bool woken; /* poked, and not yet retried */
+} md_txn;
+
+/* A queue entry: the waiting slot and the mode it asks. */
+typedef struct md_qent {
+  int slot;
+  int mode;
+} md_qent;
+
+typedef struct md_key {
+  md_qent q[MD_TXNS]; /* in queue order, head first */
+  int nq;
+} md_key;
+
+/* The counters of ordo_stats_t that the model keeps. */
+typedef struct md_stats {
+  uint64_t acquired, waited, timeouts, canceled, deadlocks, reorders, pokes,
+      wakeups, released, waiting;
+} md_stats;
+
+/* An outcome event: slot's request ended with status (0 or negative). */
+typedef struct md_outcome {
+  int slot;
+  int status;
+} md_outcome;
+
+#define MD_MAX_OUT 64
+
+typedef struct model {
+  int ntxn, nkey;
+  uint64_t now;   /* the manual clock, ns */
+  uint64_t bound; /* the starvation bound, ns */
+  md_txn t[MD_TXNS];
+  md_key k[MD_KEYS];
+  md_stats st;
+  uint64_t grant_seq;
+  /* Outcome events since the driver last took them (md_outcomes_take). */
+  md_outcome out[MD_MAX_OUT];
+  int nout;
+} model;
+
+/* How often the rules that are hard to reach decided a question (counted by
+ * the model, to show a run exercised them): a reservation held a request
+ * back; a chained waiter's reservation was not honoured; a covered key
+ * skipped the reservations; a scan went on past a waiter that had not
+ * starved, in a reordered queue. */
+typedef struct md_coverage {
+  uint64_t reserved, chained, covered, reordered_scan;
+} md_coverage;
+extern md_coverage md_cov;
+
+void md_init(model *m, int ntxn, int nkey, uint64_t now, uint64_t bound);
+/* A new txn in slot s (the slot's previous one has ended). */
+void md_begin(model *m, int s, uint64_t id);
+/* Sorts r[0..n) by key and merges duplicates (the strongest mode wins), as
+ * the public calls do; returns the new count. */
+int md_normalize(md_req *r, int n);
+/*
+ * md_acquire -- slot s asks the normalized r[0..n): 0 when granted at once,
+ * ORDO_PENDING when queued, ORDO_ETIMEDOUT when not grantable and the
+ * deadline has passed (nothing changes), ORDO_ELIMIT past the hold limit.
+ */
+int md_acquire(model *m, int s, const md_req *r, int n, uint64_t deadline,
+               int kind);
+/* A poked slot's own try: 0 granted, ORDO_PENDING waits on, ORDO_ENOTHELD
+ * when its request had already ended (its outcome came). */
+int md_retry(model *m, int s);
+int md_cancel(model *m, int s);
+int md_unlock(model *m, int s, int key);
+int md_unlock_all(model *m, int s);
+void md_end(model *m, int s);
+/* The clock moved to m->now: every request due times out, in deadline
+ * order. */
+void md_tick(model *m);
+
+/* The wait-for graph (hard and soft edges, DESIGN §5). */
+bool md_has_cycle(const model *m);
+/* in[i] = slot i is in the strongly connected part of the graph that holds
+ * slot s. */
+void md_scc(const model *m, int s, bool in[MD_TXNS]);
+/* Slot s waits, and none of its keys has a holder it waits for or any
+ * other waiter ahead in a conflicting mode: it must have been woken. */
+bool md_free_request(const model *m, int s);
+bool md_covered(const model *m, int s, const md_req *e);
+/* Grants slot s's request entries (its holds grow) and counts the grant. */
+void md_grant_all(model *m, int s);
+
+#endif
