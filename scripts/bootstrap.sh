@@ -25,10 +25,11 @@ set -euo pipefail
 #   libdb5.3-dev                        Berkeley DB's lock subsystem, a bench peer
 #   gnuplot-nox                         the bench's PNG plots
 #   valgrind                            callgrind's instruction counts in the bench
+#   spin                                model-checks the engine's protocols (src/core/*.pml)
 PACKAGES=(build-essential g++ cmake pkg-config libcmocka-dev clang python3
           libclang-rt-14-dev clang-format graphviz libuv1-dev libhiredis-dev
           redis-tools redis-server python3-redis tmux libpq-dev postgresql
-          postgresql-contrib libdb5.3-dev gnuplot-nox valgrind)
+          postgresql-contrib libdb5.3-dev gnuplot-nox valgrind spin)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -75,7 +75,7 @@
  *   -DBUG_GIVE_BACK_LOCKED  the slow give-back forgets to unlock the mutex
  *
  * Run (what tests/spin/run_spin.sh does, in a temporary folder):
- *   spin -a fast.pml && cc -O2 -DSAFETY -DNOCLAIM -o pan pan.c && ./pan -m100000
+ *   spin -a fast.pml && cc -DSAFETY -DNOCLAIM -DCOLLAPSE -o pan pan.c && ./pan -m20000000 -w25
  * and expect "errors: 0" and no "invalid end state".
  */
 

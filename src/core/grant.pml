@@ -54,11 +54,13 @@
  *
  * The bound: 3 threads, 2 keys; each thread makes ROUNDS (default 1)
  * lock_all calls, each of a nondeterministic set ({A}, {B}, {A,B}), mode
- * (S or X, the whole request) and deadline (none, or one that may pass at
- * any moment), releases everything it was granted before its next call,
- * and after its calls may cancel one other thread's wait (ordo_cancel).
- * Every interleaving of that is searched. Define ROUNDS=2 for the larger
- * bound (`make verify`).
+ * (S or X, the whole request) and, for the threads MAY_TIME_OUT names,
+ * deadline (none, or one that may pass at any moment), releases everything
+ * it was granted before its next call, and after its calls the threads
+ * MAY_CANCEL names may cancel their neighbour's wait (ordo_cancel). Every
+ * interleaving of that is searched. `make verify` runs this bound, and
+ * again with -DALL_ABORTS; make test runs -DNT=2 (2 threads, 2 keys).
+ * -DROUNDS=2 makes a larger bound (two calls per thread).
  *
  * Properties:
  *   P1 no double grant: never two X holders of a key, never X with S
@@ -86,7 +88,8 @@
  *   -DBUG_POKE_NO_RETRY    a waiter takes its poke and sleeps on, no retry
  *   -DBUG_WOKEN_STUCK      ordo__retry does not clear woken (no 2nd poke)
  *   -DBUG_POKE_NO_SIGNAL   a poke does not signal a sleeping waiter
- *   -DBUG_SIGNAL_UNLOCKED  an outcome sets DONE and signals without mu
+ *   -DBUG_WAIT_UNLOCKED    the sleeper looks for DONE under mu, lets mu go,
+ *                          then waits (pthread_cond_wait's atomicity lost)
  *   -DBUG_UNLOCKED_ENQUEUE acquire lets its stripes go between its check
  *                          and its enqueue
  *   -DBUG_PARTIAL_GRANT    acquire grants the free keys of a set and queues
@@ -95,7 +98,7 @@
  *   -DBUG_PASS_STARVING    a new request ignores the reservations
  *
  * Run (what tests/spin/run_spin.sh does, in a temporary folder):
- *   spin -a grant.pml && cc -O2 -DSAFETY -DNOCLAIM -o pan pan.c && ./pan -m1000000
+ *   spin -a grant.pml && cc -DSAFETY -DNOCLAIM -DCOLLAPSE -o pan pan.c && ./pan -m1000000
  * and expect "errors: 0" and no "invalid end state".
  */
 
@@ -103,7 +106,21 @@
 #define ROUNDS 1
 #endif
 
-#define NT 3 /* threads (owners) */
+#ifndef NT
+#define NT 3 /* threads (owners): 2 or 3 (-DNT=2 for the quick bound) */
+#endif
+
+/* Who may have a deadline, and who may cancel its neighbour's wait
+ * ((t + 1) % NT). By default thread 0 may time out and thread 2 may cancel
+ * it, so both kinds of abort_locked meet a waiter that may also be poked,
+ * granted or handed over; -DALL_ABORTS lets every thread do both. */
+#ifdef ALL_ABORTS
+#define MAY_TIME_OUT(t) true
+#define MAY_CANCEL(t) true
+#else
+#define MAY_TIME_OUT(t) (t == 0)
+#define MAY_CANCEL(t) (t == NT - 1)
+#endif
 #define NK 2 /* keys: A = 0, B = 1 */
 
 /* Statuses (ordo.h's, as small numbers). */
@@ -148,15 +165,22 @@ bool xm[NT];           /* ... and its mode: X (else S) */
 byte wstate[NT];
 bool poked[NT];
 byte mstatus[NT];      /* t->status, written by the event */
-byte tmu[NT];          /* the txn's mutex: 0 free, else thread + 1 */
 bool incv[NT];         /* waiting on the txn's condition variable */
+/*
+ * The txn's mutex mu has no variable: every critical section under it, the
+ * waiter's and the events', is one atomic step here (see wait() and
+ * mem_wake), so two of them never overlap, as mu ensures in the C. What
+ * that leaves out is only what mu rules out.
+ */
 
 /* Ghosts. */
 bool inwait[NT];       /* its thread is in mem_lock_wait's wait */
 bool pending[NT];      /* an outcome decided, its event not yet done */
 
+/* Takes wait_mu: the first statement of the atomic step that follows it
+ * in the C (taking a lock moves right, as in Lipton's reduction). */
 inline lock_wait() {
-  atomic { wait_mu == 0 -> wait_mu = t + 1 }
+  wait_mu == 0 -> wait_mu = t + 1
 }
 
 inline unlock_wait() {
@@ -402,8 +426,8 @@ inline mem_wake_poke(e) {
   if
 #ifndef BUG_POKE_NO_SIGNAL
   :: sig ->
-    atomic { tmu[e] == 0 -> tmu[e] = t + 1 };
-    atomic { incv[e] = 0; tmu[e] = 0 }
+    /* lock mu; signal; unlock mu: one step */
+    incv[e] = 0
 #endif
   :: else -> skip
   fi;
@@ -478,24 +502,15 @@ inline fire_all() {
       fire = fire & ~(1 << u);
       assert(inwait[u] && pending[u]); /* P3 */
       mstatus[u] = estatus[u];
-#ifdef BUG_SIGNAL_UNLOCKED
-      cas = 0
-#else
       if
       :: wstate[u] == W_SPIN -> wstate[u] = W_DONE; pending[u] = 0; cas = 1
       :: else -> cas = 0
       fi
-#endif
     };
     if
     :: !cas ->
-#ifdef BUG_SIGNAL_UNLOCKED
-      wstate[u] = W_DONE;
-      atomic { incv[u] = 0; pending[u] = 0 }
-#else
-      atomic { tmu[u] == 0 -> tmu[u] = t + 1 };
-      atomic { wstate[u] = W_DONE; incv[u] = 0; pending[u] = 0; tmu[u] = 0 }
-#endif
+      /* lock mu; DONE; signal; unlock mu: one step */
+      atomic { wstate[u] = W_DONE; incv[u] = 0; pending[u] = 0 }
     :: else -> skip
     fi;
     cas = 0;
@@ -518,8 +533,7 @@ inline release_key(k) {
   };
   if
   :: again ->
-    lock_wait();
-    atomic { hw = 1; again = 0; wake = (ql[k] > 0); drop_hold(k, t) }
+    atomic { lock_wait(); hw = 1; again = 0; wake = (ql[k] > 0); drop_hold(k, t) }
   :: else -> skip
   fi;
 #ifdef BUG_NO_WAKE
@@ -552,8 +566,8 @@ inline release_all() {
 /* ordo__abort_wait(w, st), from w's own thread (a time-out) or another
  * (a cancel). */
 inline abort_wait(w, st) {
-  lock_wait();
   atomic {
+    lock_wait();
     if
     :: ostate[w] != WAITING -> unlock_wait(); did = 0
     :: else ->
@@ -585,8 +599,8 @@ inline abort_wait(w, st) {
  * no event will come), PENDING (lost the race), ENOTHELD (ended meanwhile:
  * its event is on its way). */
 inline retry() {
-  lock_wait();
   atomic {
+    lock_wait();
     if
     :: ostate[t] != WAITING -> unlock_wait(); rc = ENOTHELD
     :: else ->
@@ -620,8 +634,12 @@ inline retry() {
 /* ordo__acquire for t's request: 0, or queued (PENDING), or a deadline
  * that passed (ETIMEDOUT). */
 inline acquire() {
-  /* The attempt without wait_mu, under the request's stripes. */
+  /* The attempt without wait_mu, under the request's stripes (and
+   * mem_lock_wait's wstate = SPIN, poked = false, which nobody reads
+   * before the request is queued). */
   atomic {
+    wstate[t] = W_SPIN;
+    poked[t] = 0;
     grantable(t, 0, 0);
     if
     :: gok -> grant_all(t); rc = OK
@@ -656,22 +674,26 @@ inline acquire() {
 #endif
   if
   :: again ->
-    again = 0;
-    lock_wait();
     atomic {
+      lock_wait();
+      again = 0;
       grantable(t, 0, 1);
       if
       :: gok -> grant_all(t); unlock_wait(); rc = OK
       :: !gok && dl -> unlock_wait(); rc = ETIMEDOUT
       :: !gok ->
 #ifdef BUG_PARTIAL_GRANT
-        /* Takes what is free now, and waits for the rest holding it. */
+        /* Takes what is free now (no conflicting holder; while nobody
+         * starves, so no reservation applies), and waits for the rest
+         * holding it. */
         if
-        :: (set[t] & 1) && xh[0] == 0 && (!xm[t] || sh[0] == 0) -> grant_one(0, t)
+        :: nstarv == 0 && (set[t] & 1) && xh[0] == 0 && (!xm[t] || sh[0] == 0) ->
+          grant_one(0, t)
         :: else -> skip
         fi;
         if
-        :: (set[t] & 2) && xh[1] == 0 && (!xm[t] || sh[1] == 0) -> grant_one(1, t)
+        :: nstarv == 0 && (set[t] & 2) && xh[1] == 0 && (!xm[t] || sh[1] == 0) ->
+          grant_one(1, t)
         :: else -> skip
         fi;
 #endif
@@ -686,8 +708,30 @@ inline acquire() {
   fi
 }
 
-/* The waiting of mem_lock_wait once ordo__acquire said PENDING: the spin
- * (answering pokes), then the sleep on the txn's condition variable. */
+/*
+ * The waiting of mem_lock_wait once ordo__acquire said PENDING: the spin
+ * (answering pokes), then the sleep on the txn's condition variable.
+ *
+ * Granularity. While the waiter holds its mutex mu with wstate SLEEP,
+ * nobody else writes wstate (an outcome takes mu to write DONE), so the
+ * only access in its critical section that another thread can tell apart
+ * is the exchange of poked: one step per wake-up holds it all (taking mu,
+ * the check for DONE, the exchange, and pthread_cond_wait's letting go of
+ * mu, or the unlock before a retry). The spin's loads of wstate and poked
+ * are one step for the same reason as pan's reduction: a retry that the
+ * poke causes after an outcome has come finds the wait over (ENOTHELD),
+ * as the C's does.
+ */
+/* pthread_cond_wait's (or timedwait's) start: mu let go and the wait begun
+ * in one step, the end of the waiter's critical section. */
+inline start_wait() {
+#ifdef BUG_WAIT_UNLOCKED
+  gap = 1 /* the wait begins in a step of its own, after mu is let go */
+#else
+  incv[t] = 1
+#endif
+}
+
 inline wait() {
   if
   :: true -> /* a spare CPU: spin a while (wait_spin) */
@@ -695,15 +739,11 @@ inline wait() {
     :: atomic {
         if
         :: wstate[t] == W_DONE -> rc = mstatus[t]; done = 1
-        :: else -> skip
+        :: else -> p = poked[t]; poked[t] = 0
         fi
       };
       if
       :: done -> goto waited
-      :: else -> skip
-      fi;
-      atomic { p = poked[t]; poked[t] = 0 };
-      if
       :: p ->
         p = 0;
 #ifdef BUG_POKE_NO_RETRY
@@ -724,79 +764,96 @@ inline wait() {
     od
   :: true -> skip /* no CPU to spare */
   fi;
-  /* Sleep: SPIN -> SLEEP under mu, or the event came meanwhile. */
-  atomic { tmu[t] == 0 -> tmu[t] = t + 1 };
+  /* Sleep: SPIN -> SLEEP under mu, or the event came meanwhile; then the
+   * loop's first look at poked. */
   atomic {
     if
-    :: wstate[t] == W_SPIN -> wstate[t] = W_SLEEP
-    :: else -> rc = mstatus[t]; tmu[t] = 0; done = 1
+    :: wstate[t] == W_SPIN ->
+      wstate[t] = W_SLEEP;
+      p = poked[t];
+      poked[t] = 0;
+      if
+      :: p -> skip /* mu is let go below, before the retry */
+      :: else -> start_wait() /* wait (untimed or timed) */
+      fi
+    :: else -> rc = mstatus[t]; done = 1
     fi
   };
   do
   :: done -> goto waited
-  :: else ->
-    atomic {
-      if
-      :: wstate[t] == W_DONE -> rc = mstatus[t]; tmu[t] = 0; done = 1
-      :: else -> skip
-      fi
-    };
-    if
-    :: done -> goto waited
-    :: else -> skip
-    fi;
-    atomic {
-      p = poked[t];
-      poked[t] = 0;
-      if
-      :: p -> tmu[t] = 0
-      :: else -> skip
-      fi
-    };
-    if
-    :: p ->
-      p = 0;
+  :: p ->
+    p = 0;
 #ifdef BUG_POKE_NO_RETRY
-      atomic { tmu[t] == 0 -> tmu[t] = t + 1 }
+    atomic { incv[t] = 1 }
 #else
-      retry();
-      if
-      :: rc == OK -> goto waited /* granted by our own try */
-      :: else -> rc = PENDING
-      fi;
-      atomic { tmu[t] == 0 -> tmu[t] = t + 1 }
-#endif
-    :: else ->
-      if
-      :: !dl || expired ->
-        /* pthread_cond_wait: only a signal ends it */
-        atomic { incv[t] = 1; tmu[t] = 0 };
-        atomic { incv[t] == 0 && tmu[t] == 0 -> tmu[t] = t + 1 }
+    retry();
+    if
+    :: rc == OK -> goto waited /* granted by our own try */
+    :: else -> rc = PENDING
+    fi;
+    /* Take mu again and look again (DONE? a poke?), then wait. */
+    atomic {
+        if
+      :: wstate[t] == W_DONE -> rc = mstatus[t]; done = 1
       :: else ->
-        /* pthread_cond_timedwait: a signal, or the deadline (or a
-         * spurious return, which the loop treats the same) */
-        atomic { incv[t] = 1; tmu[t] = 0 };
+        p = poked[t];
+        poked[t] = 0;
         if
-        :: atomic { incv[t] == 0 && tmu[t] == 0 -> tmu[t] = t + 1 }
-        :: atomic {
-            tmu[t] == 0 ->
-            incv[t] = 0;
-            tmu[t] = t + 1;
-            if
-            :: wstate[t] != W_DONE -> tmu[t] = 0; to = 1
-            :: else -> skip
-            fi
-          }
-        fi;
-        if
-        :: to ->
-          /* Our deadline: end the wait ourselves. */
-          to = 0;
-          abort_wait(t, ETIMEDOUT);
-          atomic { tmu[t] == 0 -> tmu[t] = t + 1 };
-          expired = 1
-        :: else -> skip
+        :: p -> skip
+        :: else -> start_wait()
         fi
+      fi
+    }
+#endif
+#ifdef BUG_WAIT_UNLOCKED
+  :: gap -> atomic { gap = 0; incv[t] = 1 }
+#endif
+  :: !done && !p && !gap ->
+    /* Waiting on cv (mu let go): a signal ends it; a timed wait may
+     * also end at its deadline (or spuriously, which the loop treats the
+     * same way). Then mu is taken again, and the loop looks again. */
+    if
+    :: atomic {
+        incv[t] == 0 ->
+        if
+        :: wstate[t] == W_DONE -> rc = mstatus[t]; done = 1
+        :: else ->
+          p = poked[t];
+          poked[t] = 0;
+          if
+          :: p -> skip
+          :: else -> start_wait()
+          fi
+        fi
+      }
+    :: dl && !expired ->
+      atomic {
+            incv[t] = 0;
+        if
+        :: wstate[t] == W_DONE -> rc = mstatus[t]; done = 1
+        :: else -> to = 1 /* ETIMEDOUT, and not DONE: let go of mu */
+        fi
+      };
+      if
+      :: to ->
+        /* Our deadline: end the wait ourselves. If a grant or a cancel
+         * won the race, its event is on its way and we wait for it. */
+        to = 0;
+        abort_wait(t, ETIMEDOUT);
+        expired = 1;
+        atomic {
+                if
+          :: wstate[t] == W_DONE -> rc = mstatus[t]; done = 1
+          :: else ->
+            p = poked[t];
+            poked[t] = 0;
+            if
+            :: p -> skip
+            :: else -> start_wait()
+            fi
+          fi
+        }
+      :: else -> skip
       fi
     fi
   od;
@@ -812,22 +869,37 @@ inline lock_all() {
    * no holder and no waiter; a key that is not gives back what was taken
    * (the slow way when it has waiters by now). ordo__try_one for one key
    * in S. */
-  if
-  :: xm[t] ->
-    atomic {
-      if
-      :: set[t] == 2 && FREE(1) -> grant_one(1, t); rc = OK
-      :: set[t] != 2 && FREE(0) ->
-        grant_one(0, t);
-        if
-        :: set[t] == 1 -> rc = OK
-        :: else -> part = 1
-        fi
-      :: else -> skip
-      fi
-    };
+  atomic {
+    /* The request (its keys, its mode, a deadline or none), made in the
+     * step of its first look at the keys: nobody sees it before. */
     if
-    :: part ->
+    :: set[t] = 1
+    :: set[t] = 2
+    :: set[t] = 3
+    fi;
+    if
+    :: xm[t] = 0
+    :: xm[t] = 1
+    fi;
+    if
+    :: dl = 0
+    :: MAY_TIME_OUT(t) -> dl = 1
+    fi;
+    if
+    :: xm[t] && set[t] == 2 && FREE(1) -> grant_one(1, t); rc = OK
+    :: xm[t] && set[t] != 2 && FREE(0) ->
+      grant_one(0, t);
+      if
+      :: set[t] == 1 -> rc = OK
+      :: else -> part = 1
+      fi
+    :: !xm[t] && set[t] == 1 && FREE(0) -> grant_one(0, t); rc = OK
+    :: !xm[t] && set[t] == 2 && FREE(1) -> grant_one(1, t); rc = OK
+    :: else -> skip
+    fi
+  };
+  if
+  :: part ->
       atomic {
         if
         :: FREE(1) -> grant_one(1, t); rc = OK
@@ -845,21 +917,10 @@ inline lock_all() {
         fire_all()
       :: else -> skip
       fi
-    :: else -> skip
-    fi
-  :: !xm[t] && set[t] != 3 ->
-    atomic {
-      if
-      :: set[t] == 1 && FREE(0) -> grant_one(0, t); rc = OK
-      :: set[t] == 2 && FREE(1) -> grant_one(1, t); rc = OK
-      :: else -> skip
-      fi
-    }
   :: else -> skip
   fi;
   if
   :: rc != OK ->
-    atomic { wstate[t] = W_SPIN; poked[t] = 0 };
     acquire();
     if
     :: rc == PENDING -> wait()
@@ -894,28 +955,12 @@ inline lock_all() {
 
 proctype thread(byte t) {
   byte r, rc, i, e, res, fire, u, victim;
-  bool hw, again, wake, sig, cas, did, p, done, expired, to, dl, part;
+  bool hw, again, wake, sig, cas, did, p, done, expired, to, dl, part, gap;
   byte gk, gi, gj, gf, ge, ge2, gpos, gself;
   bool gok, gunsure, gch;
 
   do
   :: r < ROUNDS ->
-    /* The request: its keys, its mode, a deadline or none. */
-    atomic {
-      if
-      :: set[t] = 1
-      :: set[t] = 2
-      :: set[t] = 3
-      fi;
-      if
-      :: xm[t] = 0
-      :: xm[t] = 1
-      fi;
-      if
-      :: dl = 0
-      :: dl = 1
-      fi
-    };
     lock_all();
     if
     :: rc == OK -> release_all()
@@ -926,7 +971,9 @@ proctype thread(byte t) {
   od;
   /* ordo_cancel of another thread's wait, or nothing. */
   if
-  :: true -> atomic { victim = (t + 1) % NT; r = 0 }; abort_wait(victim, ECANCELED)
+  :: MAY_CANCEL(t) ->
+    atomic { victim = (t + 1) % NT; r = 0 };
+    abort_wait(victim, ECANCELED)
   :: true -> skip
   fi
 }
@@ -944,6 +991,8 @@ init {
     run clock();
     run thread(0);
     run thread(1);
+#if NT > 2
     run thread(2)
+#endif
   }
 }

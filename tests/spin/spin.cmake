@@ -1,0 +1,21 @@
+# spin.cmake -- the model checks of the engine's two protocols
+# (src/core/fast.pml, src/core/grant.pml; src/core/README.md, "The models").
+# tests/spin/run_spin.sh runs spin and pan on each, and then checks that each
+# deliberate bug the model lists is caught. make test runs the fast path at
+# its full bound (3 threads, 2 keys, 2 lock objects, any number of calls) and
+# the grant protocol at 2 threads; `make verify` runs the grant protocol at 3
+# threads (about 35 million states). The models do not run our C code, so
+# the sanitizer builds do not run them again. Included from
+# tests/CMakeLists.txt.
+if(NOT ORDO_SANITIZE)
+  set(ORDO_SPIN_RUN ${CMAKE_CURRENT_LIST_DIR}/run_spin.sh)
+  set(ORDO_CORE_DIR ${CMAKE_CURRENT_LIST_DIR}/../../src/core)
+  # fast.pml's full search is deep (about 11 million steps): its stack
+  # needs --depth, and 2^25 hash slots keep its 21 million states apart.
+  add_test(NAME spin_fast
+           COMMAND bash ${ORDO_SPIN_RUN} --depth 20000000 --hash 25
+                   ${ORDO_CORE_DIR}/fast.pml)
+  add_test(NAME spin_grant_quick
+           COMMAND bash ${ORDO_SPIN_RUN} -D NT=2 ${ORDO_CORE_DIR}/grant.pml)
+  set_tests_properties(spin_fast spin_grant_quick PROPERTIES TIMEOUT 600)
+endif()
