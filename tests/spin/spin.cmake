@@ -3,8 +3,9 @@
 # tests/spin/run_spin.sh runs spin and pan on each, and then checks that each
 # deliberate bug the model lists is caught. make test runs the fast path at
 # its full bound (3 threads, 2 keys, 2 lock objects, any number of calls) and
-# the grant protocol at 2 threads; `make verify` runs the grant protocol at 3
-# threads (about 35 million states). The models do not run our C code, so
+# the grant protocol at 2 threads (and again with every thread allowed to
+# time out and cancel); `make verify` runs the grant protocol at 3 threads
+# (about 35 million states). The models do not run our C code, so
 # the sanitizer builds do not run them again. Included from
 # tests/CMakeLists.txt.
 if(NOT ORDO_SANITIZE)
@@ -17,5 +18,10 @@ if(NOT ORDO_SANITIZE)
                    ${ORDO_CORE_DIR}/fast.pml)
   add_test(NAME spin_grant_quick
            COMMAND bash ${ORDO_SPIN_RUN} -D NT=2 ${ORDO_CORE_DIR}/grant.pml)
-  set_tests_properties(spin_fast spin_grant_quick PROPERTIES TIMEOUT 600)
+  # Every thread may time out and cancel (the default lets one of each).
+  add_test(NAME spin_grant_aborts
+           COMMAND bash ${ORDO_SPIN_RUN} --no-bugs -D NT=2 -D ALL_ABORTS
+                   ${ORDO_CORE_DIR}/grant.pml)
+  set_tests_properties(spin_fast spin_grant_quick spin_grant_aborts
+                       PROPERTIES TIMEOUT 600)
 endif()
