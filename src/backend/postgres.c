@@ -27,8 +27,11 @@
  * already past tries once with pg_try_advisory_lock. 40P01 (a deadlock the
  * server found among incremental calls) is ORDO_EDEADLK after every lock of
  * the txn was released; 40001 is ORDO_EDEADLK too. Every exchange is bounded
- * on the client as well (poll(2) on the socket, then a cancel request, then
- * the connection is dropped): nothing waits on a dead server.
+ * on the client as well (non-blocking sends, poll(2) on the socket, a
+ * connect made with PQconnectPoll): a server that has not answered by the
+ * deadline plus timeout_ms loses the connection, which is dropped rather
+ * than cancelled (libpq 15's PQcancel blocks): nothing waits on a frozen
+ * or black-holed server.
  *
  * Tokens: nextval of the sequence ordo_fence (created when first needed),
  * taken in the statement after each lock: strictly increasing for every
@@ -283,27 +286,87 @@ static void drop(pg_place *p, pg_txn *t, const char *what)
   }
 }
 
-static int connect_txn(pg_place *p, pg_txn *t) ORDO_REQUIRES(t->mu) {
-  char tmo[24];
+/*
+ * open_conn -- a connection to the URL's server, or NULL (the reason in
+ * *rc and noted). libpq's connect_timeout counts in whole seconds, at
+ * least 2, and PQconnectdb waits in connect and recv without a bound of
+ * ours, so the connection is made with PQconnectStartParams and
+ * PQconnectPoll, each wait a poll(2) bounded by timeout_ms in all: a server
+ * that accepts and never answers (stopped, black-holed) costs no more.
+ * The connection is left non-blocking: no write of ours (a large
+ * statement, PQfinish's goodbye) can block on a server that stopped
+ * reading. A host name is resolved before the first poll, as
+ * getaddrinfo(3) does, without our bound.
+ */
+static PGconn *open_conn(pg_place *p, int *rc) {
+  char tmo[24], utmo[24], idle[24], intvl[24];
   long s = (p->u.timeout_ms + 999) / 1000;
   snprintf(tmo, sizeof tmo, "%ld", s < 2 ? 2 : s);
+  /* tcp_user_timeout (Linux): unacknowledged data, a keepalive probe
+   * included, fails the connection after timeout_ms. Keepalives find a
+   * peer that vanished (a host down, a partition) while the connection is
+   * idle: first probe after a third of the lease, then every ninth, three
+   * probes. */
+  snprintf(utmo, sizeof utmo, "%ld", p->u.timeout_ms);
+  long li = p->u.lease_ms / 3000, lv = p->u.lease_ms / 9000;
+  snprintf(idle, sizeof idle, "%ld", li < 1 ? 1 : li > 60 ? 60 : li);
+  snprintf(intvl, sizeof intvl, "%ld", lv < 1 ? 1 : lv > 20 ? 20 : lv);
   /* Ours first, then the URL's (expand_dbname: dbname is the whole URL or
    * conninfo), whose settings win: later ones override earlier. */
-  const char *const kw[] = {"connect_timeout", "application_name", "keepalives",
-                            "keepalives_idle", "dbname",           NULL};
-  const char *const val[] = {tmo, "ordo", "1", "10", p->u.conninfo, NULL};
-  PGconn *c = PQconnectdbParams(kw, val, 1);
-  if (!c)
-    return ORDO_ENOMEM;
-  if (PQstatus(c) != CONNECTION_OK) {
-    const char *m = PQerrorMessage(c);
-    int rc = strstr(m, "password") || strstr(m, "authentication")
-                 ? ORDO_EAUTH
-                 : ORDO_EBACKEND;
-    note_err(p, "connect", m);
-    PQfinish(c);
-    return rc;
+  const char *const kw[] = {"connect_timeout",
+                            "application_name",
+                            "keepalives",
+                            "keepalives_idle",
+                            "keepalives_interval",
+                            "keepalives_count",
+                            "tcp_user_timeout",
+                            "dbname",
+                            NULL};
+  const char *const val[] = {tmo, "ordo", "1",           idle, intvl,
+                             "3", utmo,   p->u.conninfo, NULL};
+  PGconn *c = PQconnectStartParams(kw, val, 1);
+  if (!c) {
+    *rc = ORDO_ENOMEM;
+    return NULL;
   }
+  uint64_t until = ordo__now_ns() + (uint64_t)p->u.timeout_ms * PG_MS;
+  PostgresPollingStatusType st = PQstatus(c) == CONNECTION_BAD
+                                     ? PGRES_POLLING_FAILED
+                                     : PGRES_POLLING_WRITING;
+  bool late = false;
+  while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
+    uint64_t now = ordo__now_ns();
+    if (now >= until) {
+      late = true;
+      break;
+    }
+    int ms = (int)((until - now) / PG_MS) + 1;
+    struct pollfd pf = {PQsocket(c),
+                        st == PGRES_POLLING_READING ? POLLIN : POLLOUT, 0};
+    int n = poll(&pf, 1, ms);
+    if (n < 0 && errno != EINTR) {
+      st = PGRES_POLLING_FAILED;
+      break;
+    }
+    if (n > 0)
+      st = PQconnectPoll(c);
+  }
+  if (st == PGRES_POLLING_OK && PQsetnonblocking(c, 1) == 0)
+    return c;
+  const char *m = late ? "no answer within timeout_ms" : PQerrorMessage(c);
+  *rc = !late && (strstr(m, "password") || strstr(m, "authentication"))
+            ? ORDO_EAUTH
+            : ORDO_EBACKEND;
+  note_err(p, "connect", m);
+  PQfinish(c);
+  return NULL;
+}
+
+static int connect_txn(pg_place *p, pg_txn *t) ORDO_REQUIRES(t->mu) {
+  int rc = 0;
+  PGconn *c = open_conn(p, &rc);
+  if (!c)
+    return rc;
   PQsetNoticeProcessor(c, quiet, NULL);
   t->c = c;
   t->lock_ms = -1;
@@ -314,9 +377,13 @@ static int connect_txn(pg_place *p, pg_txn *t) ORDO_REQUIRES(t->mu) {
 
 /*
  * run -- sends sql and returns its last result (the caller PQclears it), or
- * NULL when the connection failed (dropped, noted). The wait is bounded by
- * until_ns (UINT64_MAX: none): past it a cancel request is sent and the
- * result waited for timeout_ms more; after that the connection is dropped.
+ * NULL when the connection failed (dropped, noted). The exchange, the send
+ * included, is bounded by until_ns (ORDO_NO_DEADLINE: none): past it the
+ * connection is dropped. libpq 15's PQcancel would block in connect and
+ * recv with no timeout on a server that stopped answering (PQcancelCreate,
+ * the non-blocking cancel, is libpq 17's), and a server that has not
+ * answered by then has lost the session for us anyway: the statement's own
+ * timeouts (lock_timeout, statement_timeout) were due timeout_ms earlier.
  */
 static PGresult *run(pg_place *p, pg_txn *t, const char *sql, uint64_t until_ns)
     ORDO_REQUIRES(t->mu) {
@@ -324,10 +391,17 @@ static PGresult *run(pg_place *p, pg_txn *t, const char *sql, uint64_t until_ns)
     drop(p, t, "send");
     return NULL;
   }
-  bool cancelled = false;
   PGresult *last = NULL;
   for (;;) {
-    while (!PQisBusy(t->c)) {
+    /* The connection is non-blocking: what did not fit in the socket's
+     * buffer is sent as the server reads it. */
+    int fl = PQflush(t->c);
+    if (fl < 0) {
+      PQclear(last);
+      drop(p, t, "send");
+      return NULL;
+    }
+    while (fl == 0 && !PQisBusy(t->c)) {
       PGresult *r = PQgetResult(t->c);
       if (!r)
         return last;
@@ -338,32 +412,23 @@ static PGresult *run(pg_place *p, pg_txn *t, const char *sql, uint64_t until_ns)
     int ms = -1;
     if (until_ns != ORDO_NO_DEADLINE) {
       if (now >= until_ns) {
-        if (cancelled) {
-          PQclear(last);
-          drop(p, t, "no reply after a cancel request");
-          return NULL;
-        }
-        char eb[256];
-        PGcancel *cx = PQgetCancel(t->c);
-        if (cx) {
-          PQcancel(cx, eb, sizeof eb);
-          PQfreeCancel(cx);
-        }
-        cancelled = true;
-        until_ns = now + (uint64_t)p->u.timeout_ms * PG_MS;
-        continue;
+        PQclear(last);
+        drop(p, t, "no reply within the bound: the connection was dropped");
+        return NULL;
       }
       uint64_t left = (until_ns - now) / PG_MS + 1;
       ms = left > 60000 ? 60000 : (int)left;
     }
-    struct pollfd pf = {PQsocket(t->c), POLLIN, 0};
+    struct pollfd pf = {PQsocket(t->c), (short)(POLLIN | (fl ? POLLOUT : 0)),
+                        0};
     int n = poll(&pf, 1, ms);
     if (n < 0 && errno != EINTR) {
       PQclear(last);
       drop(p, t, "poll");
       return NULL;
     }
-    if (n > 0 && !PQconsumeInput(t->c)) {
+    if (n > 0 && (pf.revents & (POLLIN | POLLERR | POLLHUP)) &&
+        !PQconsumeInput(t->c)) {
       PQclear(last);
       drop(p, t, "read");
       return NULL;
@@ -786,8 +851,14 @@ static int pg_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
       }
       goto out;
     }
-    if (p->u.xact)
-      run_ok(p, t, "RELEASE SAVEPOINT ordo");
+    if (p->u.xact && run_ok(p, t, "RELEASE SAVEPOINT ordo") != 0) {
+      /* Whether the grant stands is not known: the session goes, and with
+       * it whatever the transaction held. */
+      if (t->c)
+        drop(p, t, "RELEASE SAVEPOINT");
+      rc = ORDO_EBACKEND;
+      goto out;
+    }
   }
   record(p, t, r, n, w, tok, nw, sent_x, sent_s, copies);
   atomic_fetch_add(&p->acquired, 1);

@@ -13,6 +13,7 @@
 #               (session scope), through pg_it.sh.
 #   integration_postgres  test_postgres.c: URLs, bad input, the values in
 #               pg_locks, timeouts, timeout_ms against a stopped backend,
+#               every call's bound with the whole server SIGSTOPped,
 #               an incremental deadlock PostgreSQL finds, the fencing
 #               pattern (two clients, one whose session was killed), a
 #               killed session, xact scope.

@@ -2,7 +2,8 @@
  * test_postgres.c -- the postgres:// backend (advisory locks) against a
  * real PostgreSQL cluster that tests/integration/pg_it.sh starts
  * (pg_fixture.sh), reached as ORDO_PG_URL (role ordo, password ordo, the
- * cluster's deadlock_timeout 10 ms), with ORDO_PG_PORT its port. A case
+ * cluster's deadlock_timeout 10 ms), with ORDO_PG_PORT its port and
+ * ORDO_PG_PID its postmaster. A case
  * that needs the cluster fails, naming the variable, when the wrapper did
  * not export it: it is never skipped.
  *
@@ -10,8 +11,9 @@
  * listening, a wrong password, a missing database) with clear errors in
  * bounded time; the values actually locked (pg_locks shows ordo's
  * key-to-value map); a timeout that takes nothing; timeout_ms against a
- * server that stops answering (its backend stopped: a cancel request, then
- * the connection dropped, ORDO_EBACKEND and then ORDO_ELEASE); a deadlock
+ * server that stops answering (its backend stopped: the connection dropped,
+ * ORDO_EBACKEND and then ORDO_ELEASE); every call's bound with the whole
+ * server frozen by SIGSTOP (issue 18, item 8); a deadlock
  * between incremental calls that PostgreSQL finds, the victim holding
  * nothing when it hears, and ordo_retry finishing both; the fencing pattern
  * with two clients, where a holder whose session was killed writes late
@@ -35,6 +37,9 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/types.h>
+#include <unistd.h>
 #include <sys/socket.h>
 
 int64_t ordo__pg_key_value(const void *key, size_t len);
@@ -485,12 +490,12 @@ static void test_fencing_pattern(void **state) {
 /*
  * timeout_ms bounds every exchange that does not wait for a lock: here the
  * server stops answering (the txn's backend is stopped with SIGSTOP), a try
- * (timeout 0) gets no reply within timeout_ms, its cancel request none
- * either within timeout_ms more, and the connection is dropped: the call
- * returns ORDO_EBACKEND after those two bounds and no later than a bound
- * against a hang. Nothing is asserted while the backend is stopped; once
- * it runs again it ends (its client has gone) and its lock with it, and
- * the txn's next call says ORDO_ELEASE once.
+ * (timeout 0) gets no reply within timeout_ms, and the connection is
+ * dropped (no cancel request: libpq 15's blocks): the call returns
+ * ORDO_EBACKEND after that bound and no later than a bound against a hang.
+ * Nothing is asserted while the backend is stopped; once it runs again it
+ * ends (its client has gone) and its lock with it, and the txn's next call
+ * says ORDO_ELEASE once.
  */
 static void test_timeout_ms(void **state) {
   (void)state;
@@ -514,13 +519,13 @@ static void test_timeout_ms(void **state) {
   print_message("a try on a stopped backend: %s after %llu ms\n",
                 ordo_err_name(rc), (unsigned long long)ms);
   assert_int_equal(rc, ORDO_EBACKEND);
-  assert_true(ms >= (uint64_t)(2 * tmo - 20));
-  assert_true(ms <= tu_ms(2 * (uint64_t)tmo + 2000));
+  assert_true(ms >= (uint64_t)(tmo - 20));
+  assert_true(ms <= tu_ms((uint64_t)tmo + 2000));
   char buf[4096];
   dump_text(o, buf, sizeof buf);
-  if (!strstr(buf, "no reply after a cancel request"))
+  if (!strstr(buf, "no reply within the bound"))
     print_error("the dump lacks the reason:\n%s\n", buf);
-  assert_non_null(strstr(buf, "no reply after a cancel request"));
+  assert_non_null(strstr(buf, "no reply within the bound"));
   assert_int_equal(ordo_held(t, "pgto:1", 6, NULL), 0);
   /* The backend runs again, finds its client gone and ends: the lock is
    * free for another, and t hears of it once. */
@@ -534,6 +539,165 @@ static void test_timeout_ms(void **state) {
   PQfinish(c);
   ordo_txn_end(t);
   ordo_close(o);
+}
+
+/* The postmaster (pg_it.sh exports its pid). */
+static pid_t postmaster(void) {
+  const char *s = getenv("ORDO_PG_PID");
+  if (!s || atoi(s) <= 0)
+    fail_msg("ORDO_PG_PID is not set: pg_it.sh exports the postmaster's pid");
+  return (pid_t)atoi(s);
+}
+
+/* Sends sig to the postmaster and to each of its children (every backend
+ * and auxiliary process: each child of the postmaster leads a process
+ * group of its own, so one kill of a group would not reach them). The
+ * postmaster goes first, so that on SIGSTOP it forks no child that the
+ * scan of /proc could miss. 0, or -1 when a kill failed. */
+static int signal_server(pid_t pm, int sig) {
+  int rc = kill(pm, sig);
+  DIR *d = opendir("/proc");
+  if (!d)
+    return -1;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    char path[300], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+      continue;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    /* pid (comm) state ppid ...: comm may hold spaces, so read after the
+     * last ')'. */
+    char *r = strrchr(buf, ')');
+    int ppid = 0;
+    char st;
+    if (r && sscanf(r + 1, " %c %d", &st, &ppid) == 2 && ppid == pm &&
+        kill((pid_t)atoi(e->d_name), sig) != 0)
+      rc = -1;
+  }
+  closedir(d);
+  return rc;
+}
+
+/* Thaws a frozen server when told, or by itself after cap_ms: a call that
+ * hangs on the frozen server (the defect) then returns late and fails its
+ * bound, rather than hanging the test. */
+typedef struct thaw {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool now, by_cap;
+  pid_t pm;
+  uint64_t cap_ms;
+  int rc;
+} thaw;
+
+static void *thaw_main(void *arg) {
+  thaw *w = arg;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t ns = (uint64_t)ts.tv_nsec + w->cap_ms * 1000000u;
+  ts.tv_sec += (time_t)(ns / 1000000000u);
+  ts.tv_nsec = (long)(ns % 1000000000u);
+  pthread_mutex_lock(&w->mu);
+  while (!w->now && pthread_cond_timedwait(&w->cv, &w->mu, &ts) == 0)
+    ;
+  w->by_cap = !w->now;
+  pthread_mutex_unlock(&w->mu);
+  w->rc = signal_server(w->pm, SIGCONT);
+  return NULL;
+}
+
+/*
+ * Issue 18, item 8: the whole server frozen (every process of the cluster
+ * stopped with SIGSTOP, so the postmaster takes no cancel request either),
+ * while txn a holds a key and the renewal thread checks it (lease_ms 600:
+ * every 200 ms). A call with a 200 ms timeout returns within 200 ms + the
+ * statement slack (50) + timeout_ms, plus a margin against load: b's wait,
+ * b's reconnect (bounded by timeout_ms, not libpq's connect_timeout of 2 s
+ * at least), and a's own call, which must not be kept waiting by a check
+ * of a's connection hung on the server (the renewal thread holds a's mutex
+ * through a check). Nothing is asserted while the server is frozen; a
+ * thread thaws it after a cap, so the defect fails the bounds instead of
+ * hanging. Once thawed, the server ends the sessions whose clients left,
+ * and a's key is free again.
+ */
+static void test_frozen_server(void **state) {
+  (void)state;
+  NEED_PG();
+  const long tmo = 300;
+  const uint64_t bound = tu_ms(200 + 50 + (uint64_t)tmo + 500);
+  pid_t pm = postmaster();
+  ordo_t *o = open_url("%s%ctimeout_ms=%ld&lease_ms=600", URL,
+                       strchr(URL, '?') ? '&' : '?', tmo);
+  ordo_txn_t *a = txn(o), *b = txn(o);
+  assert_int_equal(ordo_lock(a, "frz:a", 5, ORDO_MODE_X, 1000), 0);
+  thaw w = {PTHREAD_MUTEX_INITIALIZER,
+            PTHREAD_COND_INITIALIZER,
+            false,
+            false,
+            pm,
+            tu_ms(8000),
+            -1};
+  int stop_rc = signal_server(pm, SIGSTOP);
+  pthread_t th;
+  int th_rc = pthread_create(&th, NULL, thaw_main, &w);
+  int rc_b = 0, rc_b2 = 0, rc_a = 0;
+  uint64_t ms_b = 0, ms_b2 = 0, ms_a = 0;
+  if (stop_rc == 0 && th_rc == 0) {
+    uint64_t t0 = tu_now_ns();
+    rc_b = ordo_lock(b, "frz:b", 5, ORDO_MODE_X, 200);
+    ms_b = ms_since(t0);
+    t0 = tu_now_ns();
+    rc_b2 = ordo_lock(b, "frz:b", 5, ORDO_MODE_X, 200); /* reconnects */
+    ms_b2 = ms_since(t0);
+    t0 = tu_now_ns();
+    rc_a = ordo_lock(a, "frz:c", 5, ORDO_MODE_X, 200);
+    ms_a = ms_since(t0);
+  }
+  if (th_rc == 0) {
+    pthread_mutex_lock(&w.mu);
+    w.now = true;
+    pthread_cond_signal(&w.cv);
+    pthread_mutex_unlock(&w.mu);
+    pthread_join(th, NULL);
+  } else {
+    signal_server(pm, SIGCONT);
+  }
+  assert_int_equal(stop_rc, 0);
+  assert_int_equal(th_rc, 0);
+  assert_int_equal(w.rc, 0);
+  print_message("frozen server: b %s after %llu ms, b again %s after %llu ms, "
+                "a %s after %llu ms (bound %llu ms)%s\n",
+                ordo_err_name(rc_b), (unsigned long long)ms_b,
+                ordo_err_name(rc_b2), (unsigned long long)ms_b2,
+                ordo_err_name(rc_a), (unsigned long long)ms_a,
+                (unsigned long long)bound,
+                w.by_cap ? "; thawed by the cap: a call hung" : "");
+  assert_false(w.by_cap);
+  assert_int_equal(rc_b, ORDO_EBACKEND);
+  assert_true(ms_b <= bound);
+  assert_int_equal(rc_b2, ORDO_EBACKEND);
+  assert_true(ms_b2 <= bound);
+  /* a's connection was dropped, by the renewal thread's check (ELEASE: its
+   * lock is gone) or by its own call (EBACKEND). */
+  assert_true(rc_a == ORDO_ELEASE || rc_a == ORDO_EBACKEND);
+  assert_true(ms_a <= bound + tu_ms((uint64_t)tmo));
+  assert_int_equal(ordo_held(a, "frz:a", 5, NULL), 0);
+  ordo_txn_end(a);
+  ordo_txn_end(b);
+  ordo_close(o);
+  /* Thawed, the server ends a's old session, whose client left: the key is
+   * free for another (a bounded wait). */
+  ordo_t *o2 = open_url("%s", URL);
+  ordo_txn_t *u = txn(o2);
+  assert_int_equal(ordo_lock(u, "frz:a", 5, ORDO_MODE_X, tu_ms(5000)), 0);
+  ordo_txn_end(u);
+  ordo_close(o2);
 }
 
 typedef struct lost_box {
@@ -667,6 +831,7 @@ int main(void) {
       cmocka_unit_test(test_values),
       cmocka_unit_test(test_timeout),
       cmocka_unit_test(test_timeout_ms),
+      cmocka_unit_test(test_frozen_server),
       cmocka_unit_test(test_deadlock),
       cmocka_unit_test(test_fencing_pattern),
       cmocka_unit_test(test_session_killed),
