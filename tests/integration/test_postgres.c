@@ -159,6 +159,13 @@ static void test_urls(void **state) {
       "postgres://h/db?lease_ms=5",
       "postgres://h/db?nosuchparam=1",
       "postgre://h/db",
+      "postgres://h/db?fence_seq=nodot",
+      "postgres://h/db?fence_seq=a.b.c",
+      "postgres://h/db?fence_seq=.x",
+      "postgres://h/db?fence_seq=x.",
+      "postgres://h/db?fence_seq=Public.x",
+      "postgres://h/db?fence_seq=s.x');drop",
+      "postgres://h/db?fence_seq=s.1x",
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     ordo_t *o = NULL;
@@ -171,6 +178,7 @@ static void test_urls(void **state) {
       "postgres://u:p@h:5432/db",
       "postgresql://h/db?sslmode=disable&scope=xact&timeout_ms=100",
       "postgres://h/db?application_name=x&lease_ms=3000",
+      "postgres://h/db?fence_seq=my_schema.tokens_2",
       "postgres:host=/tmp dbname=x password='a b'",
   };
   for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
@@ -549,6 +557,24 @@ static pid_t postmaster(void) {
   return (pid_t)atoi(s);
 }
 
+/* The parent of pid, from /proc (0 when unknown). */
+static pid_t parent_of(pid_t pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  /* pid (comm) state ppid ...: comm may hold spaces, so read after the
+   * last ')'. */
+  char *r = strrchr(buf, ')');
+  int ppid = 0;
+  char st;
+  return r && sscanf(r + 1, " %c %d", &st, &ppid) == 2 ? (pid_t)ppid : 0;
+}
+
 /* Sends sig to the postmaster and to each of its children (every backend
  * and auxiliary process: each child of the postmaster leads a process
  * group of its own, so one kill of a group would not reach them). The
@@ -563,24 +589,19 @@ static int signal_server(pid_t pm, int sig) {
   while ((e = readdir(d)) != NULL) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9')
       continue;
-    char path[300], buf[512];
-    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-    FILE *f = fopen(path, "r");
-    if (!f)
-      continue;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    /* pid (comm) state ppid ...: comm may hold spaces, so read after the
-     * last ')'. */
-    char *r = strrchr(buf, ')');
-    int ppid = 0;
-    char st;
-    if (r && sscanf(r + 1, " %c %d", &st, &ppid) == 2 && ppid == pm &&
-        kill((pid_t)atoi(e->d_name), sig) != 0)
+    pid_t pid = (pid_t)atoi(e->d_name);
+    if (parent_of(pid) == pm && kill(pid, sig) != 0)
       rc = -1;
   }
   closedir(d);
+  /* runuser, the postmaster's parent when the tests run as root, stops
+   * itself when its child stops: it must run again too, or it would never
+   * reap the postmaster. */
+  if (sig == SIGCONT) {
+    pid_t pp = parent_of(pm);
+    if (pp > 1 && pp != getpid())
+      kill(pp, SIGCONT);
+  }
   return rc;
 }
 
@@ -820,7 +841,134 @@ static void test_xact_scope(void **state) {
   ordo_close(o);
 }
 
-int main(void) {
+/* One grant of key by t: its token. */
+static uint64_t grant_token(ordo_txn_t *t, const char *key) {
+  size_t len = strlen(key);
+  assert_int_equal(ordo_lock(t, key, len, ORDO_MODE_X, 5000), 0);
+  uint64_t tok = 0;
+  assert_int_equal(ordo_fence(t, key, len, &tok), 0);
+  assert_int_equal(ordo_unlock_all(t), 1);
+  return tok;
+}
+
+/*
+ * Issue 18, item 9: two roles, each with a schema of its own named after
+ * it (search_path "$user", public finds it first: PostgreSQL 15's
+ * recommended pattern), take turns on one key. Advisory locks are shared
+ * by the whole database, so their tokens must come from one sequence: the
+ * default public.ordo_fence, made by an administrator (ordo) who lets
+ * both use it. An unqualified name would have made one sequence per role,
+ * and both would have got 1, 2, ... Then fence_seq names a sequence of
+ * the role's own (created by ordo_txn_begin in the role's schema), and the
+ * tokens are that sequence's.
+ */
+static void test_roles_one_sequence(void **state) {
+  (void)state;
+  NEED_PG();
+  PGconn *c = side();
+  exec_ok(c,
+          "CREATE SEQUENCE IF NOT EXISTS public.ordo_fence; "
+          "CREATE ROLE fence_r1 LOGIN PASSWORD 'r1'; "
+          "CREATE ROLE fence_r2 LOGIN PASSWORD 'r2'; "
+          "CREATE SCHEMA fence_r1 AUTHORIZATION fence_r1; "
+          "CREATE SCHEMA fence_r2 AUTHORIZATION fence_r2; "
+          "GRANT USAGE ON SEQUENCE public.ordo_fence TO fence_r1, fence_r2",
+          PGRES_COMMAND_OK);
+  const char *db = strrchr(URL, '/');
+  assert_non_null(db);
+  db++;
+  ordo_t *o1 = open_url("postgres://fence_r1:r1@127.0.0.1:%d/%s", PORT, db);
+  ordo_t *o2 = open_url("postgres://fence_r2:r2@127.0.0.1:%d/%s", PORT, db);
+  ordo_txn_t *t1 = txn(o1), *t2 = txn(o2);
+  uint64_t tok[6];
+  for (int i = 0; i < 6; i++)
+    tok[i] = grant_token(i % 2 ? t2 : t1, "acct:1");
+  print_message("tokens of fence_r1, fence_r2 in turn: %llu %llu %llu %llu "
+                "%llu %llu\n",
+                (unsigned long long)tok[0], (unsigned long long)tok[1],
+                (unsigned long long)tok[2], (unsigned long long)tok[3],
+                (unsigned long long)tok[4], (unsigned long long)tok[5]);
+  for (int i = 1; i < 6; i++)
+    assert_true(tok[i] > tok[i - 1]);
+  /* Neither role got a sequence of its own. */
+  assert_int_equal(one_int(c, "SELECT count(*) FROM pg_class k JOIN "
+                              "pg_namespace n ON n.oid = k.relnamespace "
+                              "WHERE k.relkind = 'S' AND n.nspname LIKE "
+                              "'fence_r%'"),
+                   0);
+  ordo_txn_end(t1);
+  ordo_txn_end(t2);
+  ordo_close(o1);
+  ordo_close(o2);
+  /* fence_seq: the role's own sequence, created in its schema. */
+  o1 = open_url("postgres://fence_r1:r1@127.0.0.1:%d/%s?fence_seq=fence_r1.own",
+                PORT, db);
+  t1 = txn(o1);
+  uint64_t a = grant_token(t1, "acct:1"), b = grant_token(t1, "acct:1");
+  assert_true(b > a);
+  assert_int_equal(
+      one_int(c, "SELECT last_value FROM fence_r1.own WHERE is_called"),
+      (long long)b);
+  ordo_txn_end(t1);
+  ordo_close(o1);
+  PQfinish(c);
+}
+
+/*
+ * test_postgres draw URL N [hold]: N grants of key crash:1 by one txn on
+ * URL, each let go at once, printing each grant's token on a line of its
+ * own (for pg_fence_crash.sh, which kills the server between two runs).
+ * With hold, one more grant is printed and kept until standard input
+ * ends: the crash then comes while the key is held (in scope=xact, before
+ * the transaction that took it commits). Exit 0, or 1 with the reason on
+ * stderr; what happens to the held key once the server is gone does not
+ * count.
+ */
+static int draw_main(const char *url, int n, bool hold) {
+  ordo_t *o = NULL;
+  ordo_txn_t *t = NULL;
+  int rc = ordo_open(&o, url, NULL);
+  if (!rc)
+    rc = ordo_txn_begin(o, &t, NULL);
+  for (int i = 0; !rc && i < n; i++) {
+    uint64_t tok = 0;
+    rc = ordo_lock(t, "crash:1", 7, ORDO_MODE_X, 5000);
+    if (!rc)
+      rc = ordo_fence(t, "crash:1", 7, &tok);
+    if (!rc)
+      rc = ordo_unlock_all(t) == 1 ? 0 : ORDO_EBACKEND;
+    if (!rc)
+      printf("%llu\n", (unsigned long long)tok);
+  }
+  if (!rc && hold) {
+    uint64_t tok = 0;
+    rc = ordo_lock(t, "crash:1", 7, ORDO_MODE_X, 5000);
+    if (!rc)
+      rc = ordo_fence(t, "crash:1", 7, &tok);
+    if (!rc) {
+      printf("%llu\n", (unsigned long long)tok);
+      fflush(stdout);
+      char c;
+      while (read(0, &c, 1) > 0)
+        ;
+    }
+  }
+  if (rc) {
+    fprintf(stderr, "draw: %s\n", ordo_err_name(rc));
+    if (o)
+      ordo_dump(o, 2);
+  }
+  if (t)
+    ordo_txn_end(t);
+  if (o)
+    ordo_close(o);
+  return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  if ((argc == 4 || argc == 5) && strcmp(argv[1], "draw") == 0)
+    return draw_main(argv[2], atoi(argv[3]),
+                     argc == 5 && strcmp(argv[4], "hold") == 0);
   URL = getenv("ORDO_PG_URL");
   const char *port = getenv("ORDO_PG_PORT");
   PORT = port ? atoi(port) : 0;
@@ -834,6 +982,7 @@ int main(void) {
       cmocka_unit_test(test_frozen_server),
       cmocka_unit_test(test_deadlock),
       cmocka_unit_test(test_fencing_pattern),
+      cmocka_unit_test(test_roles_one_sequence),
       cmocka_unit_test(test_session_killed),
       cmocka_unit_test(test_session_killed_found_by_call),
       cmocka_unit_test(test_xact_scope),
