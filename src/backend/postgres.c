@@ -42,8 +42,10 @@
  * A lost connection is ORDO_EBACKEND with libpq's message; the server has
  * released the session's locks, so the record is cleared and the txn's next
  * call returns ORDO_ELEASE once. While a txn holds keys, the renewal thread
- * (renewer.c) checks its connection every third of lease_ms and reports a
- * dead one through ordo_on_lease_lost.
+ * (renewer.c) checks its connection every third of lease_ms, reading what
+ * the server sent without sending anything (pg_check: the server's idle
+ * timeouts stay the administrator's), and reports a dead one through
+ * ordo_on_lease_lost.
  *
  * Lock order: a txn's mu, then the place's rn.mu (renewer.h); nothing else
  * nests.
@@ -253,7 +255,11 @@ typedef struct pg_txn {
   PGconn *tc ORDO_GUARDED_BY(mu);
   long lock_ms ORDO_GUARDED_BY(mu); /* lock_timeout as set on c; -1 unknown */
   bool in_xact ORDO_GUARDED_BY(mu); /* scope=xact: a transaction is open */
-  pg_hold *h ORDO_GUARDED_BY(mu);   /* sorted in the canonical key order */
+  /* The server sent a FATAL message on c unasked (noted: the reason the
+   * connection ends, which a later "server closed the connection" must
+   * not replace in the dump). */
+  bool fatal ORDO_GUARDED_BY(mu);
+  pg_hold *h ORDO_GUARDED_BY(mu); /* sorted in the canonical key order */
   size_t nh ORDO_GUARDED_BY(mu), caph ORDO_GUARDED_BY(mu);
   /* Written under mu, read without it: atomics, which the analysis does
    * not check. */
@@ -305,16 +311,29 @@ static void holds_clear(pg_place *p, pg_txn *t) ORDO_REQUIRES(t->mu) {
 /* ---- Exchanges (caller holds t->mu) ---------------------------------------
  */
 
+/* The notice processor of a txn's connections (arg: the place). Warnings
+ * are dropped (the "you don't own a lock" of an undo); a FATAL message is
+ * one the server sent unasked before it ended the session (the reason, for
+ * the dump: libpq hands it here when no statement is running). Called
+ * inside libpq, with the txn's mu held. */
+/* quiet kept a FATAL message: set inside libpq, read by the same thread
+ * (pg_check) right after. */
+static _Thread_local bool fatal_seen;
+
 static void quiet(void *arg, const char *msg) {
-  ORDO_UNUSED(arg);
-  ORDO_UNUSED(msg); /* the "you don't own a lock" warnings of an undo */
+  if (strncmp(msg, "FATAL", 5) == 0) {
+    note_err(arg, "the server ended the session", msg);
+    fatal_seen = true;
+  }
 }
 
-/* The connection is gone: the server let go of the session's locks. */
+/* The connection is gone: the server let go of the session's locks. what
+ * names the failure for the dump (NULL: already noted). */
 static void drop(pg_place *p, pg_txn *t, const char *what)
     ORDO_REQUIRES(t->mu) {
   if (t->c) {
-    note_err(p, what, PQerrorMessage(t->c));
+    if (what)
+      note_err(p, what, PQerrorMessage(t->c));
     PQfinish(t->c);
     t->c = NULL;
   }
@@ -409,10 +428,11 @@ static int connect_txn(pg_place *p, pg_txn *t) ORDO_REQUIRES(t->mu) {
   PGconn *c = open_conn(p, &rc);
   if (!c)
     return rc;
-  PQsetNoticeProcessor(c, quiet, NULL);
+  PQsetNoticeProcessor(c, quiet, p);
   t->c = c;
   t->lock_ms = -1;
   t->in_xact = false;
+  t->fatal = false;
   atomic_store(&t->backend_pid, PQbackendPID(c));
   return 0;
 }
@@ -481,7 +501,7 @@ static PGresult *run(pg_place *p, pg_txn *t, const char *sql, uint64_t until_ns)
   const char *why = NULL;
   PGresult *r = exchange(t->c, sql, until_ns, &why);
   if (!r)
-    drop(p, t, why);
+    drop(p, t, t->fatal ? NULL : why);
   return r;
 }
 
@@ -557,7 +577,21 @@ static void release_everything(pg_place *p, pg_txn *t) ORDO_REQUIRES(t->mu) {
   holds_clear(p, t);
 }
 
-/* ---- The renewal hooks: a holding txn's connection is checked ------------ */
+/* ---- The renewal hooks: a holding txn's connection is checked ------------
+ *
+ * The check sends nothing. A statement (the SELECT 1 of old) would reset
+ * the server's idle timers, so a holder would never reach the
+ * administrator's idle_in_transaction_session_timeout (scope=xact, whose
+ * transaction stays open while it holds) or idle_session_timeout
+ * (scope=session): the session would be kept alive forever. Instead the
+ * check reads what the server sent unasked, without waiting: a session the
+ * server ended (a timeout, pg_terminate_backend, a shutdown) has sent its
+ * FATAL message (the notice processor keeps it for the dump) and closed
+ * the connection, which PQconsumeInput then reports; a peer that vanished
+ * fails the socket through keepalives and tcp_user_timeout (open_conn).
+ * Reading cannot block (the connection is non-blocking), so a check never
+ * holds the txn's mutex against a frozen server.
+ */
 
 static bool pg_check(void *place, ordo_txn_t *tx) {
   pg_place *p = place;
@@ -565,11 +599,22 @@ static bool pg_check(void *place, ordo_txn_t *tx) {
   ordo__mutex_assert_held(&t->mu); /* renewer.c's pass took it */
   if (t->nh == 0 || !t->c)
     return false;
-  PGresult *r = run(p, t, "SELECT 1", ordo__now_ns() + p->u.timeout_ms * PG_MS);
-  bool ok = r && PQresultStatus(r) == PGRES_TUPLES_OK;
-  PQclear(r);
-  if (!ok && t->c)
-    drop(p, t, "connection check");
+  bool ok = true;
+  /* The FATAL message and the close may come in two reads. */
+  for (int i = 0; ok && i < 4; i++) {
+    struct pollfd pf = {PQsocket(t->c), POLLIN, 0};
+    if (poll(&pf, 1, 0) <= 0)
+      break; /* nothing sent (or EINTR: look again at the next check) */
+    bool got = PQconsumeInput(t->c);
+    /* PQconsumeInput only reads; PQisBusy parses what came, and hands a
+     * FATAL message to the notice processor. */
+    fatal_seen = false;
+    (void)PQisBusy(t->c);
+    t->fatal = t->fatal || fatal_seen;
+    ok = got && PQstatus(t->c) == CONNECTION_OK;
+  }
+  if (!ok) /* the server's reason, when it gave one, is the one to keep */
+    drop(p, t, t->fatal ? NULL : "connection check");
   atomic_store(&t->rn.due_ns, ordo__now_ns() + p->lease_ns / 3);
   return !ok && atomic_load(&t->lease_lost);
 }
@@ -775,7 +820,7 @@ static int draw_tokens(pg_place *p, pg_txn *t, size_t n, const bool *granted,
       int rc = 0;
       if ((t->tc = open_conn(p, &rc)) == NULL)
         return rc;
-      PQsetNoticeProcessor(t->tc, quiet, NULL);
+      PQsetNoticeProcessor(t->tc, quiet, p);
     }
     const char *why = NULL;
     PGresult *r =

@@ -17,7 +17,8 @@
 #               an incremental deadlock PostgreSQL finds, the fencing
 #               pattern (two clients, one whose session was killed), two
 #               roles with schemas of their own sharing one token
-#               sequence, fence_seq, a killed session, xact scope.
+#               sequence, fence_seq, a killed session, the server's idle
+#               timeouts ending a holder's session, xact scope.
 #   integration_pg_fence_crash  pg_fence_crash.sh: fencing tokens never
 #               go back across kill -9 of the server with
 #               synchronous_commit off, in both scopes, a key held at the

@@ -19,7 +19,9 @@
  * with two clients, where a holder whose session was killed writes late
  * and ordo's tokens make the storage refuse it; a session killed on the
  * server (pg_terminate_backend) reported through the lease-lost callback
- * and as ORDO_ELEASE; and the transaction scope. Every wait is bounded,
+ * and as ORDO_ELEASE; the server's idle timeouts ending a holder's session
+ * (the connection check sends nothing: issue 18, item 10); and the
+ * transaction scope. Every wait is bounded,
  * every bound against a hang grows with ORDO_TEST_TIMEOUT_MULT (tu_ms);
  * concurrent cases have the watchdog; a backend this program stops runs
  * again before anything is asserted.
@@ -704,8 +706,9 @@ static void test_frozen_server(void **state) {
   assert_true(ms_b <= bound);
   assert_int_equal(rc_b2, ORDO_EBACKEND);
   assert_true(ms_b2 <= bound);
-  /* a's connection was dropped, by the renewal thread's check (ELEASE: its
-   * lock is gone) or by its own call (EBACKEND). */
+  /* a's connection was dropped by its own call (EBACKEND: the renewal
+   * thread's check sends nothing, so it waits on nothing), or, had a check
+   * dropped it, a's lock is gone (ELEASE). */
   assert_true(rc_a == ORDO_ELEASE || rc_a == ORDO_EBACKEND);
   assert_true(ms_a <= bound + tu_ms((uint64_t)tmo));
   assert_int_equal(ordo_held(a, "frz:a", 5, NULL), 0);
@@ -772,6 +775,76 @@ static void test_session_killed(void **state) {
   PQfinish(c);
   ordo_txn_end(t);
   ordo_close(o);
+}
+
+/* Waits (bounded by ms, scaled) for the lease-lost callback's first call;
+ * returns how many came. */
+static int await_lost(lost_box *b, uint64_t ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t ns = (uint64_t)ts.tv_nsec + tu_ms(ms) * 1000000u;
+  ts.tv_sec += (time_t)(ns / 1000000000u);
+  ts.tv_nsec = (long)(ns % 1000000000u);
+  pthread_mutex_lock(&b->mu);
+  while (b->calls == 0 && pthread_cond_timedwait(&b->cv, &b->mu, &ts) == 0)
+    ;
+  int n = b->calls;
+  pthread_mutex_unlock(&b->mu);
+  return n;
+}
+
+/*
+ * Issue 18, item 10: the server's idle timeouts are the administrator's,
+ * and ordo's connection check must not defeat them. A txn holds a key
+ * past the timeout (500 ms) while the renewal thread checks its connection
+ * every 100 ms (lease_ms 300): scope=xact against
+ * idle_in_transaction_session_timeout (the transaction stays open while
+ * the key is held), scope=session against idle_session_timeout. The check
+ * sends nothing (a SELECT 1 would reset the server's idle timer, so the
+ * session would never time out), so the server ends the session: the
+ * callback hears of it, the dump gives the server's reason, the key is
+ * free for others at once, and the txn's next call says ORDO_ELEASE once.
+ * The wait for the callback is bounded by 6 timeouts.
+ */
+static void idle_timeout_case(const char *scope, const char *setting,
+                              const char *reason) {
+  ordo_t *o = open_url("%s%cscope=%s&lease_ms=300&options=-c%%20%s%%3D500", URL,
+                       strchr(URL, '?') ? '&' : '?', scope, setting);
+  lost_box b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  ordo_on_lease_lost(o, on_lost, &b);
+  ordo_txn_t *t = txn(o);
+  uint64_t t0 = tu_now_ns();
+  assert_int_equal(ordo_lock(t, "idle:1", 6, ORDO_MODE_X, 1000), 0);
+  int calls = await_lost(&b, 3000);
+  uint64_t ms = ms_since(t0);
+  print_message("scope=%s, %s 500 ms: %s after %llu ms\n", scope, setting,
+                calls ? "the session ended, the callback ran"
+                      : "the session was kept alive (no callback)",
+                (unsigned long long)ms);
+  assert_int_equal(calls, 1);
+  assert_true(ms >= 450);
+  char buf[4096];
+  dump_text(o, buf, sizeof buf);
+  if (!strstr(buf, reason))
+    print_error("the dump lacks '%s':\n%s\n", reason, buf);
+  assert_non_null(strstr(buf, reason));
+  assert_int_equal(ordo_held(t, "idle:1", 6, NULL), 0);
+  ordo_t *o2 = open_url("%s", URL);
+  ordo_txn_t *u = txn(o2);
+  assert_int_equal(ordo_lock(u, "idle:1", 6, ORDO_MODE_X, 0), 0);
+  ordo_txn_end(u);
+  ordo_close(o2);
+  assert_int_equal(ordo_lock(t, "idle:1", 6, ORDO_MODE_X, 1000), ORDO_ELEASE);
+  ordo_txn_end(t);
+  ordo_close(o);
+}
+
+static void test_idle_timeouts(void **state) {
+  (void)state;
+  NEED_PG();
+  idle_timeout_case("xact", "idle_in_transaction_session_timeout",
+                    "idle-in-transaction timeout");
+  idle_timeout_case("session", "idle_session_timeout", "idle-session timeout");
 }
 
 /* Without the check (a long lease_ms), the holder's own next call finds
@@ -985,6 +1058,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_roles_one_sequence),
       cmocka_unit_test(test_session_killed),
       cmocka_unit_test(test_session_killed_found_by_call),
+      cmocka_unit_test(test_idle_timeouts),
       cmocka_unit_test(test_xact_scope),
   };
   return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
