@@ -27,18 +27,25 @@
  * already past tries once with pg_try_advisory_lock. 40P01 (a deadlock the
  * server found among incremental calls) is ORDO_EDEADLK after every lock of
  * the txn was released; 40001 is ORDO_EDEADLK too. Every exchange is bounded
- * on the client as well (poll(2) on the socket, then a cancel request, then
- * the connection is dropped): nothing waits on a dead server.
+ * on the client as well (non-blocking sends, poll(2) on the socket, a
+ * connect made with PQconnectPoll): a server that has not answered by the
+ * deadline plus timeout_ms loses the connection, which is dropped rather
+ * than cancelled (libpq 15's PQcancel blocks): nothing waits on a frozen
+ * or black-holed server.
  *
- * Tokens: nextval of the sequence ordo_fence (created when first needed),
- * taken in the statement after each lock: strictly increasing for every
- * grant of every key, and never going back, restarts included.
+ * Tokens: nextval of a schema-qualified sequence (fence_seq=schema.name,
+ * public.ordo_fence by default; created when first needed), drawn once
+ * every lock of the set is granted: strictly increasing for every grant of
+ * every key, and never going back, restarts and crashes included, whatever
+ * the session's synchronous_commit (lock_sql says how).
  *
  * A lost connection is ORDO_EBACKEND with libpq's message; the server has
  * released the session's locks, so the record is cleared and the txn's next
  * call returns ORDO_ELEASE once. While a txn holds keys, the renewal thread
- * (renewer.c) checks its connection every third of lease_ms and reports a
- * dead one through ordo_on_lease_lost.
+ * (renewer.c) checks its connection every third of lease_ms, reading what
+ * the server sent without sending anything (pg_check: the server's idle
+ * timeouts stay the administrator's), and reports a dead one through
+ * ordo_on_lease_lost.
  *
  * Lock order: a txn's mu, then the place's rn.mu (renewer.h); nothing else
  * nests.
@@ -61,6 +68,13 @@
 #define PG_MS 1000000u
 #define PG_DEFAULT_TIMEOUT_MS 5000L
 #define PG_DEFAULT_LEASE_MS 30000L
+/* The sequence of fencing tokens unless the URL names another: schema
+ * qualified, so that every role draws from the one sequence whatever its
+ * search_path (advisory locks are shared by the whole database). */
+#define PG_DEFAULT_SEQ "public.ordo_fence"
+/* Each part of schema.name: an unquoted identifier as PostgreSQL folds it
+ * (NAMEDATALEN - 1 bytes at most). */
+#define PG_IDENT_MAX 63
 /* statement_timeout is lock_timeout plus this: the lock wait's own error
  * (55P03) comes first whenever one wait is all that is left. */
 #define PG_STMT_SLACK_MS 50
@@ -93,7 +107,9 @@ int64_t ordo__pg_key_value(const void *key, size_t len) {
  * as sslmode or application_name, pass through), with ordo's parameters
  * taken out of the query: scope=session|xact, timeout_ms=N (the bound of a
  * connect and of every exchange that does not wait for a lock), lease_ms=N
- * (how often a holding txn's connection is checked: a third of it).
+ * (how often a holding txn's connection is checked: a third of it),
+ * fence_seq=schema.name (the sequence of tokens, public.ordo_fence by
+ * default).
  * postgres:KEY=VALUE ... is a libpq conninfo string, with no ordo
  * parameters.
  */
@@ -102,7 +118,32 @@ typedef struct pg_url {
   char *conninfo; /* what libpq gets; malloc'd */
   bool xact;
   long timeout_ms, lease_ms;
+  char seq[2 * PG_IDENT_MAX + 2]; /* schema.name of the token sequence */
 } pg_url;
+
+/* Is v[0..len) an unquoted identifier that PostgreSQL keeps as written
+ * (lower case, so that folding changes nothing)? */
+static bool plain_ident(const char *v, size_t len) {
+  if (len == 0 || len > PG_IDENT_MAX || (v[0] >= '0' && v[0] <= '9'))
+    return false;
+  for (size_t i = 0; i < len; i++)
+    if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= '0' && v[i] <= '9') ||
+          v[i] == '_'))
+      return false;
+  return true;
+}
+
+/* fence_seq=schema.name: both parts plain identifiers (they go into SQL
+ * as they are). */
+static int take_seq(const char *v, size_t vlen, pg_url *u) {
+  const char *dot = memchr(v, '.', vlen);
+  if (!dot || !plain_ident(v, (size_t)(dot - v)) ||
+      !plain_ident(dot + 1, vlen - (size_t)(dot - v) - 1))
+    return ORDO_EURL;
+  memcpy(u->seq, v, vlen);
+  u->seq[vlen] = 0;
+  return 0;
+}
 
 /* Takes ordo's parameters out of the query of uri (in place). */
 static int take_params(char *uri, pg_url *u) {
@@ -128,6 +169,8 @@ static int take_params(char *uri, pg_url *u) {
       rc = ordo__parse_long(v, vlen, 1, 3600000L, &u->timeout_ms);
     } else if (nlen == 8 && memcmp(r, "lease_ms", 8) == 0) {
       rc = ordo__parse_long(v, vlen, 30, 86400000L, &u->lease_ms);
+    } else if (nlen == 9 && memcmp(r, "fence_seq", 9) == 0) {
+      rc = take_seq(v, vlen, u);
     }
     if (rc > 0 || rc < -1)
       return rc;
@@ -151,6 +194,7 @@ static int pg_parse_url(const char *url, pg_url *u) {
   memset(u, 0, sizeof *u);
   u->timeout_ms = PG_DEFAULT_TIMEOUT_MS;
   u->lease_ms = PG_DEFAULT_LEASE_MS;
+  snprintf(u->seq, sizeof u->seq, "%s", PG_DEFAULT_SEQ);
   bool uri = strncmp(url, "postgres://", 11) == 0 ||
              strncmp(url, "postgresql://", 13) == 0;
   if (!uri && strncmp(url, "postgres:", 9) != 0)
@@ -187,7 +231,7 @@ typedef struct pg_place {
   pg_url u; /* read-only after open */
   uint64_t lease_ns;
   _Atomic uint64_t next_id;
-  _Atomic bool have_seq; /* ordo_fence exists */
+  _Atomic bool have_seq; /* the token sequence exists */
   _Atomic uint64_t acquired, timeouts, deadlocks, released, keys, lost;
   /* The renewal thread, the txn list and the last failure's text, all
    * under rn.mu (renewer.h). Lock order: a txn's mu, then rn.mu. */
@@ -199,16 +243,23 @@ typedef struct pg_txn {
   /* The place's list and renewal state: links under the place's rn.mu,
    * rn.holding and rn.due_ns written under mu. */
   ordo__rn_txn rn;
-  /* mu guards c, the settings cache (lock_ms, in_xact) and the record (h,
+  /* mu guards c, tc, the settings cache (lock_ms, in_xact) and the record (h,
    * nh, caph). The txn's own thread holds it through each call (a waiting
    * statement included); the renewal thread and ordo_dump only try it.
    * Every helper that touches these requires it (ordo_tsa.h). */
   ordo__mutex mu;
   /* NULL after a loss: the next call connects again. */
   PGconn *c ORDO_GUARDED_BY(mu);
+  /* scope=xact: the connection tokens are drawn on (draw_tokens), opened
+   * at the first grant; NULL until then and after a failure. */
+  PGconn *tc ORDO_GUARDED_BY(mu);
   long lock_ms ORDO_GUARDED_BY(mu); /* lock_timeout as set on c; -1 unknown */
   bool in_xact ORDO_GUARDED_BY(mu); /* scope=xact: a transaction is open */
-  pg_hold *h ORDO_GUARDED_BY(mu);   /* sorted in the canonical key order */
+  /* The server sent a FATAL message on c unasked (noted: the reason the
+   * connection ends, which a later "server closed the connection" must
+   * not replace in the dump). */
+  bool fatal ORDO_GUARDED_BY(mu);
+  pg_hold *h ORDO_GUARDED_BY(mu); /* sorted in the canonical key order */
   size_t nh ORDO_GUARDED_BY(mu), caph ORDO_GUARDED_BY(mu);
   /* Written under mu, read without it: atomics, which the analysis does
    * not check. */
@@ -260,16 +311,29 @@ static void holds_clear(pg_place *p, pg_txn *t) ORDO_REQUIRES(t->mu) {
 /* ---- Exchanges (caller holds t->mu) ---------------------------------------
  */
 
+/* The notice processor of a txn's connections (arg: the place). Warnings
+ * are dropped (the "you don't own a lock" of an undo); a FATAL message is
+ * one the server sent unasked before it ended the session (the reason, for
+ * the dump: libpq hands it here when no statement is running). Called
+ * inside libpq, with the txn's mu held. */
+/* quiet kept a FATAL message: set inside libpq, read by the same thread
+ * (pg_check) right after. */
+static _Thread_local bool fatal_seen;
+
 static void quiet(void *arg, const char *msg) {
-  ORDO_UNUSED(arg);
-  ORDO_UNUSED(msg); /* the "you don't own a lock" warnings of an undo */
+  if (strncmp(msg, "FATAL", 5) == 0) {
+    note_err(arg, "the server ended the session", msg);
+    fatal_seen = true;
+  }
 }
 
-/* The connection is gone: the server let go of the session's locks. */
+/* The connection is gone: the server let go of the session's locks. what
+ * names the failure for the dump (NULL: already noted). */
 static void drop(pg_place *p, pg_txn *t, const char *what)
     ORDO_REQUIRES(t->mu) {
   if (t->c) {
-    note_err(p, what, PQerrorMessage(t->c));
+    if (what)
+      note_err(p, what, PQerrorMessage(t->c));
     PQfinish(t->c);
     t->c = NULL;
   }
@@ -283,52 +347,124 @@ static void drop(pg_place *p, pg_txn *t, const char *what)
   }
 }
 
-static int connect_txn(pg_place *p, pg_txn *t) ORDO_REQUIRES(t->mu) {
-  char tmo[24];
+/*
+ * open_conn -- a connection to the URL's server, or NULL (the reason in
+ * *rc and noted). libpq's connect_timeout counts in whole seconds, at
+ * least 2, and PQconnectdb waits in connect and recv without a bound of
+ * ours, so the connection is made with PQconnectStartParams and
+ * PQconnectPoll, each wait a poll(2) bounded by timeout_ms in all: a server
+ * that accepts and never answers (stopped, black-holed) costs no more.
+ * The connection is left non-blocking: no write of ours (a large
+ * statement, PQfinish's goodbye) can block on a server that stopped
+ * reading. A host name is resolved before the first poll, as
+ * getaddrinfo(3) does, without our bound.
+ */
+static PGconn *open_conn(pg_place *p, int *rc) {
+  char tmo[24], utmo[24], idle[24], intvl[24];
   long s = (p->u.timeout_ms + 999) / 1000;
   snprintf(tmo, sizeof tmo, "%ld", s < 2 ? 2 : s);
+  /* tcp_user_timeout (Linux): unacknowledged data, a keepalive probe
+   * included, fails the connection after timeout_ms. Keepalives find a
+   * peer that vanished (a host down, a partition) while the connection is
+   * idle: first probe after a third of the lease, then every ninth, three
+   * probes. */
+  snprintf(utmo, sizeof utmo, "%ld", p->u.timeout_ms);
+  long li = p->u.lease_ms / 3000, lv = p->u.lease_ms / 9000;
+  snprintf(idle, sizeof idle, "%ld", li < 1 ? 1 : li > 60 ? 60 : li);
+  snprintf(intvl, sizeof intvl, "%ld", lv < 1 ? 1 : lv > 20 ? 20 : lv);
   /* Ours first, then the URL's (expand_dbname: dbname is the whole URL or
    * conninfo), whose settings win: later ones override earlier. */
-  const char *const kw[] = {"connect_timeout", "application_name", "keepalives",
-                            "keepalives_idle", "dbname",           NULL};
-  const char *const val[] = {tmo, "ordo", "1", "10", p->u.conninfo, NULL};
-  PGconn *c = PQconnectdbParams(kw, val, 1);
-  if (!c)
-    return ORDO_ENOMEM;
-  if (PQstatus(c) != CONNECTION_OK) {
-    const char *m = PQerrorMessage(c);
-    int rc = strstr(m, "password") || strstr(m, "authentication")
-                 ? ORDO_EAUTH
-                 : ORDO_EBACKEND;
-    note_err(p, "connect", m);
-    PQfinish(c);
-    return rc;
+  const char *const kw[] = {"connect_timeout",
+                            "application_name",
+                            "keepalives",
+                            "keepalives_idle",
+                            "keepalives_interval",
+                            "keepalives_count",
+                            "tcp_user_timeout",
+                            "dbname",
+                            NULL};
+  const char *const val[] = {tmo, "ordo", "1",           idle, intvl,
+                             "3", utmo,   p->u.conninfo, NULL};
+  PGconn *c = PQconnectStartParams(kw, val, 1);
+  if (!c) {
+    *rc = ORDO_ENOMEM;
+    return NULL;
   }
-  PQsetNoticeProcessor(c, quiet, NULL);
+  uint64_t until = ordo__now_ns() + (uint64_t)p->u.timeout_ms * PG_MS;
+  PostgresPollingStatusType st = PQstatus(c) == CONNECTION_BAD
+                                     ? PGRES_POLLING_FAILED
+                                     : PGRES_POLLING_WRITING;
+  bool late = false;
+  while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
+    uint64_t now = ordo__now_ns();
+    if (now >= until) {
+      late = true;
+      break;
+    }
+    int ms = (int)((until - now) / PG_MS) + 1;
+    struct pollfd pf = {PQsocket(c),
+                        st == PGRES_POLLING_READING ? POLLIN : POLLOUT, 0};
+    int n = poll(&pf, 1, ms);
+    if (n < 0 && errno != EINTR) {
+      st = PGRES_POLLING_FAILED;
+      break;
+    }
+    if (n > 0)
+      st = PQconnectPoll(c);
+  }
+  if (st == PGRES_POLLING_OK && PQsetnonblocking(c, 1) == 0)
+    return c;
+  const char *m = late ? "no answer within timeout_ms" : PQerrorMessage(c);
+  *rc = !late && (strstr(m, "password") || strstr(m, "authentication"))
+            ? ORDO_EAUTH
+            : ORDO_EBACKEND;
+  note_err(p, "connect", m);
+  PQfinish(c);
+  return NULL;
+}
+
+static int connect_txn(pg_place *p, pg_txn *t) ORDO_REQUIRES(t->mu) {
+  int rc = 0;
+  PGconn *c = open_conn(p, &rc);
+  if (!c)
+    return rc;
+  PQsetNoticeProcessor(c, quiet, p);
   t->c = c;
   t->lock_ms = -1;
   t->in_xact = false;
+  t->fatal = false;
   atomic_store(&t->backend_pid, PQbackendPID(c));
   return 0;
 }
 
 /*
- * run -- sends sql and returns its last result (the caller PQclears it), or
- * NULL when the connection failed (dropped, noted). The wait is bounded by
- * until_ns (UINT64_MAX: none): past it a cancel request is sent and the
- * result waited for timeout_ms more; after that the connection is dropped.
+ * exchange -- sends sql on c and returns its last result (the caller
+ * PQclears it), or NULL with *why set when the connection failed; run --
+ * the same on a txn's connection, which a failure drops (noted). The exchange,
+ * the send included, is bounded by until_ns (ORDO_NO_DEADLINE: none): past it
+ * the connection is dropped. libpq 15's PQcancel would block in connect and
+ * recv with no timeout on a server that stopped answering (PQcancelCreate,
+ * the non-blocking cancel, is libpq 17's), and a server that has not
+ * answered by then has lost the session for us anyway: the statement's own
+ * timeouts (lock_timeout, statement_timeout) were due timeout_ms earlier.
  */
-static PGresult *run(pg_place *p, pg_txn *t, const char *sql, uint64_t until_ns)
-    ORDO_REQUIRES(t->mu) {
-  if (!PQsendQuery(t->c, sql)) {
-    drop(p, t, "send");
+static PGresult *exchange(PGconn *c, const char *sql, uint64_t until_ns,
+                          const char **why) {
+  if (!PQsendQuery(c, sql)) {
+    *why = "send";
     return NULL;
   }
-  bool cancelled = false;
   PGresult *last = NULL;
   for (;;) {
-    while (!PQisBusy(t->c)) {
-      PGresult *r = PQgetResult(t->c);
+    /* The connection is non-blocking: what did not fit in the socket's
+     * buffer is sent as the server reads it. */
+    int fl = PQflush(c);
+    if (fl < 0) {
+      *why = "send";
+      break;
+    }
+    while (fl == 0 && !PQisBusy(c)) {
+      PGresult *r = PQgetResult(c);
       if (!r)
         return last;
       PQclear(last);
@@ -338,37 +474,35 @@ static PGresult *run(pg_place *p, pg_txn *t, const char *sql, uint64_t until_ns)
     int ms = -1;
     if (until_ns != ORDO_NO_DEADLINE) {
       if (now >= until_ns) {
-        if (cancelled) {
-          PQclear(last);
-          drop(p, t, "no reply after a cancel request");
-          return NULL;
-        }
-        char eb[256];
-        PGcancel *cx = PQgetCancel(t->c);
-        if (cx) {
-          PQcancel(cx, eb, sizeof eb);
-          PQfreeCancel(cx);
-        }
-        cancelled = true;
-        until_ns = now + (uint64_t)p->u.timeout_ms * PG_MS;
-        continue;
+        *why = "no reply within the bound: the connection was dropped";
+        break;
       }
       uint64_t left = (until_ns - now) / PG_MS + 1;
       ms = left > 60000 ? 60000 : (int)left;
     }
-    struct pollfd pf = {PQsocket(t->c), POLLIN, 0};
+    struct pollfd pf = {PQsocket(c), (short)(POLLIN | (fl ? POLLOUT : 0)), 0};
     int n = poll(&pf, 1, ms);
     if (n < 0 && errno != EINTR) {
-      PQclear(last);
-      drop(p, t, "poll");
-      return NULL;
+      *why = "poll";
+      break;
     }
-    if (n > 0 && !PQconsumeInput(t->c)) {
-      PQclear(last);
-      drop(p, t, "read");
-      return NULL;
+    if (n > 0 && (pf.revents & (POLLIN | POLLERR | POLLHUP)) &&
+        !PQconsumeInput(c)) {
+      *why = "read";
+      break;
     }
   }
+  PQclear(last);
+  return NULL;
+}
+
+static PGresult *run(pg_place *p, pg_txn *t, const char *sql, uint64_t until_ns)
+    ORDO_REQUIRES(t->mu) {
+  const char *why = NULL;
+  PGresult *r = exchange(t->c, sql, until_ns, &why);
+  if (!r)
+    drop(p, t, t->fatal ? NULL : why);
+  return r;
 }
 
 /* The SQLSTATE of a failed result, "" when there is none. */
@@ -394,20 +528,37 @@ static int run_ok(pg_place *p, pg_txn *t, const char *sql)
 }
 
 /* Creates the sequence of fencing tokens once per place (a race with
- * another client creating it is fine). */
+ * another client creating it is fine). It is looked for first: CREATE ...
+ * IF NOT EXISTS needs the right to create in the schema even when the
+ * sequence is there, and a role that may only use a sequence an
+ * administrator made has no such right. The creation commits
+ * synchronously, so that no token drawn later can outlive it in a crash. */
 static int ensure_seq(pg_place *p, pg_txn *t) ORDO_REQUIRES(t->mu) {
   if (atomic_load(&p->have_seq))
     return 0;
-  PGresult *r = run(p, t, "CREATE SEQUENCE IF NOT EXISTS ordo_fence",
-                    ordo__now_ns() + p->u.timeout_ms * PG_MS);
+  char sql[200 + sizeof p->u.seq];
+  snprintf(sql, sizeof sql, "SELECT to_regclass('%s') IS NOT NULL", p->u.seq);
+  PGresult *r = run(p, t, sql, ordo__now_ns() + p->u.timeout_ms * PG_MS);
   if (!r)
     return ORDO_EBACKEND;
-  const char *s = state_of(r);
-  bool ok = PQresultStatus(r) == PGRES_COMMAND_OK || strcmp(s, "23505") == 0 ||
-            strcmp(s, "42P07") == 0;
-  if (!ok)
-    note_err(p, "CREATE SEQUENCE ordo_fence", PQresultErrorMessage(r));
+  bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+            strcmp(PQgetvalue(r, 0, 0), "t") == 0;
   PQclear(r);
+  if (!ok) {
+    snprintf(sql, sizeof sql,
+             "SET LOCAL synchronous_commit = on; CREATE SEQUENCE IF NOT "
+             "EXISTS %s",
+             p->u.seq);
+    r = run(p, t, sql, ordo__now_ns() + p->u.timeout_ms * PG_MS);
+    if (!r)
+      return ORDO_EBACKEND;
+    const char *s = state_of(r);
+    ok = PQresultStatus(r) == PGRES_COMMAND_OK || strcmp(s, "23505") == 0 ||
+         strcmp(s, "42P07") == 0;
+    if (!ok)
+      note_err(p, sql, PQresultErrorMessage(r));
+    PQclear(r);
+  }
   if (ok)
     atomic_store(&p->have_seq, true);
   return ok ? 0 : ORDO_EBACKEND;
@@ -426,7 +577,21 @@ static void release_everything(pg_place *p, pg_txn *t) ORDO_REQUIRES(t->mu) {
   holds_clear(p, t);
 }
 
-/* ---- The renewal hooks: a holding txn's connection is checked ------------ */
+/* ---- The renewal hooks: a holding txn's connection is checked ------------
+ *
+ * The check sends nothing. A statement (the SELECT 1 of old) would reset
+ * the server's idle timers, so a holder would never reach the
+ * administrator's idle_in_transaction_session_timeout (scope=xact, whose
+ * transaction stays open while it holds) or idle_session_timeout
+ * (scope=session): the session would be kept alive forever. Instead the
+ * check reads what the server sent unasked, without waiting: a session the
+ * server ended (a timeout, pg_terminate_backend, a shutdown) has sent its
+ * FATAL message (the notice processor keeps it for the dump) and closed
+ * the connection, which PQconsumeInput then reports; a peer that vanished
+ * fails the socket through keepalives and tcp_user_timeout (open_conn).
+ * Reading cannot block (the connection is non-blocking), so a check never
+ * holds the txn's mutex against a frozen server.
+ */
 
 static bool pg_check(void *place, ordo_txn_t *tx) {
   pg_place *p = place;
@@ -434,11 +599,22 @@ static bool pg_check(void *place, ordo_txn_t *tx) {
   ordo__mutex_assert_held(&t->mu); /* renewer.c's pass took it */
   if (t->nh == 0 || !t->c)
     return false;
-  PGresult *r = run(p, t, "SELECT 1", ordo__now_ns() + p->u.timeout_ms * PG_MS);
-  bool ok = r && PQresultStatus(r) == PGRES_TUPLES_OK;
-  PQclear(r);
-  if (!ok && t->c)
-    drop(p, t, "connection check");
+  bool ok = true;
+  /* The FATAL message and the close may come in two reads. */
+  for (int i = 0; ok && i < 4; i++) {
+    struct pollfd pf = {PQsocket(t->c), POLLIN, 0};
+    if (poll(&pf, 1, 0) <= 0)
+      break; /* nothing sent (or EINTR: look again at the next check) */
+    bool got = PQconsumeInput(t->c);
+    /* PQconsumeInput only reads; PQisBusy parses what came, and hands a
+     * FATAL message to the notice processor. */
+    fatal_seen = false;
+    (void)PQisBusy(t->c);
+    t->fatal = t->fatal || fatal_seen;
+    ok = got && PQstatus(t->c) == CONNECTION_OK;
+  }
+  if (!ok) /* the server's reason, when it gave one, is the one to keep */
+    drop(p, t, t->fatal ? NULL : "connection check");
   atomic_store(&t->rn.due_ns, ordo__now_ns() + p->lease_ns / 3);
   return !ok && atomic_load(&t->lease_lost);
 }
@@ -525,6 +701,8 @@ static void pg_txn_end(ordo_txn_t *tx) {
   holds_clear(p, t);
   if (t->c)
     PQfinish(t->c);
+  if (t->tc)
+    PQfinish(t->tc);
   free(t->h);
   ordo__mutex_unlock(&t->mu);
   ordo__mutex_destroy(&t->mu);
@@ -556,9 +734,24 @@ static void put_arrays(FILE *f, const pg_want *w, size_t n) {
 }
 
 /*
- * The statement that takes w[0..n) in order and returns, for each value
- * granted, its ordinal and a token. try: the pg_try_ forms (rows only for
- * what was granted); else the waiting forms (an error takes the lot).
+ * The statement that takes w[0..n) in order and returns the ordinal of
+ * each value granted, and in session scope a token for it. try: the
+ * pg_try_ forms (rows only for what was granted); else the waiting forms
+ * (an error takes the lot).
+ *
+ * Session scope draws the tokens in the statement, durably whatever the
+ * session's synchronous_commit: the statement is one implicit transaction,
+ * SET LOCAL synchronous_commit = on makes its commit wait for the WAL
+ * flush, and a nextval that logs the sequence takes a transaction id, so
+ * that the commit is one that flushes. The locks are taken by a scalar
+ * subquery (an InitPlan, run to its end before the first outer row) and the
+ * tokens drawn by the outer rows, so no nextval runs in a statement that
+ * then fails on a later lock: a transaction that rolls back after logging
+ * the sequence would flush nothing, and a token covered by that WAL record
+ * and handed out by a later transaction (which logs nothing itself) could
+ * come out again after a crash. Transaction scope draws its tokens in a
+ * transaction of their own on a second connection (draw_tokens): one drawn
+ * in the txn's long transaction would be flushed only at its commit.
  */
 static char *lock_sql(const pg_place *p, const pg_txn *t, const pg_want *w,
                       size_t n, bool try, long lock_ms) ORDO_REQUIRES(t->mu) {
@@ -570,11 +763,19 @@ static char *lock_sql(const pg_place *p, const pg_txn *t, const pg_want *w,
   const char *xa = p->u.xact ? "_xact" : "";
   if (p->u.xact)
     fputs(t->in_xact ? "SAVEPOINT ordo; " : "BEGIN; SAVEPOINT ordo; ", f);
+  else
+    fputs("SET LOCAL synchronous_commit = on; ", f);
   if (!try && lock_ms != t->lock_ms)
     fprintf(f, "SET%s lock_timeout = %ld; SET%s statement_timeout = %ld; ",
             p->u.xact ? " LOCAL" : "", lock_ms, p->u.xact ? " LOCAL" : "",
             lock_ms ? lock_ms + PG_STMT_SLACK_MS : 0);
-  fputs("SELECT u.o, nextval('ordo_fence') FROM unnest(", f);
+  if (p->u.xact)
+    fputs("SELECT u.o FROM unnest(", f);
+  else
+    fprintf(f,
+            "SELECT g.o, nextval('%s') FROM unnest((SELECT array_agg(u.o "
+            "ORDER BY u.o) FROM unnest(",
+            p->u.seq);
   put_arrays(f, w, n);
   if (try)
     fprintf(f,
@@ -588,8 +789,62 @@ static char *lock_sql(const pg_place *p, const pg_txn *t, const pg_want *w,
             "pg_advisory%s_lock(u.v)::text ELSE "
             "pg_advisory%s_lock_shared(u.v)::text END) IS NOT NULL",
             xa, xa);
+  if (!p->u.xact)
+    fputs(")) AS g(o)", f);
   fclose(f);
   return buf;
+}
+
+/*
+ * draw_tokens -- transaction scope: one token for each granted value
+ * (granted[i] of w[0..n)) into tok[i], drawn on the txn's token
+ * connection in a transaction of its own that commits synchronously (see
+ * lock_sql), after every lock of the set was granted. That connection is
+ * opened when first needed and again once if a reused one fails (the
+ * server may have ended it while it was idle). 0 or ORDO_EBACKEND (noted),
+ * each exchange bounded by timeout_ms.
+ */
+static int draw_tokens(pg_place *p, pg_txn *t, size_t n, const bool *granted,
+                       uint64_t *tok) ORDO_REQUIRES(t->mu) {
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++)
+    m += granted[i];
+  char sql[200 + sizeof p->u.seq];
+  snprintf(sql, sizeof sql,
+           "SET LOCAL synchronous_commit = on; SELECT nextval('%s') FROM "
+           "generate_series(1, %zu)",
+           p->u.seq, m);
+  for (int attempt = 0; attempt < 2; attempt++) {
+    bool fresh = !t->tc;
+    if (fresh) {
+      int rc = 0;
+      if ((t->tc = open_conn(p, &rc)) == NULL)
+        return rc;
+      PQsetNoticeProcessor(t->tc, quiet, p);
+    }
+    const char *why = NULL;
+    PGresult *r =
+        exchange(t->tc, sql, ordo__now_ns() + p->u.timeout_ms * PG_MS, &why);
+    if (r && PQresultStatus(r) == PGRES_TUPLES_OK &&
+        (size_t)PQntuples(r) == m) {
+      for (size_t i = 0, k = 0; i < n; i++)
+        if (granted[i])
+          tok[i] = strtoull(PQgetvalue(r, (int)k++, 0), NULL, 10);
+      PQclear(r);
+      return 0;
+    }
+    if (r) { /* the server refused: no use trying again */
+      note_err(p, "token", PQresultErrorMessage(r));
+      PQclear(r);
+      return ORDO_EBACKEND;
+    }
+    note_err(p, why, PQerrorMessage(t->tc));
+    PQfinish(t->tc);
+    t->tc = NULL;
+    if (fresh)
+      break;
+  }
+  return ORDO_EBACKEND;
 }
 
 /* Session scope: lets go of the values of w[0..n) that the failed call may
@@ -757,7 +1012,8 @@ static int pg_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
         long o = strtol(PQgetvalue(res, (int)k, 0), NULL, 10);
         if (o >= 1 && (size_t)o <= nw) {
           granted[o - 1] = true;
-          tok[o - 1] = strtoull(PQgetvalue(res, (int)k, 1), NULL, 10);
+          if (!p->u.xact)
+            tok[o - 1] = strtoull(PQgetvalue(res, (int)k, 1), NULL, 10);
         }
       }
     } else {
@@ -769,6 +1025,8 @@ static int pg_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
       rc = ORDO_ETIMEDOUT; /* a try found some value taken */
       atomic_fetch_add(&p->timeouts, 1);
     }
+    if (ok && !rc && p->u.xact)
+      rc = draw_tokens(p, t, nw, granted, tok); /* a failure rolls back */
     if (rc) {
       if (rc == ORDO_EDEADLK) {
         /* The victim lets go of everything before it hears (DESIGN §5). */
@@ -786,8 +1044,14 @@ static int pg_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
       }
       goto out;
     }
-    if (p->u.xact)
-      run_ok(p, t, "RELEASE SAVEPOINT ordo");
+    if (p->u.xact && run_ok(p, t, "RELEASE SAVEPOINT ordo") != 0) {
+      /* Whether the grant stands is not known: the session goes, and with
+       * it whatever the transaction held. */
+      if (t->c)
+        drop(p, t, "RELEASE SAVEPOINT");
+      rc = ORDO_EBACKEND;
+      goto out;
+    }
   }
   record(p, t, r, n, w, tok, nw, sent_x, sent_s, copies);
   atomic_fetch_add(&p->acquired, 1);

@@ -18,7 +18,10 @@
 #         pg_url NAME         prints postgres://ordo:ordo@127.0.0.1:PORT/NAME;
 #         pg_psql NAME ARGS   psql -X -q -v ON_ERROR_STOP=1 as ordo on NAME
 #                             over TCP (with the password), bounded by 30 s;
-#         pg_log              prints the server's log so far.
+#         pg_log              prints the server's log so far;
+#         pg_crash            kill -9 of every process of the cluster;
+#         pg_restart          starts it again after pg_crash (same folder,
+#                             same port, crash recovery), new PG_PID.
 #   pg_fixture.sh COMMAND [ARGS...]
 #       starts a cluster, creates database ordo, exports PG_URL (its URL)
 #       and the variables above, runs COMMAND (bounded by
@@ -264,6 +267,100 @@ _pg_sql_socket() {
     -c "$3" </dev/null
 }
 
+# _pg_guard DIR LAUNCHER PID: the guard, a subshell that waits on a FIFO
+# no one writes (a builtin read, bounded), then kills the cluster's
+# processes, and removes the folder when the test's shell ($$) is gone.
+_pg_guard() {
+  local dir=$1 launcher=$2 pid=$3 fifo
+  fifo=$(mktemp -u "$dir/guard.XXXXXX")
+  mkfifo "$fifo"
+  (
+    read -r -t "${PG_FIXTURE_MAX_S:-600}" _ <>"$fifo" || true
+    _pg_kill_group "$launcher"
+    _pg_kill_group "$pid"
+    if ! kill -0 $$ 2>/dev/null; then
+      sleep 1
+      rm -rf "$dir"
+    fi
+  ) </dev/null >/dev/null 2>&1 &
+  _pg_guards+=($!)
+}
+
+# _pg_launch DIR: starts the postmaster of the cluster in DIR in a session
+# of its own (setsid), as a child of this shell (so it is reaped when it
+# ends: hence no command substitution, whose subshell would be its
+# parent), its output appended to DIR/log; sets _pg_launched to the
+# launcher's pid.
+_pg_launch() {
+  if [ "$(id -u)" -eq 0 ]; then
+    (cd "$1" && exec setsid -w runuser -u postgres -- \
+      "$_pg_bin/postgres" -D "$1/data") >>"$1/log" 2>&1 </dev/null &
+  else
+    (cd "$1" && exec setsid -w "$_pg_bin/postgres" -D "$1/data") \
+      >>"$1/log" 2>&1 </dev/null &
+  fi
+  _pg_launched=$!
+}
+
+# pg_crash: kill -9 of the latest cluster, every process at once, as a
+# crash of the server would (what was written to the OS survives: only
+# what sat in the server's memory, unflushed WAL included, is lost). The
+# postmaster is stopped first, so that it starts no process the kill would
+# miss. runuser (the launcher when root) stops itself when its child stops,
+# and would then never reap it: it is continued after the kill. Each wait
+# is bounded. pg_restart starts the cluster again.
+pg_crash() {
+  local i=$((${#_pg_dirs[@]} - 1)) kids k
+  kill -STOP "$PG_PID" 2>/dev/null || true
+  kids=$(ps -o pid= --ppid "$PG_PID" 2>/dev/null) || kids=
+  # shellcheck disable=SC2086 # one pid a word
+  kill -KILL "$PG_PID" $kids 2>/dev/null || true
+  if [ -n "${_pg_launchers[$i]:-}" ]; then
+    kill -CONT "${_pg_launchers[$i]}" 2>/dev/null || true
+  fi
+  for k in "$PG_PID" $kids; do
+    _pg_wait_gone "$k" 5 || {
+      echo "pg_fixture: pg_crash: process $k is still there" >&2
+      return 1
+    }
+  done
+  if [ -n "${_pg_launchers[$i]:-}" ]; then
+    _pg_wait_gone "${_pg_launchers[$i]}" 5 || true
+    _pg_reap "${_pg_launchers[$i]}"
+    _pg_launchers[i]=
+  fi
+  _pg_pids[i]=
+}
+
+# pg_restart: starts the latest cluster again after pg_crash, on the same
+# folder and port (crash recovery replays its WAL), and waits (bounded by
+# 60 s times MULT) until it answers; exports the new PG_PID.
+pg_restart() {
+  local i=$((${#_pg_dirs[@]} - 1)) dir=$PG_DIR launcher pid end
+  _pg_launch "$dir"
+  launcher=$_pg_launched
+  _pg_launchers[i]=$launcher
+  end=$((SECONDS + 60 * MULT))
+  pid=
+  while [ "$SECONDS" -lt "$end" ] && _pg_alive "$launcher"; do
+    if _pg_sql_socket "$dir" "$PG_PORT" 'SELECT 1' >/dev/null 2>&1; then
+      pid=$(head -n 1 "$dir/data/postmaster.pid" 2>/dev/null) || pid=
+      [[ ! "$pid" =~ ^[0-9]+$ ]] || break
+      pid=
+    fi
+    sleep 0.05
+  done
+  if [ -z "$pid" ]; then
+    _pg_fail "the server did not start again on port $PG_PORT within" \
+      "$((60 * MULT)) s" "$dir/log"
+    return 1
+  fi
+  _pg_pids[i]=$pid
+  PG_PID=$pid
+  export PG_PID
+  _pg_guard "$dir" "$launcher" "$pid"
+}
+
 # shellcheck disable=SC2120 # the -c settings are optional
 pg_start() {
   local settings=() arg dir data port pid launcher end ready _
@@ -373,14 +470,8 @@ EOF
     port=$(pg_free_port)
     echo "port = $port" >>"$data/postgresql.conf"
     : >"$dir/log"
-    if [ "$(id -u)" -eq 0 ]; then
-      (cd "$dir" && exec setsid -w runuser -u postgres -- \
-        "$_pg_bin/postgres" -D "$data") >>"$dir/log" 2>&1 </dev/null &
-    else
-      (cd "$dir" && exec setsid -w "$_pg_bin/postgres" -D "$data") \
-        >>"$dir/log" 2>&1 </dev/null &
-    fi
-    launcher=$!
+    _pg_launch "$dir"
+    launcher=$_pg_launched
     _pg_launchers[${#_pg_launchers[@]} - 1]=$launcher
     # Ready: it answers SELECT 1 on its socket (not "the database system
     # is starting up"), and postmaster.pid names the postmaster.
@@ -418,20 +509,7 @@ EOF
   fi
   _pg_pids[${#_pg_pids[@]} - 1]=$pid
 
-  # The guard: a subshell that waits on a FIFO no one writes (a builtin
-  # read, bounded), then kills the cluster's processes, and removes the
-  # folder when the test's shell ($$) is gone.
-  mkfifo "$dir/guard"
-  (
-    read -r -t "${PG_FIXTURE_MAX_S:-600}" _ <>"$dir/guard" || true
-    _pg_kill_group "$launcher"
-    _pg_kill_group "$pid"
-    if ! kill -0 $$ 2>/dev/null; then
-      sleep 1
-      rm -rf "$dir"
-    fi
-  ) </dev/null >/dev/null 2>&1 &
-  _pg_guards+=($!)
+  _pg_guard "$dir" "$launcher" "$pid"
 
   # Role ordo, then TCP with its password.
   if ! _pg_sql_socket "$dir" "$port" \

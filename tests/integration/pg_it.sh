@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # pg_it.sh BINARY [ARGS...] -- runs a test program of the postgres://
 # backend against a throw-away cluster (pg_fixture.sh) with a database of
-# its own: ORDO_PG_URL (role ordo) and ORDO_PG_PORT are exported, and the
+# its own: ORDO_PG_URL (role ordo), ORDO_PG_PORT and ORDO_PG_PID (the
+# postmaster) are exported, and the
 # literal word @URL@ among ARGS becomes that URL (the conformance suite
 # takes its URL as an argument). The cluster's log tail is shown when the
 # program fails.
@@ -11,7 +12,7 @@ BIN=${1:?usage: $0 BINARY [ARGS...]}
 shift
 pg_start
 pg_createdb ordo_it
-export ORDO_PG_URL ORDO_PG_PORT=$PG_PORT
+export ORDO_PG_URL ORDO_PG_PORT=$PG_PORT ORDO_PG_PID=$PG_PID
 ORDO_PG_URL=$(pg_url ordo_it)
 args=()
 for a in "$@"; do

@@ -13,9 +13,16 @@
 #               (session scope), through pg_it.sh.
 #   integration_postgres  test_postgres.c: URLs, bad input, the values in
 #               pg_locks, timeouts, timeout_ms against a stopped backend,
+#               every call's bound with the whole server SIGSTOPped,
 #               an incremental deadlock PostgreSQL finds, the fencing
-#               pattern (two clients, one whose session was killed), a
-#               killed session, xact scope.
+#               pattern (two clients, one whose session was killed), two
+#               roles with schemas of their own sharing one token
+#               sequence, fence_seq, a killed session, the server's idle
+#               timeouts ending a holder's session, xact scope.
+#   integration_pg_fence_crash  pg_fence_crash.sh: fencing tokens never
+#               go back across kill -9 of the server with
+#               synchronous_commit off, in both scopes, a key held at the
+#               crash included (issue 18, item 9); about 6 s.
 #   integration_bank_pg  pg_bank.sh: `ordo bank`'s ledger on real rows
 #               (src/cli/ledger.c): ordered (no deadlock, within 10 s) and
 #               naive (pg_stat_database's deadlocks = the 40P01 errors), the
@@ -43,6 +50,11 @@ add_test(NAME integration_postgres
 set_tests_properties(conformance_postgres PROPERTIES TIMEOUT 240
   LABELS postgres)
 set_tests_properties(integration_postgres PROPERTIES TIMEOUT 240
+  LABELS postgres)
+
+add_test(NAME integration_pg_fence_crash
+  COMMAND bash ${ORDO_ITPG}/pg_fence_crash.sh $<TARGET_FILE:test_postgres>)
+set_tests_properties(integration_pg_fence_crash PROPERTIES TIMEOUT 180
   LABELS postgres)
 
 add_test(NAME integration_bank_pg
