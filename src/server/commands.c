@@ -457,22 +457,30 @@ static void cmd_session(conn *c, size_t argc, ordo__resp_arg *argv) {
     ordo__out_int(&c->out, (long long)ss->id);
   } else if (arg_is(&argv[1], "RESUMABLE") && argc == 2) {
     if (!ss->resumable) {
-      static const char hex[] = "0123456789abcdef";
-      for (int i = 0; i < 32; i++)
-        ss->token[i] = hex[ordo__rand64() & 15];
-      ss->token[32] = 0;
-      ss->resumable = true;
+      if (srv_sess_make_resumable(s, ss) != 0) {
+        ordo__out_error(&c->out, "ERR",
+                        "no token could be made (getrandom failed, or no "
+                        "memory); the session is not resumable");
+        return;
+      }
+      /* Only the user who made it resumable may take it back. */
+      memcpy(ss->user, c->user, c->user_len);
+      ss->user_len = c->user_len;
     }
-    ordo__out_bulk(&c->out, ss->token, 32);
+    ordo__out_bulk(&c->out, ss->token, ORDOD_TOKEN_HEX);
   } else if (arg_is(&argv[1], "RESUME") && argc == 3) {
-    char tok[40];
-    if (argv[2].len != 32) {
+    if (argv[2].len != ORDOD_TOKEN_HEX) {
       ordo__out_error(&c->out, "ERR", "no resumable session has that token");
       return;
     }
-    memcpy(tok, argv[2].ptr, 32);
-    tok[32] = 0;
-    sess *old = srv_sess_by_token(s, tok);
+    sess *old = srv_sess_by_token(s, argv[2].ptr, argv[2].len);
+    /* With AUTH on, a token is good only for the user who made the session
+     * resumable (the default user when AUTH named none): another user is
+     * told what a wrong token would be. */
+    if (old && s->cfg.requirepass[0] &&
+        (old->user_len != c->user_len ||
+         memcmp(old->user, c->user, c->user_len) != 0))
+      old = NULL;
     if (!old || old->c) {
       ordo__out_error(&c->out, "ERR", "%s",
                       old ? "that session is attached to another connection"
@@ -600,11 +608,17 @@ static bool secret_equal(const char *want, const char *got, size_t gotlen) {
   return d == 0;
 }
 
-static bool do_auth(conn *c, const ordo__resp_arg *pass) {
+static bool do_auth(conn *c, const ordo__resp_arg *user,
+                    const ordo__resp_arg *pass) {
   if (!c->s->cfg.requirepass[0]) {
     ordo__out_error(&c->out, "ERR",
                     "AUTH called without any password "
                     "configured (ordod --requirepass)");
+    return false;
+  }
+  if (user && user->len > sizeof c->user) {
+    ordo__out_error(&c->out, "ERR", "AUTH user names are at most %zu bytes",
+                    sizeof c->user);
     return false;
   }
   if (!secret_equal(c->s->cfg.requirepass, pass->ptr, pass->len)) {
@@ -612,6 +626,11 @@ static bool do_auth(conn *c, const ordo__resp_arg *pass) {
     return false;
   }
   c->authed = true;
+  /* The user names who may resume the sessions this connection makes
+   * resumable; the password is the server's one either way. */
+  const char *u = user ? user->ptr : "default";
+  c->user_len = user ? user->len : 7;
+  memcpy(c->user, u, c->user_len);
   return true;
 }
 
@@ -620,7 +639,7 @@ static void cmd_auth(conn *c, size_t argc, ordo__resp_arg *argv) {
     ordo__out_error(&c->out, "ERR", "AUTH [user] password");
     return;
   }
-  if (do_auth(c, &argv[argc - 1]))
+  if (do_auth(c, argc == 3 ? &argv[1] : NULL, &argv[argc - 1]))
     ordo__out_simple(&c->out, "OK");
 }
 
@@ -638,7 +657,7 @@ static void cmd_hello(conn *c, size_t argc, ordo__resp_arg *argv) {
   }
   for (; i < argc; i++) {
     if (arg_is(&argv[i], "AUTH") && i + 2 < argc) {
-      if (!do_auth(c, &argv[i + 2]))
+      if (!do_auth(c, &argv[i + 1], &argv[i + 2]))
         return;
       i += 2;
     } else if (arg_is(&argv[i], "SETNAME") && i + 1 < argc) {

@@ -4,7 +4,8 @@
  * shutdown. The commands are in commands.c. See README.md.
  *
  * Interface: main, srv_log, srv_now_ms, srv_sess_find, srv_sess_by_token,
- * srv_sess_renew, srv_sess_attach, srv_event_push, srv_conf_parse_file,
+ * srv_sess_make_resumable, srv_random, srv_sess_renew, srv_sess_attach,
+ * srv_event_push, srv_conf_parse_file,
  * srv_order_name.
  */
 #include "server/server.h"
@@ -16,6 +17,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -57,12 +59,148 @@ sess *srv_sess_find(srv *s, uint64_t id) {
   return NULL;
 }
 
-sess *srv_sess_by_token(srv *s, const char *token) {
-  for (size_t i = 0; i < s->smap_cap; i++)
-    for (sess *ss = s->smap[i]; ss; ss = ss->hnext)
-      if (ss->resumable && ss->token[0] && strcmp(ss->token, token) == 0)
-        return ss;
+/* ---- Resume tokens ---------------------------------------------------------
+ *
+ * A resume token is a bearer secret: whoever shows it takes the session and
+ * its locks. So it is 128 bits from the kernel's generator (getrandom(2)),
+ * never from ordo__rand64, whose xorshift state one token's bits give away.
+ * Tokens are found through a chained hash keyed by SipHash-2-4 (Aumasson and
+ * Bernstein, 2012) with a secret key drawn at start-up, and compared in
+ * constant time, so neither the lookup's path nor the compare tells a client
+ * how much of a guess was right.
+ */
+
+int srv_random(void *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = getrandom((char *)buf + got, n - got, 0);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return -1;
+    got += (size_t)r;
+  }
+  return 0;
+}
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                               \
+  do {                                                                         \
+    v0 += v1;                                                                  \
+    v1 = ROTL(v1, 13);                                                         \
+    v1 ^= v0;                                                                  \
+    v0 = ROTL(v0, 32);                                                         \
+    v2 += v3;                                                                  \
+    v3 = ROTL(v3, 16);                                                         \
+    v3 ^= v2;                                                                  \
+    v0 += v3;                                                                  \
+    v3 = ROTL(v3, 21);                                                         \
+    v3 ^= v0;                                                                  \
+    v2 += v1;                                                                  \
+    v1 = ROTL(v1, 17);                                                         \
+    v1 ^= v2;                                                                  \
+    v2 = ROTL(v2, 32);                                                         \
+  } while (0)
+
+/* siphash24 -- SipHash-2-4 of p[0..n) under the 128-bit key k. */
+static uint64_t siphash24(const uint64_t k[2], const void *p, size_t n) {
+  const unsigned char *b = p;
+  uint64_t v0 = k[0] ^ 0x736f6d6570736575ull, v1 = k[1] ^ 0x646f72616e646f6dull,
+           v2 = k[0] ^ 0x6c7967656e657261ull, v3 = k[1] ^ 0x7465646279746573ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t m = 0;
+    for (int j = 7; j >= 0; j--)
+      m = m << 8 | b[i + (size_t)j];
+    v3 ^= m;
+    SIPROUND;
+    SIPROUND;
+    v0 ^= m;
+  }
+  uint64_t last = (uint64_t)n << 56;
+  for (size_t j = 0; i + j < n; j++)
+    last |= (uint64_t)b[i + j] << (8 * j);
+  v3 ^= last;
+  SIPROUND;
+  SIPROUND;
+  v0 ^= last;
+  v2 ^= 0xff;
+  SIPROUND;
+  SIPROUND;
+  SIPROUND;
+  SIPROUND;
+  return v0 ^ v1 ^ v2 ^ v3;
+}
+#undef SIPROUND
+#undef ROTL
+
+/* Equal, in time that depends on n only. */
+static bool token_equal(const char *a, const char *b, size_t n) {
+  unsigned char d = 0;
+  for (size_t i = 0; i < n; i++)
+    d |= (unsigned char)(a[i] ^ b[i]);
+  return d == 0;
+}
+
+sess *srv_sess_by_token(srv *s, const char *token, size_t len) {
+  if (len != ORDOD_TOKEN_HEX || s->tmap_cap == 0)
+    return NULL;
+  uint64_t h = siphash24(s->token_key, token, len);
+  for (sess *ss = s->tmap[h & (s->tmap_cap - 1)]; ss; ss = ss->tnext)
+    if (token_equal(ss->token, token, len) && ss->resumable && !ss->closing)
+      return ss;
   return NULL;
+}
+
+static void tmap_remove(srv *s, sess *ss) {
+  if (!ss->token[0] || s->tmap_cap == 0)
+    return;
+  sess **pp = &s->tmap[ss->token_hash & (s->tmap_cap - 1)];
+  while (*pp && *pp != ss)
+    pp = &(*pp)->tnext;
+  if (*pp) {
+    *pp = ss->tnext;
+    s->ntok--;
+  }
+  ss->tnext = NULL;
+}
+
+int srv_sess_make_resumable(srv *s, sess *ss) {
+  if (ss->resumable)
+    return 0;
+  unsigned char b[ORDOD_TOKEN_BYTES];
+  if (srv_random(b, sizeof b) != 0)
+    return -1;
+  /* Grow the map at a load of 1 (before taking the token, so a failure
+   * leaves the session as it was). */
+  if (s->ntok + 1 > s->tmap_cap) {
+    size_t cap = s->tmap_cap ? s->tmap_cap * 2 : 64;
+    sess **m = calloc(cap, sizeof *m);
+    if (!m)
+      return -1;
+    for (size_t i = 0; i < s->tmap_cap; i++)
+      for (sess *x = s->tmap[i], *n; x; x = n) {
+        n = x->tnext;
+        x->tnext = m[x->token_hash & (cap - 1)];
+        m[x->token_hash & (cap - 1)] = x;
+      }
+    free(s->tmap);
+    s->tmap = m;
+    s->tmap_cap = cap;
+  }
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < sizeof b; i++) {
+    ss->token[2 * i] = hex[b[i] >> 4];
+    ss->token[2 * i + 1] = hex[b[i] & 15];
+  }
+  ss->token[ORDOD_TOKEN_HEX] = 0;
+  ss->token_hash = siphash24(s->token_key, ss->token, ORDOD_TOKEN_HEX);
+  size_t k = ss->token_hash & (s->tmap_cap - 1);
+  ss->tnext = s->tmap[k];
+  s->tmap[k] = ss;
+  s->ntok++;
+  ss->resumable = true;
+  return 0;
 }
 
 static void smap_remove(srv *s, sess *ss) {
@@ -91,6 +229,7 @@ void srv_sess_drop(srv *s, sess *ss) {
     return;
   ss->closing = true;
   smap_remove(s, ss);
+  tmap_remove(s, ss);
   uv_timer_stop(&ss->lease_timer);
   ordo_txn_end(ss->txn); /* a pending LOCK's cancel event is ignored: the
                             session is gone from the map */
@@ -525,6 +664,8 @@ static void on_connection(uv_stream_t *server, int status) {
     snprintf(c->addr, sizeof c->addr, "unix");
   }
   c->authed = s->cfg.requirepass[0] == 0;
+  memcpy(c->user, "default", 7);
+  c->user_len = 7;
   if (s->nconns > s->cfg.maxclients) {
     /* Refused, but told why: the limit stays below the fd limit. */
     s->rejected_conns++;
@@ -966,6 +1107,11 @@ int main(int argc, char **argv) {
   s->argv = calloc(s->max_args, sizeof *s->argv);
   s->smap_cap = 1024;
   s->smap = calloc(s->smap_cap, sizeof *s->smap);
+  if (srv_random(s->token_key, sizeof s->token_key) != 0) {
+    fprintf(stderr, "ordod: getrandom gave no bytes for the token key: %s\n",
+            strerror(errno));
+    return 1;
+  }
   ordo__mutex_init(&s->ev_mu);
   s->loop = uv_default_loop();
   s->loop->data = s;
@@ -1044,6 +1190,7 @@ int main(int argc, char **argv) {
     unlink(s->cfg.unixsocket);
   free(s->argv);
   free(s->smap);
+  free(s->tmap);
   free(s->evq);
   ordo__mutex_destroy(&s->ev_mu);
   srv_log(s, 1, "stopped cleanly");

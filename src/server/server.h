@@ -20,6 +20,9 @@
 
 #define ORDOD_DEFAULT_PORT 7411
 #define ORDOD_VERSION "0.1.0"
+/* A resume token: 16 bytes from getrandom(2), 32 hex digits. */
+#define ORDOD_TOKEN_BYTES 16
+#define ORDOD_TOKEN_HEX (2 * ORDOD_TOKEN_BYTES)
 
 typedef struct srv_config {
   char bind[64];
@@ -63,7 +66,9 @@ struct conn {
   size_t writing; /* bytes handed to libuv, not yet written */
   bool closing, authed;
   bool closing_after_reply; /* QUIT */
-  int resp;                 /* 2 or 3 */
+  char user[128];           /* the AUTH user ("default" when AUTH names none) */
+  size_t user_len;
+  int resp; /* 2 or 3 */
   uint64_t id;
   uint64_t created_ms;
   char name[64];
@@ -86,7 +91,11 @@ struct sess {
   size_t nreq;
   char *keybuf;
   bool resumable;
-  char token[33];
+  char token[ORDOD_TOKEN_HEX + 1]; /* getrandom's bytes in hex */
+  uint64_t token_hash;             /* srv_token_hash(token) */
+  sess *tnext;                     /* the server's token map */
+  char user[128]; /* who made it resumable: only they may resume it */
+  size_t user_len;
   bool lease_lost; /* the next command hears -LEASE */
   bool closing;
   sess *hnext; /* the server's id map */
@@ -116,6 +125,9 @@ struct srv {
   uint64_t next_conn_id, next_sess_id;
   sess **smap; /* open hash of sessions by id */
   size_t smap_cap, nsess;
+  sess **tmap; /* chained hash of resumable sessions by token */
+  size_t tmap_cap, ntok;
+  uint64_t token_key[2]; /* the token hash's secret key, from getrandom */
 
   /*
    * ev_mu guards evq, nevq and capevq: engine events are pushed from any
@@ -158,7 +170,14 @@ void srv_log(srv *s, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint64_t srv_now_ms(void);
 sess *srv_sess_find(srv *s, uint64_t id);
-sess *srv_sess_by_token(srv *s, const char *token);
+/* The resumable session whose token is token[0..len), or NULL: looked up
+ * by a keyed hash, compared in constant time. */
+sess *srv_sess_by_token(srv *s, const char *token, size_t len);
+/* Makes ss resumable: a fresh token from getrandom(2), entered in the token
+ * map. 0, or -1 (the kernel gave no random bytes, or no memory). */
+int srv_sess_make_resumable(srv *s, sess *ss);
+/* Fills buf with n bytes from getrandom(2); 0, or -1. */
+int srv_random(void *buf, size_t n);
 void srv_sess_renew(sess *ss);
 void srv_sess_attach(conn *c, sess *ss);
 void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status)

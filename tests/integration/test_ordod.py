@@ -477,6 +477,137 @@ def case_resume_refusals(srv):
     probe.close()
 
 
+XS_MUL = 0x2545F4914F6CDD1D
+M64 = (1 << 64) - 1
+
+
+def xorshift_predict(token):
+    """The attack of issue 18 item 1, on the parent's tokens: each hex digit
+    is hex[xorshift64*() & 15], and since the multiplier is odd the digit
+    gives the low 4 bits of the generator's state (times 13^-1 = 5 mod 16).
+    The state after each step is linear over GF(2) in the first one, so 32
+    digits give 128 equations in 64 unknowns: solve them and run the
+    generator on to predict the next token the same thread draws. Returns
+    None when the digits do not fit any xorshift64* state."""
+    # sym[b] is the set (as a 64-bit mask over the unknown starting state's
+    # bits) whose parity is bit b of the current state.
+    sym = [1 << b for b in range(64)]
+
+    def step(v):
+        def shr(v, k):
+            return [v[b + k] if b + k < 64 else 0 for b in range(64)]
+
+        def shl(v, k):
+            return [v[b - k] if b >= k else 0 for b in range(64)]
+
+        v = [a ^ b for a, b in zip(v, shr(v, 12))]
+        v = [a ^ b for a, b in zip(v, shl(v, 25))]
+        return [a ^ b for a, b in zip(v, shr(v, 27))]
+
+    rows = []
+    for ch in token:
+        sym = step(sym)
+        low = (int(ch, 16) * 5) & 15
+        for b in range(4):
+            rows.append((sym[b], (low >> b) & 1))
+    # Gaussian elimination over GF(2).
+    pivots = {}
+    for mask, bit in rows:
+        for b, (pm, pb) in pivots.items():
+            if mask >> b & 1:
+                mask, bit = mask ^ pm, bit ^ pb
+        if mask == 0:
+            if bit:
+                return None  # inconsistent: not this generator
+            continue
+        b = mask.bit_length() - 1
+        for k, (pm, pb) in list(pivots.items()):
+            if pm >> b & 1:
+                pivots[k] = (pm ^ mask, pb ^ bit)
+        pivots[b] = (mask, bit)
+    if len(pivots) < 64:
+        return None
+    state = 0
+    for b, (mask, bit) in pivots.items():
+        if bit:
+            state |= 1 << b
+    for _ in token:  # replay the draws the token used
+        state ^= state >> 12
+        state = (state ^ (state << 25)) & M64
+        state ^= state >> 27
+    out = []
+    for _ in range(len(token)):
+        state ^= state >> 12
+        state = (state ^ (state << 25)) & M64
+        state ^= state >> 27
+        out.append("0123456789abcdef"[((state * XS_MUL) & M64) & 15])
+    return "".join(out)
+
+
+def case_resume_tokens_unpredictable(srv_unused):
+    """Issue 18 item 1. A resume token is 128 bits of getrandom(2): one
+    token does not give away the next (at the parent, solving one token's
+    128 bit equations for the xorshift64* state predicted the next session's
+    token exactly); tokens are 32 hex digits, all different; with AUTH on
+    only the user who made a session resumable may resume it (the default
+    user when AUTH names none), and a wrong user hears what a wrong token
+    would get."""
+    with Server("--requirepass", "pw") as x:
+        a, b = x.raw(), x.raw()
+        assert a.cmd("AUTH", "alice", "pw") == "OK"
+        assert b.cmd("AUTH", "alice", "pw") == "OK"
+        ta = a.cmd("SESSION", "RESUMABLE").decode()
+        tb = b.cmd("SESSION", "RESUMABLE").decode()
+        guess = xorshift_predict(ta)
+        assert guess != tb, "the next token was predicted from one token: " \
+            "%s -> %s" % (ta, guess)
+        seen = {ta, tb}
+        more = [x.raw() for _ in range(20)]
+        for m in more:
+            assert m.cmd("AUTH", "pw") == "OK"
+            t = m.cmd("SESSION", "RESUMABLE").decode()
+            assert re.fullmatch(r"[0-9a-f]{32}", t), t
+            seen.add(t)
+        assert len(seen) == 22, "tokens repeat"
+        probe = x.client(password="pw")
+        # alice's session: held key, then detached.
+        assert is_grant(a.cmd("LOCK", 1, "tok:1", "X", "WAIT", 0), "tok:1")
+        sid = a.cmd("SESSION", "ID")
+        a_id = a.cmd("CLIENT", "ID")
+        a.close()
+        wait_conn_gone(probe, a_id)
+        # Another user with the right password and the right token is
+        # refused, and so is the default user (AUTH without a user).
+        mallory = x.raw()
+        assert mallory.cmd("AUTH", "mallory", "pw") == "OK"
+        nope = "ERR no resumable session has that token (its lease may " \
+            "have run out)"
+        assert mallory.cmd("SESSION", "RESUME", ta) == nope
+        anon = x.raw()
+        assert anon.cmd("AUTH", "pw") == "OK"
+        assert anon.cmd("SESSION", "RESUME", ta) == nope
+        # A token one digit off is refused too; alice herself resumes.
+        off = ta[:-1] + ("0" if ta[-1] != "0" else "1")
+        c = x.raw()
+        assert c.cmd("AUTH", "alice", "pw") == "OK"
+        assert c.cmd("SESSION", "RESUME", off) == nope
+        assert c.cmd("SESSION", "RESUME", ta) == sid
+        assert [e[0] for e in c.cmd("LOCKS")] == [b"tok:1"]
+        # The default user's own sessions are the default user's: a
+        # resumable session made after a plain AUTH resumes after one.
+        d = x.raw()
+        assert d.cmd("AUTH", "pw") == "OK"
+        td = d.cmd("SESSION", "RESUMABLE").decode()
+        d_id = d.cmd("CLIENT", "ID")
+        dsid = d.cmd("SESSION", "ID")
+        d.close()
+        wait_conn_gone(probe, d_id)
+        assert mallory.cmd("SESSION", "RESUME", td) == nope
+        assert anon.cmd("SESSION", "RESUME", td) == dsid
+        for k in [b, c, mallory, anon, probe] + more:
+            k.close()
+
+
 def case_deadlock_two_and_three(srv):
     probe = srv.client()
     for n in (2, 3):
@@ -1185,7 +1316,8 @@ def case_unix_socket(srv_unused):
 
 CASES = [case_lock_release_tokens, case_many_keys_one_session,
          case_disconnect_releases, case_lease_expiry, case_lock_lease_option,
-         case_resumable, case_resume_refusals, case_deadlock_two_and_three,
+         case_resumable, case_resume_refusals,
+         case_resume_tokens_unpredictable, case_deadlock_two_and_three,
          case_priority_victim, case_one_release_wakes_one,
          case_requests_wait_behind_lock, case_client_and_command,
          case_memory_steady, case_restart_tokens, case_limits_and_auth,
