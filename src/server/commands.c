@@ -265,14 +265,14 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
   }
   if (have_prio && prio != ss->txn->priority) {
     /* Priority is a txn's from its start: a session that holds nothing
-     * starts a new one; one that holds keys keeps its own. */
+     * starts a new one, and takes its id with it (one identity: the id
+     * SESSION ID gives is the one GRAPH and -DEADLOCK name); one that holds
+     * keys keeps its own txn, id and priority. */
     if (ordo__mem_nholds(ss->txn) == 0) {
       ordo_txn_t *t = NULL;
       ordo_txn_options_t to = {(int)prio, NULL, 0};
-      if (ordo_txn_begin(s->o, &t, &to) == 0) {
-        ordo_txn_end(ss->txn);
-        ss->txn = t;
-      }
+      if (ordo_txn_begin(s->o, &t, &to) == 0)
+        srv_sess_set_txn(s, ss, t);
     }
   }
   /* Copies of the keys: the reply, which may come later, needs them. */

@@ -676,6 +676,43 @@ def case_priority_victim(srv):
     assert is_grant(ra, "pv:2"), ra
 
 
+def case_priority_one_identity(srv):
+    """Issue 18 item 7. A LOCK with PRIORITY on a session that holds nothing
+    gives the session a new engine txn; its SESSION ID must still be the id
+    GRAPH, HOLDERS and the -DEADLOCK cycle name (at the parent, SESSION ID
+    kept the old txn's id while the engine named the new one)."""
+    probe = srv.client()
+    b, a = srv.raw(), srv.raw()
+    assert is_grant(a.cmd("LOCK", 1, "p7:1", "X", "WAIT", 0, "PRIORITY", 5),
+                    "p7:1")
+    sid_a = a.cmd("SESSION", "ID")
+    assert is_grant(b.cmd("LOCK", 1, "p7:2", "X", "WAIT", 0), "p7:2")
+    sid_b = b.cmd("SESSION", "ID")
+    b.send("LOCK", 1, "p7:1", "X", "WAIT", ms(T(10)))
+    wait_until(lambda: info(probe, "lock_waiting") == 1, what="b waiting")
+    holders = probe.execute_command("HOLDERS", "p7:1")
+    assert [h[0] for h in holders[0]] == [sid_a], (holders, sid_a)
+    assert [w[0] for w in holders[1]] == [sid_b], (holders, sid_b)
+    graph = probe.execute_command("GRAPH", "JSON").decode()
+    ids = {int(x) for x in re.findall(r"\b(\d+)\b", graph)}
+    assert sid_a in ids and sid_b in ids, (graph, sid_a, sid_b)
+    line = client_list(probe)[a.cmd("CLIENT", "ID")]
+    assert int(line["session"]) == sid_a, (line, sid_a)
+    # b (priority 0) is the victim; its cycle names both sessions by the
+    # ids SESSION ID gave.
+    a.send("LOCK", 1, "p7:2", "X", "WAIT", ms(T(10)))
+    rb = b.reply()
+    assert isinstance(rb, Err) and rb.startswith("DEADLOCK "), rb
+    named = {int(x) for x in re.findall(r"(\d+) waits for (\d+)", rb)[0]}
+    assert named == {sid_a, sid_b}, (rb, sid_a, sid_b)
+    assert is_grant(a.reply(), "p7:2")
+    assert a.cmd("SESSION", "ID") == sid_a
+    assert a.cmd("UNLOCK") == 2
+    a.close()
+    b.close()
+    probe.close()
+
+
 def case_one_release_wakes_one(srv):
     """100 sessions wait on one key; each release wakes exactly one."""
     h = srv.client()
@@ -1318,7 +1355,8 @@ CASES = [case_lock_release_tokens, case_many_keys_one_session,
          case_disconnect_releases, case_lease_expiry, case_lock_lease_option,
          case_resumable, case_resume_refusals,
          case_resume_tokens_unpredictable, case_deadlock_two_and_three,
-         case_priority_victim, case_one_release_wakes_one,
+         case_priority_victim, case_priority_one_identity,
+         case_one_release_wakes_one,
          case_requests_wait_behind_lock, case_client_and_command,
          case_memory_steady, case_restart_tokens, case_limits_and_auth,
          case_per_request_limits, case_max_request, case_max_locks,
