@@ -1172,14 +1172,20 @@ int main(int argc, char **argv) {
     unlink(s->cfg.unixsocket);
     uv_pipe_init(s->loop, &s->unix_sock, 0);
     s->unix_sock.data = s;
-    if ((rc = uv_pipe_bind(&s->unix_sock, s->cfg.unixsocket)) != 0 ||
-        (rc = uv_listen((uv_stream_t *)&s->unix_sock, 511, on_connection)) !=
-            0) {
+    /* bind(2) creates the socket file with mode 0777 less the umask, and a
+     * chmod after it would leave a window in which anyone could connect:
+     * so the umask is 0077 around the bind, and the file is 0700 from its
+     * first moment. The umask is the process's, but no other thread
+     * creates files (the engine's timer thread never does). */
+    mode_t old_mask = umask(0077);
+    rc = uv_pipe_bind(&s->unix_sock, s->cfg.unixsocket);
+    umask(old_mask);
+    if (rc != 0 || (rc = uv_listen((uv_stream_t *)&s->unix_sock, 511,
+                                   on_connection)) != 0) {
       fprintf(stderr, "ordod: cannot listen on %s: %s\n", s->cfg.unixsocket,
               uv_strerror(rc));
       return 1;
     }
-    chmod(s->cfg.unixsocket, 0700);
     s->have_unix = true;
   }
   srv_log(s, 1, "listening on %s:%d%s%s, fencing epoch %llu", s->cfg.bind, port,

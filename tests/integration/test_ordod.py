@@ -1351,6 +1351,79 @@ def case_unix_socket(srv_unused):
     shutil.rmtree(folder)
 
 
+def inotify_events(fd):
+    """The (mask, name) pairs inotify has queued on fd (non-blocking)."""
+    import struct
+    out = []
+    try:
+        data = os.read(fd, 65536)
+    except BlockingIOError:
+        return out
+    off = 0
+    while off < len(data):
+        _wd, mask, _cookie, n = struct.unpack_from("iIII", data, off)
+        name = data[off + 16:off + 16 + n].rstrip(b"\0").decode()
+        out.append((mask, name))
+        off += 16 + n
+    return out
+
+
+def case_unix_socket_mode(srv_unused):
+    """Issue 18 item 3. The Unix socket is 0700 from its first moment, even
+    with the umask at 0 (where bind(2) alone gives 0777): inotify sees it
+    created and never has its mode changed afterwards (at the parent: a
+    chmod after bind, so IN_ATTRIB followed IN_CREATE), a thread that
+    stat()s it in a tight loop while ordod starts never sees another mode,
+    and it is 0700 at 'ready'."""
+    import ctypes
+    import stat
+    IN_CREATE, IN_ATTRIB, IN_NONBLOCK = 0x100, 0x4, 0o4000
+    libc = ctypes.CDLL(None, use_errno=True)
+    folder = tempfile.mkdtemp(prefix="ordod-umask-")
+    path = os.path.join(folder, "ordod.sock")
+    fd = libc.inotify_init1(IN_NONBLOCK)
+    assert fd >= 0, "inotify_init1: errno %d" % ctypes.get_errno()
+    assert libc.inotify_add_watch(fd, folder.encode(),
+                                  IN_CREATE | IN_ATTRIB) >= 0
+    modes, stop = set(), threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            try:
+                modes.add(stat.S_IMODE(os.stat(path).st_mode))
+            except FileNotFoundError:
+                pass
+
+    t = threading.Thread(target=poll)
+    t.start()
+    old = os.umask(0)
+    try:
+        x = Server("--unixsocket", path, folder=folder)
+    finally:
+        os.umask(old)
+        stop.set()
+        t.join(T(10))
+    try:
+        assert not t.is_alive(), "the stat() loop did not stop"
+        assert stat.S_ISSOCK(os.stat(path).st_mode)
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o700, \
+            oct(os.stat(path).st_mode)
+        assert modes <= {0o700}, "the socket was seen with mode(s) %s" % \
+            sorted(oct(m) for m in modes)
+        ev = [m for m, n in inotify_events(fd) if n == "ordod.sock"]
+        assert ev and ev[0] & IN_CREATE, ev
+        assert not [m for m in ev[1:] if m & IN_ATTRIB], \
+            "the socket's mode was changed after it was created " \
+            "(events %s)" % [hex(m) for m in ev]
+        u = Raw(path=path)
+        assert u.cmd("PING") == "PONG"
+        u.close()
+    finally:
+        os.close(fd)
+        x.stop()
+    shutil.rmtree(folder)
+
+
 CASES = [case_lock_release_tokens, case_many_keys_one_session,
          case_disconnect_releases, case_lease_expiry, case_lock_lease_option,
          case_resumable, case_resume_refusals,
@@ -1361,7 +1434,7 @@ CASES = [case_lock_release_tokens, case_many_keys_one_session,
          case_memory_steady, case_restart_tokens, case_limits_and_auth,
          case_per_request_limits, case_max_request, case_max_locks,
          case_max_output, case_starvation_holds, case_order,
-         case_unix_socket]
+         case_unix_socket, case_unix_socket_mode]
 
 
 def main():
