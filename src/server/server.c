@@ -512,12 +512,13 @@ static void conn_flush(conn *c) {
     if (c->out.len == 0)
       return;
   }
-  if (c->writing + c->out.len > c->s->cfg.max_output) {
+  size_t max_output = c->authed ? c->s->cfg.max_output : ORDOD_PREAUTH_OUTPUT;
+  if (c->writing + c->out.len > max_output) {
     srv_log(c->s, 1,
-            "client %llu: %zu reply bytes pending (limit %zu); "
+            "client %llu: %zu reply bytes pending (limit %zu%s); "
             "closed",
-            (unsigned long long)c->id, c->writing + c->out.len,
-            c->s->cfg.max_output);
+            (unsigned long long)c->id, c->writing + c->out.len, max_output,
+            c->authed ? "" : " before AUTH");
     c->s->output_cutoffs++;
     conn_close(c);
     return;
@@ -551,11 +552,16 @@ static void conn_process(conn *c) {
       break;
     size_t argc = 0, need = 0;
     const char *err = NULL;
-    long n =
-        ordo__resp_parse(c->in + off, c->inlen - off,
-                         &(ordo__resp_limits){s->max_args, s->cfg.max_request,
-                                              65536, s->cfg.max_request},
-                         s->argv, &argc, &need, &err);
+    /* Limits per request, since an AUTH in a pipeline lifts them for the
+     * requests after it. */
+    bool pre = !c->authed;
+    ordo__resp_limits lim = {s->max_args, s->cfg.max_request, 65536,
+                             s->cfg.max_request};
+    if (pre)
+      lim = (ordo__resp_limits){ORDOD_PREAUTH_ARGS, ORDOD_PREAUTH_REQUEST,
+                                ORDOD_PREAUTH_REQUEST, ORDOD_PREAUTH_REQUEST};
+    long n = ordo__resp_parse(c->in + off, c->inlen - off, &lim, s->argv, &argc,
+                              &need, &err);
     if (n == 0) {
       c->need = need;
       break;
@@ -565,8 +571,15 @@ static void conn_process(conn *c) {
       /* A connection that breaks the protocol is told why and closed;
        * nothing else changes. */
       s->protocol_errors++;
-      ordo__out_error(&c->out, n == ORDO__RESP_ELIMIT ? "LIMIT" : "ERR", "%s",
-                      err ? err : "Protocol error");
+      if (pre && n == ORDO__RESP_ELIMIT)
+        ordo__out_error(&c->out, "NOAUTH",
+                        "before AUTH a request is at most %d bytes and %d "
+                        "arguments (%s); closed",
+                        ORDOD_PREAUTH_REQUEST, ORDOD_PREAUTH_ARGS,
+                        err ? err : "too large");
+      else
+        ordo__out_error(&c->out, n == ORDO__RESP_ELIMIT ? "LIMIT" : "ERR", "%s",
+                        err ? err : "Protocol error");
       conn_flush(c);
       conn_close(c);
       return;
@@ -597,6 +610,11 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
   size_t want = c->inlen + 65536;
   if (want > c->s->cfg.max_request + 65536)
     want = c->s->cfg.max_request + 65536;
+  /* Before AUTH the buffer holds one request of the pre-auth bound and one
+   * byte more (so that a request past it is seen as such). */
+  if (!c->authed && want > ORDOD_PREAUTH_REQUEST + 1)
+    want = c->inlen >= ORDOD_PREAUTH_REQUEST + 1 ? c->inlen + 1
+                                                 : ORDOD_PREAUTH_REQUEST + 1;
   if (c->incap < want) {
     char *p = realloc(c->in, want);
     if (!p) {
@@ -611,6 +629,17 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
   b->len = c->incap - c->inlen;
 }
 
+/* A connection that has not authenticated sent more than one pre-auth
+ * request can hold: told so, and closed. */
+static void preauth_refuse(conn *c) {
+  c->s->protocol_errors++;
+  ordo__out_error(&c->out, "NOAUTH",
+                  "before AUTH a request is at most %d bytes; closed",
+                  ORDOD_PREAUTH_REQUEST);
+  conn_flush(c);
+  conn_close(c);
+}
+
 static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   conn *c = st->data;
   (void)b;
@@ -621,6 +650,16 @@ static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   if (n == 0)
     return;
   c->inlen += (size_t)n;
+  if (!c->authed && c->inlen > ORDOD_PREAUTH_REQUEST) {
+    /* Bytes past one pre-auth request: process what parses (an AUTH among
+     * them lifts the bound), and refuse the rest if it is still too much. */
+    conn_process(c);
+    if (!c->closing && !c->authed && c->inlen > ORDOD_PREAUTH_REQUEST) {
+      preauth_refuse(c);
+      return;
+    }
+    return;
+  }
   if (c->inlen >= c->incap && c->inlen > c->s->cfg.max_request) {
     ordo__out_error(&c->out, "LIMIT", "request larger than %zu bytes",
                     c->s->cfg.max_request);

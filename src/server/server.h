@@ -23,6 +23,18 @@
 /* A resume token: 16 bytes from getrandom(2), 32 hex digits. */
 #define ORDOD_TOKEN_BYTES 16
 #define ORDOD_TOKEN_HEX (2 * ORDOD_TOKEN_BYTES)
+/*
+ * Before AUTH (with --requirepass), a connection may send requests of at
+ * most ORDOD_PREAUTH_REQUEST bytes and ORDOD_PREAUTH_ARGS arguments (HELLO 3
+ * AUTH user pass SETNAME name is 7), its input buffer is no larger, and at
+ * most ORDOD_PREAUTH_OUTPUT reply bytes may wait for it; past any of them it
+ * hears -NOAUTH and is closed. So 10,000 strangers cost the server about
+ * 10,000 x (4 KiB + a connection and a session) rather than 10,000 x
+ * max_request, as Redis has bounded them since CVE-2021-32675.
+ */
+#define ORDOD_PREAUTH_REQUEST 4096
+#define ORDOD_PREAUTH_ARGS 10
+#define ORDOD_PREAUTH_OUTPUT 65536
 
 typedef struct srv_config {
   char bind[64];

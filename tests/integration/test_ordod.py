@@ -1143,6 +1143,71 @@ def case_limits_and_auth(srv_unused):
     shutil.rmtree(folder)
 
 
+def case_preauth_limits(srv_unused):
+    """Issue 18 item 2. With --requirepass, a connection that has not
+    authenticated may send requests of at most 4 KiB and 10 arguments: a
+    larger one hears -NOAUTH from its header and is closed (at the parent
+    it was buffered up to --max-request, 4 MiB, and kept open). 1,000
+    strangers that each leave a 3.9 KB request unfinished cost the server
+    under 16 KiB each (at the parent about 66 KiB each: a 64 KiB input
+    buffer per connection). An AUTH in a pipeline lifts the limit for the
+    requests after it, and one that authenticated may send a large one."""
+    with Server("--requirepass", "pw", "--maxclients", "5000") as x:
+        probe = x.client(password="pw")
+        # Strangers holding partial requests: memory per connection. Each
+        # sends a PING and the partial request in one write, which loopback
+        # queues whole, so its PONG says the server has read all of it.
+        n = 1000
+        part = b"PING\r\n*2\r\n$4\r\nAUTH\r\n$3900\r\n" + b"p" * 3800
+        base = info(probe, "used_memory", "memory")
+        conns = [x.raw() for _ in range(n)]
+        for c in conns:
+            c.sock.sendall(part)
+        for c in conns:
+            assert c.reply() == "PONG"
+        grown = info(probe, "used_memory", "memory") - base
+        assert grown < n * 16384, "%d unauthenticated connections grew the " \
+            "heap by %d bytes (%d each)" % (n, grown, grown // n)
+        for c in conns:
+            c.close()
+        # Refused from the header: a 1 MB password, 11 arguments, an inline
+        # line past 4 KiB.
+        for req in (b"*2\r\n$4\r\nAUTH\r\n$1000000\r\n",
+                    b"*11\r\n",
+                    b"PING " + b"x" * 4100):
+            r = x.raw()
+            r.sock.sendall(req)
+            got = r.until_closed(T(10))
+            assert got.startswith(b"-NOAUTH before AUTH a request is at "
+                                  b"most 4096 bytes and 10 arguments"), got
+            r.close()
+        # An AUTH in a pipeline lifts the bound for what follows it.
+        y = x.raw()
+        big = b"k" * 20000
+        y.sock.sendall(encode("AUTH", "pw") + encode("PING", big))
+        assert y.reply() == "OK"
+        assert y.reply() == big
+        y.close()
+        probe.close()
+    # A stranger that pipelines PINGs and reads nothing is cut off once
+    # 64 KiB of replies wait for it, not --max-output's 4 MiB.
+    with Server("--requirepass", "pw", verbose=1) as x:
+        s = x.raw(rcvbuf=16384)
+        req = encode("PING", b"x" * 4000)
+        try:
+            for _ in range(3000):
+                s.sock.sendall(req)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server closed it while we were still writing
+        s.until_closed(T(20))
+        s.close()
+        m = re.search(r"client \d+: (\d+) reply bytes pending \(limit "
+                      r"(\d+) before AUTH\); closed", x.log())
+        assert m, x.log()
+        assert int(m.group(2)) == 65536 and int(m.group(1)) < 4 << 20, \
+            m.group(0)
+
+
 def case_per_request_limits(srv_unused):
     """Keys per LOCK, key length and locks per session each give -LIMIT,
     and the session keeps what it had."""
@@ -1432,7 +1497,7 @@ CASES = [case_lock_release_tokens, case_many_keys_one_session,
          case_one_release_wakes_one,
          case_requests_wait_behind_lock, case_client_and_command,
          case_memory_steady, case_restart_tokens, case_limits_and_auth,
-         case_per_request_limits, case_max_request, case_max_locks,
+         case_preauth_limits, case_per_request_limits, case_max_request, case_max_locks,
          case_max_output, case_starvation_holds, case_order,
          case_unix_socket, case_unix_socket_mode]
 
