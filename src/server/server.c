@@ -306,12 +306,15 @@ void srv_sess_attach(conn *c, sess *ss) {
   srv_sess_renew(ss);
 }
 
-/* The lease ran out: release everything (a waiting LOCK keeps its lease
- * alive instead). A detached session ends here. */
+/* The lease ran out: release everything (a waiting LOCK of an attached
+ * session keeps its lease alive instead). A detached session ends here,
+ * waiting or not: its lease counts from the moment it detached, so a client
+ * that crashed inside a LOCK frees its locks one lease later, and its wait
+ * is cancelled with them (ordo_txn_end). */
 static void lease_fired(uv_timer_t *t) {
   sess *ss = t->data;
   srv *s = t->loop->data;
-  if (ss->waiting) {
+  if (ss->waiting && ss->c) {
     srv_sess_renew(ss);
     return;
   }
@@ -387,9 +390,12 @@ static void wake_cb(uv_async_t *a) {
         continue; /* a stale event: the session or its LOCK is gone */
       ss->waiting = false;
       /* The wait kept the lease alive; the lease runs anew from its end,
-       * so a grant is never lost to a lease that ran out meanwhile. */
-      srv_sess_renew(ss);
+       * so a grant is never lost to a lease that ran out meanwhile. A
+       * detached session's lease is left alone: it counts from the detach,
+       * and a grant nobody is there to hear does not stretch it. */
       conn *c = ss->c;
+      if (c)
+        srv_sess_renew(ss);
       if (q[i].status == 0) {
         s->lock_grants++;
         if (c)

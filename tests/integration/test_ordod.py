@@ -423,6 +423,35 @@ def case_resumable(srv):
         x.close()
 
 
+def case_detached_waiter_expires(srv):
+    """Issue 18 item 4. A resumable session that detaches while its LOCK
+    waits has a lease that counts from the detach: when it runs out, its
+    wait is cancelled and its locks are freed (at the parent the wait kept
+    renewing the lease, so the key it held stayed held for all of WAIT)."""
+    probe = srv.client()
+    a, f, b = srv.raw(), srv.raw(), srv.raw()
+    # a's lease outlasts the case, so dw:1 stays held and f stays waiting.
+    assert is_grant(a.cmd("LOCK", 1, "dw:1", "X", "WAIT", 0, "LEASE",
+                          ms(T(60))), "dw:1")
+    f.cmd("SESSION", "RESUMABLE")
+    assert is_grant(f.cmd("LOCK", 1, "dw:2", "X", "WAIT", 0), "dw:2")
+    f.send("LOCK", 1, "dw:1", "X", "WAIT", 600000)
+    wait_until(lambda: info(probe, "lock_waiting") == 1, what="f waiting")
+    f.close()
+    t0 = time.monotonic()
+    # b's LOCK of f's key is granted when f's lease, from the detach, ends.
+    r = b.cmd("LOCK", 1, "dw:2", "X", "WAIT", ms(T(10)))
+    assert is_grant(r, "dw:2"), r
+    assert time.monotonic() - t0 > 0.5 * LEASE_MS / 1000, \
+        "released before the lease ran out"
+    wait_until(lambda: info(probe, "lock_waiting") == 0,
+               what="f's wait cancelled")
+    assert b.cmd("UNLOCK") == 1 and a.cmd("UNLOCK") == 1
+    for c in (a, b):
+        c.close()
+    probe.close()
+
+
 def case_resume_refusals(srv):
     """Every way SESSION RESUME says no, each with its own answer, and a
     resume that works moves the session, not the connection."""
@@ -1491,7 +1520,8 @@ def case_unix_socket_mode(srv_unused):
 
 CASES = [case_lock_release_tokens, case_many_keys_one_session,
          case_disconnect_releases, case_lease_expiry, case_lock_lease_option,
-         case_resumable, case_resume_refusals,
+         case_resumable, case_detached_waiter_expires,
+         case_resume_refusals,
          case_resume_tokens_unpredictable, case_deadlock_two_and_three,
          case_priority_victim, case_priority_one_identity,
          case_one_release_wakes_one,
