@@ -8,6 +8,8 @@
  */
 #include "server/server.h"
 
+#include "core/table.h"
+
 #include <ctype.h>
 #include <limits.h>
 #include <inttypes.h>
@@ -375,53 +377,52 @@ static void cmd_locks(conn *c, size_t argc, ordo__resp_arg *argv) {
   srv_held_write(&c->out, c->s, c->sess, false);
 }
 
-/* HOLDERS key: from each session's holds in the engine, and the engine's
- * graph for who waits. */
+/* HOLDERS key: the key's holders and waiters, from the engine's own lock
+ * object (ordo__table_key_each), so it costs the key's holders and waiters,
+ * not the number of sessions. A session's id is its txn's, which is the
+ * engine owner's id. */
+typedef struct holders_reply {
+  ordo__out holders, waiters;
+  size_t nh, nw;
+  uint64_t epoch; /* shifted into place for tokens */
+} holders_reply;
+
+static void holders_item(void *arg, uint64_t owner, int mode, uint64_t fence,
+                         uint32_t count, bool waiting) {
+  holders_reply *r = arg;
+  (void)count;
+  const char *m = mode == ORDO_MODE_S ? "S" : "X";
+  if (waiting) {
+    r->nw++;
+    ordo__out_array(&r->waiters, 2);
+    ordo__out_int(&r->waiters, (long long)owner);
+    ordo__out_bulk(&r->waiters, m, 1);
+    return;
+  }
+  r->nh++;
+  ordo__out_array(&r->holders, 3);
+  ordo__out_int(&r->holders, (long long)owner);
+  ordo__out_bulk(&r->holders, m, 1);
+  ordo__out_int(&r->holders, (long long)(r->epoch | fence));
+}
+
 static void cmd_holders(conn *c, size_t argc, ordo__resp_arg *argv) {
   (void)argc;
   srv *s = c->s;
-  /* The holders go to a buffer of their own first: the count is known only
-   * once they are written (a deadlock sweep may release a victim's holds
-   * meanwhile, so two passes could disagree). */
-  ordo__out items = {0};
-  size_t n = 0;
-  for (size_t i = 0; i < s->smap_cap; i++)
-    for (sess *x = s->smap[i]; x; x = x->hnext) {
-      ordo_mode_t m = ORDO_MODE_X;
-      uint64_t f = 0;
-      if (ordo_held(x->txn, argv[1].ptr, argv[1].len, &m) <= 0 ||
-          ordo_fence(x->txn, argv[1].ptr, argv[1].len, &f) != 0)
-        continue;
-      n++;
-      ordo__out_array(&items, 3);
-      ordo__out_int(&items, (long long)x->id);
-      ordo__out_bulk(&items, m == ORDO_MODE_S ? "S" : "X", 1);
-      ordo__out_int(&items, (long long)((s->epoch << FENCE_SHIFT) | f));
-    }
+  /* Both lists go to buffers of their own first: the counts are known only
+   * once the items are written, and one pass under the key's stripe mutex
+   * sees one state of the key. */
+  holders_reply r = {{0}, {0}, 0, 0, s->epoch << FENCE_SHIFT};
+  if (argv[1].len > 0 && argv[1].len <= s->cfg.max_key_len)
+    ordo__table_key_each(ordo__mem_table(s->o), argv[1].ptr, argv[1].len,
+                         holders_item, &r);
   ordo__out_array(&c->out, 2);
-  ordo__out_array(&c->out, n);
-  ordo__out_append(&c->out, &items);
-  ordo__out_free(&items);
-  size_t nw = 0;
-  for (size_t i = 0; i < s->smap_cap; i++)
-    for (sess *x = s->smap[i]; x; x = x->hnext)
-      if (x->waiting)
-        for (size_t k = 0; k < x->nreq; k++)
-          if (x->req[k].len == argv[1].len &&
-              memcmp(x->req[k].key, argv[1].ptr, argv[1].len) == 0)
-            nw++;
-  ordo__out_array(&c->out, nw);
-  for (size_t i = 0; i < s->smap_cap; i++)
-    for (sess *x = s->smap[i]; x; x = x->hnext)
-      if (x->waiting)
-        for (size_t k = 0; k < x->nreq; k++)
-          if (x->req[k].len == argv[1].len &&
-              memcmp(x->req[k].key, argv[1].ptr, argv[1].len) == 0) {
-            ordo__out_array(&c->out, 2);
-            ordo__out_int(&c->out, (long long)x->id);
-            ordo__out_bulk(&c->out, x->req[k].mode == ORDO_MODE_S ? "S" : "X",
-                           1);
-          }
+  ordo__out_array(&c->out, r.nh);
+  ordo__out_append(&c->out, &r.holders);
+  ordo__out_array(&c->out, r.nw);
+  ordo__out_append(&c->out, &r.waiters);
+  ordo__out_free(&r.holders);
+  ordo__out_free(&r.waiters);
 }
 
 static void cmd_graph(conn *c, size_t argc, ordo__resp_arg *argv) {

@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -246,6 +247,10 @@ void srv_sess_drop(srv *s, sess *ss) {
   ss->closing = true;
   smap_remove(s, ss);
   tmap_remove(s, ss);
+  if (ss->recheck) {
+    TAILQ_REMOVE(&s->recheck, ss, rlink);
+    ss->recheck = false;
+  }
   uv_timer_stop(&ss->lease_timer);
   ordo_txn_end(ss->txn); /* a pending LOCK's cancel event is ignored: the
                             session is gone from the map */
@@ -306,27 +311,11 @@ void srv_sess_attach(conn *c, sess *ss) {
   srv_sess_renew(ss);
 }
 
-/* The lease ran out: release everything (a waiting LOCK of an attached
- * session keeps its lease alive instead). A detached session ends here,
- * waiting or not: its lease counts from the moment it detached, so a client
- * that crashed inside a LOCK frees its locks one lease later, and its wait
- * is cancelled with them (ordo_txn_end). */
-static void lease_fired(uv_timer_t *t) {
-  sess *ss = t->data;
-  srv *s = t->loop->data;
-  if (ss->waiting && ss->c) {
-    srv_sess_renew(ss);
-    return;
-  }
-  uint64_t now = srv_now_ms();
-  if (now < ss->expires_ms) {
-    /* The loop reads its clock once a turn, and every command renews the
-     * timer from that reading: a turn that ran long (a pipeline of
-     * thousands of commands, under a sanitizer) fires it before the lease
-     * the last command gave. expires_ms is the lease: wait out the rest. */
-    uv_timer_start(&ss->lease_timer, lease_fired, ss->expires_ms - now, 0);
-    return;
-  }
+/* lease_expire -- the lease is over: release everything. A detached
+ * session ends here, waiting or not: its lease counts from the moment it
+ * detached, so a client that crashed inside a LOCK frees its locks one
+ * lease later, and its wait is cancelled with them (ordo_txn_end). */
+static void lease_expire(srv *s, sess *ss) {
   s->lease_expiries++;
   if (!ss->c) {
     srv_log(s, 1, "session %llu: lease ran out while detached; ended",
@@ -349,6 +338,75 @@ static void lease_fired(uv_timer_t *t) {
   }
 }
 
+/* Bytes the kernel holds for c that the loop has not read yet. */
+static size_t conn_unread(conn *c) {
+  uv_os_fd_t fd;
+  int n = 0;
+  if (uv_fileno(&c->h.handle, &fd) != 0 || ioctl(fd, FIONREAD, &n) != 0)
+    return 0;
+  return n > 0 ? (size_t)n : 0;
+}
+
+/* Decides, after this turn's reads, the leases that ran out while their
+ * connection had unread bytes: one that a request renewed meanwhile, or
+ * whose connection now has requests waiting for their turn, lives on. */
+static void recheck_cb(uv_check_t *h) {
+  srv *s = h->data;
+  sess *ss;
+  while ((ss = TAILQ_FIRST(&s->recheck)) != NULL) {
+    TAILQ_REMOVE(&s->recheck, ss, rlink);
+    ss->recheck = false;
+    if (srv_now_ms() < ss->expires_ms || (ss->waiting && ss->c))
+      continue; /* renewed: its timer runs again */
+    if (ss->c && ss->c->deferred) {
+      srv_sess_renew(ss);
+      continue;
+    }
+    lease_expire(s, ss);
+  }
+  uv_check_stop(h);
+}
+
+/* The lease timer. A waiting LOCK of an attached session keeps its lease
+ * alive; a detached session's runs out, waiting or not. The lease never
+ * runs out because the loop was busy with others: a timer that fires
+ * before the lease the last command gave waits out the rest; requests of
+ * the session's connection that wait for their turn count as activity
+ * (they renew it when they run); and bytes the kernel holds for it that the
+ * loop has not read yet are read first (recheck_cb decides after this
+ * turn's reads). */
+static void lease_fired(uv_timer_t *t) {
+  sess *ss = t->data;
+  srv *s = t->loop->data;
+  if (ss->waiting && ss->c) {
+    srv_sess_renew(ss);
+    return;
+  }
+  uint64_t now = srv_now_ms();
+  if (now < ss->expires_ms) {
+    /* The loop reads its clock once a turn, and every command renews the
+     * timer from that reading: a turn that ran long (a pipeline of
+     * thousands of commands, under a sanitizer) fires it before the lease
+     * the last command gave. expires_ms is the lease: wait out the rest. */
+    uv_timer_start(&ss->lease_timer, lease_fired, ss->expires_ms - now, 0);
+    return;
+  }
+  conn *c = ss->c;
+  if (c && !c->closing) {
+    if (c->deferred) {
+      srv_sess_renew(ss);
+      return;
+    }
+    if (!ss->recheck && conn_unread(c) > 0) {
+      ss->recheck = true;
+      TAILQ_INSERT_TAIL(&s->recheck, ss, rlink);
+      uv_check_start(&s->recheck_h, recheck_cb);
+      return;
+    }
+  }
+  lease_expire(s, ss);
+}
+
 /* ---- Engine events --------------------------------------------------------
  */
 
@@ -369,6 +427,7 @@ void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status) {
 }
 
 static void conn_process(conn *c);
+static void turn_cb(uv_idle_t *h);
 
 /* Drains the event queue on the loop thread: each answers a waiting LOCK. */
 static void wake_cb(uv_async_t *a) {
@@ -463,6 +522,11 @@ static void conn_close(conn *c) {
   if (c->closing)
     return;
   c->closing = true;
+  if (c->deferred) {
+    TAILQ_REMOVE(&c->s->deferred, c, dlink);
+    c->s->ndeferred--;
+    c->deferred = false;
+  }
   sess *ss = c->sess;
   if (ss) {
     ss->c = NULL;
@@ -547,15 +611,60 @@ static void conn_flush(conn *c) {
   ordo__out_consume(&c->out, c->out.len);
 }
 
-/* Parses and runs every complete request in the input buffer, unless a
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b);
+static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b);
+
+/* Puts c on the deferred list: its requests left over run in the next turn
+ * (turn_cb), and it reads nothing until they have, so its buffer stays
+ * bounded. */
+static void conn_defer(conn *c) {
+  srv *s = c->s;
+  if (c->deferred || c->closing)
+    return;
+  c->deferred = true;
+  TAILQ_INSERT_TAIL(&s->deferred, c, dlink);
+  s->ndeferred++;
+  uv_read_stop(&c->h.stream);
+  uv_idle_start(&s->turn, turn_cb);
+}
+
+/* One turn's budget for each connection deferred before this turn (one
+ * that has more again goes to the back, for the next turn), between which
+ * the loop serves every other client's reads and timers. */
+static void turn_cb(uv_idle_t *h) {
+  srv *s = h->data;
+  for (size_t n = s->ndeferred; n > 0; n--) {
+    conn *c = TAILQ_FIRST(&s->deferred);
+    if (!c)
+      break;
+    TAILQ_REMOVE(&s->deferred, c, dlink);
+    s->ndeferred--;
+    c->deferred = false;
+    conn_process(c);
+    if (!c->closing && !c->deferred)
+      uv_read_start(&c->h.stream, alloc_cb, read_cb);
+  }
+  if (TAILQ_EMPTY(&s->deferred))
+    uv_idle_stop(h);
+}
+
+/* Parses and runs the complete requests in the input buffer, unless a
  * LOCK of this session is waiting (then they wait behind it, as Redis's
- * blocked clients do). */
+ * blocked clients do): at most one turn's budget of them (ORDOD_TURN_*),
+ * the rest in a later turn (conn_defer). The output limit is checked after each
+ * one, so a client that does not read is cut off as soon as its pending replies
+ * pass it, not after a whole read's worth of them. */
 static void conn_process(conn *c) {
   srv *s = c->s;
-  size_t off = 0;
+  size_t off = 0, ran = 0, wrote = 0;
+  bool more = false;
   while (!c->closing && off < c->inlen && !(c->sess && c->sess->waiting)) {
     if (c->inlen - off < c->need)
       break;
+    if (ran == ORDOD_TURN_REQUESTS || wrote >= ORDOD_TURN_OUTPUT) {
+      more = true;
+      break;
+    }
     size_t argc = 0, need = 0;
     const char *err = NULL;
     /* Limits per request, since an AUTH in a pipeline lifts them for the
@@ -591,13 +700,22 @@ static void conn_process(conn *c) {
       return;
     }
     off += (size_t)n;
+    ran++;
     if (argc > 0) {
       s->total_cmds++;
+      size_t before = c->out.len;
       srv_dispatch(c, argc, s->argv);
+      wrote += c->out.len > before ? c->out.len - before : 0;
       if (c->closing_after_reply) {
         conn_flush(c);
         conn_close(c);
         return;
+      }
+      size_t lim = c->authed ? s->cfg.max_output : ORDOD_PREAUTH_OUTPUT;
+      if (c->writing + c->out.len > lim) {
+        conn_flush(c); /* writes what the socket takes; cuts off past lim */
+        if (c->closing)
+          return;
       }
     }
   }
@@ -608,6 +726,8 @@ static void conn_process(conn *c) {
       c->need -= off;
   }
   conn_flush(c);
+  if (more)
+    conn_defer(c);
 }
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
@@ -660,7 +780,8 @@ static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
     /* Bytes past one pre-auth request: process what parses (an AUTH among
      * them lifts the bound), and refuse the rest if it is still too much. */
     conn_process(c);
-    if (!c->closing && !c->authed && c->inlen > ORDOD_PREAUTH_REQUEST) {
+    if (!c->closing && !c->authed && !c->deferred &&
+        c->inlen > ORDOD_PREAUTH_REQUEST) {
       preauth_refuse(c);
       return;
     }
@@ -1178,6 +1299,12 @@ int main(int argc, char **argv) {
   s->loop->data = s;
   uv_async_init(s->loop, &s->wake, wake_cb);
   s->wake.data = s;
+  TAILQ_INIT(&s->deferred);
+  TAILQ_INIT(&s->recheck);
+  uv_idle_init(s->loop, &s->turn);
+  s->turn.data = s;
+  uv_check_init(s->loop, &s->recheck_h);
+  s->recheck_h.data = s;
   uv_signal_init(s->loop, &s->sigterm);
   uv_signal_init(s->loop, &s->sigint);
   s->sigterm.data = s->sigint.data = s;

@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <sys/queue.h>
 #include <uv.h>
 
 #define ORDOD_DEFAULT_PORT 7411
@@ -35,6 +36,14 @@
 #define ORDOD_PREAUTH_REQUEST 4096
 #define ORDOD_PREAUTH_ARGS 10
 #define ORDOD_PREAUTH_OUTPUT 65536
+/* The work one connection gets in one turn of the loop: at most this many
+ * requests, and no request more once its replies of this turn reach
+ * ORDOD_TURN_OUTPUT bytes (a reply's size is about its cost: HOLDERS of a
+ * key with 1,000 holders writes 33 KB). A connection with more waits for
+ * the next turn, reading nothing meanwhile, so clients take turns and none
+ * holds the loop for a whole pipeline. */
+#define ORDOD_TURN_REQUESTS 64
+#define ORDOD_TURN_OUTPUT (128u << 10)
 
 typedef struct srv_config {
   char bind[64];
@@ -86,6 +95,10 @@ struct conn {
   char name[64];
   char addr[64];
   conn *next, *prev; /* the server's list */
+  /* On the server's deferred list: it has requests left that this turn's
+   * budget did not run; reading is stopped until they have run. */
+  bool deferred;
+  TAILQ_ENTRY(conn) dlink;
 };
 
 /* A session: a txn, its lease, its wait. Outlives its connection when it
@@ -110,6 +123,11 @@ struct sess {
   size_t user_len;
   bool lease_lost; /* the next command hears -LEASE */
   bool closing;
+  /* The lease ran out while the connection had unread bytes: decided after
+   * this turn's reads (srv's recheck list), so that a request the busy loop
+   * had not read yet still counts. */
+  bool recheck;
+  TAILQ_ENTRY(sess) rlink;
   sess *hnext; /* the server's id map */
 };
 
@@ -134,6 +152,11 @@ struct srv {
 
   conn *conns;
   int nconns;
+  TAILQ_HEAD(, conn) deferred; /* connections with requests left over */
+  size_t ndeferred;
+  uv_idle_t turn;             /* runs them, one budget each, next turn */
+  TAILQ_HEAD(, sess) recheck; /* leases to decide after this turn's reads */
+  uv_check_t recheck_h;
   uint64_t next_conn_id, next_sess_id;
   sess **smap; /* open hash of sessions by id */
   size_t smap_cap, nsess;

@@ -1237,6 +1237,81 @@ def case_preauth_limits(srv_unused):
             m.group(0)
 
 
+def case_flood_takes_turns(srv_unused):
+    """Issue 18 item 5, the issue's setup: 1,000 sessions hold `hot` in S
+    and one client pipelines 32 KB of `HOLDERS hot` without reading. The
+    flooder is cut off once its pending replies pass --max-output (checked
+    per command: the log's count is past the limit by at most one reply);
+    meanwhile a session that EXTENDs every 300 ms with a 2 s lease keeps its
+    lease (every EXTEND answers 2000, and its LOCK after is granted), and a
+    fresh connection's PING answers within 100 ms. (At the parent the whole
+    pipeline ran in one turn, each HOLDERS over every session.)"""
+    n = int(1000 * float(os.environ.get("ORDO_TEST_SCALE", "1")))
+    with Server("--lease-ms", 60000, verbose=1) as x:
+        probe = x.client()
+        holders = [x.raw() for _ in range(n)]
+        for h in holders:
+            assert is_grant(h.cmd("LOCK", 1, "hot", "S", "WAIT", 0), "hot")
+        one = x.raw().cmd("HOLDERS", "hot")
+        # One HOLDERS reply's bytes: its headers and each holder's triple.
+        reply_len = 64 + sum(
+            len(b"*3\r\n:%d\r\n$1\r\nS\r\n:%d\r\n" % (h[0], h[2]))
+            for h in one[0])
+        assert len(one[0]) == n, len(one[0])
+        e = x.raw()
+        assert e.cmd("EXTEND", 2000) == 2000
+        extends, stop = [], threading.Event()
+
+        def extender():
+            while not stop.wait(0.3):
+                try:
+                    extends.append(e.cmd("EXTEND", 2000))
+                except socket.timeout:
+                    extends.append("no answer within %.0f s" % T(20))
+                    return
+
+        before = info(probe, "output_cutoffs")
+        t = threading.Thread(target=extender)
+        t.start()
+        flood = x.raw(rcvbuf=16384)
+        req = encode("HOLDERS", "hot")
+        flood.sock.sendall(req * (32768 // len(req)))
+        pings = []
+        try:
+            for _ in range(8):
+                t0 = time.monotonic()
+                p = x.raw()
+                p.sock.settimeout(T(5))
+                try:
+                    assert p.cmd("PING") == "PONG"
+                except socket.timeout:
+                    raise AssertionError("a PING did not answer within %.0f "
+                                         "s during the flood" % T(5))
+                pings.append(time.monotonic() - t0)
+                p.close()
+                time.sleep(0.3)  # spread the probes over the flood's work
+        finally:
+            stop.set()
+            t.join(T(20))
+        assert not t.is_alive(), "an EXTEND did not answer"
+        assert max(pings) < T(0.1), "PING took %.3f s during the flood " \
+            "(all: %s)" % (max(pings), ["%.3f" % p for p in pings])
+        assert extends and all(r == 2000 for r in extends), extends
+        assert is_grant(e.cmd("LOCK", 1, "flood:own", "X", "WAIT", 0),
+                        "flood:own")
+        flood.until_closed(T(20))
+        wait_until(lambda: info(probe, "output_cutoffs") == before + 1,
+                   what="the flooder cut off")
+        m = re.search(r"client \d+: (\d+) reply bytes pending \(limit "
+                      r"(\d+)\); closed", x.log())
+        assert m, x.log()[-2000:]
+        assert int(m.group(1)) <= int(m.group(2)) + reply_len, \
+            (m.group(0), reply_len)
+        for c in holders + [e, flood]:
+            c.close()
+        probe.close()
+
+
 def case_per_request_limits(srv_unused):
     """Keys per LOCK, key length and locks per session each give -LIMIT,
     and the session keeps what it had."""
@@ -1527,7 +1602,8 @@ CASES = [case_lock_release_tokens, case_many_keys_one_session,
          case_one_release_wakes_one,
          case_requests_wait_behind_lock, case_client_and_command,
          case_memory_steady, case_restart_tokens, case_limits_and_auth,
-         case_preauth_limits, case_per_request_limits, case_max_request, case_max_locks,
+         case_preauth_limits, case_flood_takes_turns,
+         case_per_request_limits, case_max_request, case_max_locks,
          case_max_output, case_starvation_holds, case_order,
          case_unix_socket, case_unix_socket_mode]
 
