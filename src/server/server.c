@@ -1118,7 +1118,8 @@ static void usage(FILE *f) {
       "                      (default 8; 0: --starvation-us alone)\n"
       "  --config FILE       read options from FILE (one 'name value' a line;\n"
       "                      flags win)\n"
-      "  --verbose N         0 warnings, 1 info (default), 2 debug\n"
+      "  --verbose N         0 warnings, 1 info (default), 2 debug; 0 also\n"
+      "                      turns off the engine's long-wait log\n"
       "  --help              this text\n\n"
       "Once it accepts connections it prints 'ready port=N' on stdout.\n"
       "Commands: docs/protocol.md, or COMMAND DOCS.\n",
@@ -1279,6 +1280,10 @@ int main(int argc, char **argv) {
   opts.starvation_holds = s->cfg.starvation_holds;
   opts.max_locks = s->cfg.max_locks;
   opts.order = s->cfg.order;
+  /* The engine's long-wait log is information: --verbose 0 (warnings
+   * only) turns it off. */
+  if (s->cfg.verbose < 1)
+    opts.log_wait_ms = 0;
   if (ordo_open(&s->o, "mem://", &opts) != 0) {
     fprintf(stderr, "ordod: cannot open the lock engine\n");
     return 1;

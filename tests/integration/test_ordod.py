@@ -1312,6 +1312,34 @@ def case_flood_takes_turns(srv_unused):
         probe.close()
 
 
+def long_wait(x):
+    """b waits 1.3 s for a's key (past the engine's log_wait_ms, 1 s) and
+    times out."""
+    a, b = x.raw(), x.raw()
+    assert is_grant(a.cmd("LOCK", 1, "lw:1", "X", "WAIT", 0, "LEASE",
+                          ms(T(30))), "lw:1")
+    r = b.cmd("LOCK", 1, "lw:1", "X", "WAIT", 1300, "LEASE", ms(T(30)))
+    assert isinstance(r, Err) and r.startswith("TIMEOUT "), r
+    assert a.cmd("UNLOCK") == 1
+    a.close()
+    b.close()
+
+
+def case_long_wait_log_verbose(srv):
+    """Issue 18 item 6, ordod's side: the engine's long-wait log obeys
+    --verbose. With --verbose 1 a wait past 1 s is logged (one bounded
+    record); with --verbose 0, the suite's server, nothing is (at the parent
+    it logged whatever --verbose said)."""
+    with Server(verbose=1) as x:
+        long_wait(x)
+        wait_until(lambda: "still waiting after" in x.log(),
+                   what="the long-wait record")
+        lines = [l for l in x.log().splitlines() if l.startswith("ordo: LOG:")]
+        assert 1 <= len(lines) <= 3 and max(map(len, lines)) < 512, lines
+    long_wait(srv)
+    assert "ordo: LOG:" not in srv.log(), srv.log()[-2000:]
+
+
 def case_per_request_limits(srv_unused):
     """Keys per LOCK, key length and locks per session each give -LIMIT,
     and the session keeps what it had."""
@@ -1603,6 +1631,7 @@ CASES = [case_lock_release_tokens, case_many_keys_one_session,
          case_requests_wait_behind_lock, case_client_and_command,
          case_memory_steady, case_restart_tokens, case_limits_and_auth,
          case_preauth_limits, case_flood_takes_turns,
+         case_long_wait_log_verbose,
          case_per_request_limits, case_max_request, case_max_locks,
          case_max_output, case_starvation_holds, case_order,
          case_unix_socket, case_unix_socket_mode]
