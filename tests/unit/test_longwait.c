@@ -170,7 +170,7 @@ static void test_handoff_cost_flat(void **state) {
   tu_watchdog_start(NULL, 150, "the hand-off rounds");
   const size_t m = (size_t)tu_scaled(2000);
   const size_t ns[2] = {1000, 10000};
-  enum { ROUNDS = 3 };
+  enum { ROUNDS = 5 };
   uint64_t *steps[2];
   size_t logged[2] = {0, 0};
   for (int j = 0; j < 2; j++) {
