@@ -12,7 +12,8 @@
  *
  * Interface: ordo__table_create, ordo__table_destroy, ordo__owner_init,
  * ordo__owner_fini, ordo__acquire, ordo__abort_wait, ordo__release_one,
- * ordo__release_all, ordo__held, ordo__table_stats, ordo__table_dump.
+ * ordo__release_all, ordo__held, ordo__table_stats, ordo__table_dump,
+ * ordo__table_key_each.
  */
 #include "core/fast.h"
 
@@ -1756,4 +1757,32 @@ void ordo__table_dump(ordo__table *tab, int fd) ORDO_NO_THREAD_SAFETY_ANALYSIS {
   if (have_wait)
     ordo__mutex_unlock(&tab->wait_mu);
   fclose(f);
+}
+
+/*
+ * ordo__table_key_each -- one key's holders, then its waiters in queue
+ * order, for a lock server's HOLDERS: fn(arg, owner id, mode, fence, count,
+ * waiting) for each, with fence the holder's token (drawn now if the fast
+ * path granted it, as ordo__held does) and 0 for a waiter. It takes the
+ * key's stripe mutex alone (holders and queue are written under it; the
+ * queue under wait_mu as well), so it costs the key's own holders and
+ * waiters, never the table's size, and keeps the lock order (no wait_mu).
+ * lookup() moves a fast-path holder to the slow path first, so the holder
+ * list is the truth. fn runs under the stripe mutex and must not call into
+ * the engine. Added for issue 18 item 5 (ordod's HOLDERS).
+ */
+void ordo__table_key_each(ordo__table *tab, const void *key, size_t len,
+                          ordo__key_fn fn, void *arg) {
+  uint32_t h = hash_key(key, len);
+  ordo__stripe *st = &tab->stripe[stripe_of(tab, h)];
+  pthread_mutex_lock(&st->mu);
+  ordo__lock *l = lookup(st, h, key, len);
+  if (l && !l->listed) {
+    for (ordo__hold *hd = l->holders; hd; hd = hd->lnext)
+      fn(arg, hd->owner->id, hd->mode, hold_fence(tab, hd, true), hd->count,
+         false);
+    for (ordo__entry *e = l->qhead; e; e = e->qnext)
+      fn(arg, e->owner->id, e->mode, 0, 0, true);
+  }
+  pthread_mutex_unlock(&st->mu);
 }

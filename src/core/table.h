@@ -243,6 +243,13 @@ typedef void (*ordo__snap_fn)(void *arg, const uint8_t *key, size_t len,
                               const ordo__snap_item *holders, size_t nholders,
                               const ordo__snap_item *queue, size_t nqueue);
 int ordo__table_tick(ordo__table *tab);
+/* One key's holders and waiters, under its stripe mutex alone (see table.c):
+ * for a holder fence and count are its own and waiting is false; for a
+ * waiter fence and count are 0 and waiting is true. */
+typedef void (*ordo__key_fn)(void *arg, uint64_t owner, int mode,
+                             uint64_t fence, uint32_t count, bool waiting);
+void ordo__table_key_each(ordo__table *tab, const void *key, size_t len,
+                          ordo__key_fn fn, void *arg);
 void ordo__table_snapshot(ordo__table *tab, ordo__snap_fn fn, void *arg);
 void ordo__table_dump(ordo__table *tab, int fd);
 int ordo__table_graph(ordo__table *tab, int fd, ordo_graph_fmt_t fmt);

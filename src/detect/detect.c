@@ -24,6 +24,7 @@
 #include "core/table_int.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -39,6 +40,17 @@
 #define MAX_TESTS 128
 #define SNAP_ENTRIES 4096
 #define SNAP_LOCKS 32
+/* The long-wait log: bytes of records waiting to be written, records a
+ * second, and what one record names (keys of the wait, holders and waiters
+ * of each key, bytes of each key); a longer list is counted, up to
+ * LOG_COUNT_MAX ("100000+"), so a record costs the same whatever the
+ * queue's length, within that bound. */
+#define LOG_BUF 8192
+#define LOG_PER_SEC 10
+#define LOG_KEYS 4
+#define LOG_NAMED 4
+#define LOG_KEY_BYTES 64
+#define LOG_COUNT_MAX 100000
 
 typedef struct dedge {
   ordo__owner *to;
@@ -118,6 +130,19 @@ typedef struct ordo__detect {
   _Atomic bool alarm_pending; /* also read without wait_mu, as a hint */
   double alarm_rate;
   char classes[256]; /* key classes of the window's cycles */
+
+  /* The long-wait log (ordo__detect_log_wait): records are composed under
+   * wait_mu into logbuf, preallocated here, and written by
+   * ordo__detect_deliver once the locks are let go. At most LOG_PER_SEC
+   * records a second; the rest are counted in log_dropped and said in one
+   * line before the next record. log_pending is also read without wait_mu,
+   * as a hint. */
+  char logbuf[LOG_BUF];
+  size_t loglen;
+  uint64_t log_sec;    /* the second log_in_sec counts */
+  unsigned log_in_sec; /* records composed in that second */
+  uint64_t log_dropped;
+  _Atomic bool log_pending;
 } ordo__detect;
 
 int ordo__detect_create(ordo__table *tab) {
@@ -138,6 +163,7 @@ int ordo__detect_create(ordo__table *tab) {
   d->bucket = calloc(d->nbucket, sizeof *d->bucket);
   atomic_init(&d->npending, 0);
   atomic_init(&d->alarm_pending, false);
+  atomic_init(&d->log_pending, false);
   tab->det = d;
   if (!d->arena || !d->frames || !d->ring || !d->bucket || !d->snap ||
       !d->order || !d->placed || !d->branch || !d->bfrom || !d->work)
@@ -979,34 +1005,116 @@ static void put_key(FILE *f, const uint8_t *k, size_t n) {
   }
 }
 
+/* Appends to the log buffer like snprintf; false once it does not fit
+ * (the caller then goes back to the record's start). */
+static bool log_put(ordo__detect *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static bool log_put(ordo__detect *d, const char *fmt, ...) {
+  size_t room = sizeof d->logbuf - d->loglen;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(d->logbuf + d->loglen, room, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= room)
+    return false;
+  d->loglen += (size_t)n;
+  return true;
+}
+
+/* A key as the log shows it: printable bytes as they are, the others as
+ * \xHH, and at most LOG_KEY_BYTES of it. */
+static bool log_key(ordo__detect *d, const uint8_t *k, size_t n) {
+  bool ok = true;
+  size_t shown = n < LOG_KEY_BYTES ? n : LOG_KEY_BYTES;
+  for (size_t i = 0; ok && i < shown; i++) {
+    if (k[i] >= 0x20 && k[i] < 0x7f && k[i] != '\\' && k[i] != '"')
+      ok = log_put(d, "%c", k[i]);
+    else
+      ok = log_put(d, "\\x%02x", k[i]);
+  }
+  if (ok && shown < n)
+    ok = log_put(d, "...(%zu bytes)", n);
+  return ok;
+}
+
+/*
+ * ordo__detect_log_wait -- w has waited log_wait_ms (caller holds wait_mu).
+ * As PostgreSQL's log_lock_waits: who waits, for what, behind whom; but
+ * bounded, since a key with 10,000 waiters would otherwise log 10,000
+ * waiters for each of them: per key the first LOG_NAMED holders and
+ * waiters and the count of the rest, for the first LOG_KEYS keys, and at
+ * most LOG_PER_SEC records a second (the others counted, and said in one
+ * line before the next record). The record goes to a buffer preallocated
+ * in the detector and is written by ordo__detect_deliver with no engine
+ * lock held, so a slow stderr never slows a hand-off.
+ */
 void ordo__detect_log_wait(ordo__table *tab, ordo__owner *w) {
-  /* As PostgreSQL's log_lock_waits: who waits, for what, behind whom. */
+  ordo__detect *d = tab->det;
   ADD(tab->long_waits, 1);
-  uint64_t ms = (ordo__now_ns() - w->enq_ns) / 1000000u;
-  flockfile(stderr);
-  fprintf(stderr,
-          "ordo: LOG: txn %" PRIu64 " still waiting after %" PRIu64
-          " ms for %zu key(s)\n",
-          w->id, ms, w->nent);
-  for (size_t i = 0; i < w->nent; i++) {
+  uint64_t now = ordo__now_ns();
+  uint64_t sec = now / 1000000000u;
+  if (sec != d->log_sec) {
+    d->log_sec = sec;
+    d->log_in_sec = 0;
+  }
+  if (d->log_in_sec >= LOG_PER_SEC) {
+    d->log_dropped++;
+    return;
+  }
+  size_t mark = d->loglen;
+  bool ok = true;
+  if (d->log_dropped)
+    ok = log_put(d,
+                 "ordo: LOG: %" PRIu64 " more long wait(s) not logged (at "
+                 "most %d a second)\n",
+                 d->log_dropped, LOG_PER_SEC);
+  uint64_t ms = (now - w->enq_ns) / 1000000u;
+  ok = ok && log_put(d,
+                     "ordo: LOG: txn %" PRIu64 " still waiting after %" PRIu64
+                     " ms for %zu key(s)\n",
+                     w->id, ms, w->nent);
+  for (size_t i = 0; ok && i < w->nent && i < LOG_KEYS; i++) {
     ordo__entry *e = &w->ent[i];
     ordo__lock *l = e->lock;
     ordo__stripe *st = &tab->stripe[e->stripe];
-    fprintf(stderr, "ordo: LOG:   \"");
-    put_key(stderr, l->key, l->klen);
-    fprintf(stderr, "\" %s; holders:", e->mode == ORDO_MODE_X ? "X" : "S");
+    ok = log_put(d, "ordo: LOG:   \"") && log_key(d, l->key, l->klen) &&
+         log_put(d, "\" %s; holders:", e->mode == ORDO_MODE_X ? "X" : "S");
+    size_t n = 0;
     pthread_mutex_lock(&st->mu);
-    for (ordo__hold *h = l->holders; h; h = h->lnext)
-      fprintf(stderr, " txn %" PRIu64 " %s", h->owner->id,
-              h->mode == ORDO_MODE_X ? "X" : "S");
+    for (ordo__hold *h = l->holders; ok && h && n < LOG_COUNT_MAX;
+         h = h->lnext, n++)
+      if (n < LOG_NAMED)
+        ok = log_put(d, " txn %" PRIu64 " %s", h->owner->id,
+                     h->mode == ORDO_MODE_X ? "X" : "S");
     pthread_mutex_unlock(&st->mu);
-    fprintf(stderr, "; queue:");
-    for (ordo__entry *q = l->qhead; q; q = q->qnext)
-      fprintf(stderr, " txn %" PRIu64 " %s", q->owner->id,
-              q->mode == ORDO_MODE_X ? "X" : "S");
-    fprintf(stderr, "\n");
+    if (ok && n > LOG_NAMED)
+      ok = log_put(d, " and %zu%s more", n - LOG_NAMED,
+                   n == LOG_COUNT_MAX ? "+" : "");
+    /* The queue is written under wait_mu (and the stripe): wait_mu is
+     * enough to read it. */
+    ok = ok && log_put(d, "; queue:");
+    n = 0;
+    for (ordo__entry *q = l->qhead; ok && q && n < LOG_COUNT_MAX;
+         q = q->qnext, n++)
+      if (n < LOG_NAMED)
+        ok = log_put(d, " txn %" PRIu64 " %s", q->owner->id,
+                     q->mode == ORDO_MODE_X ? "X" : "S");
+    if (ok && n > LOG_NAMED)
+      ok = log_put(d, " and %zu%s more", n - LOG_NAMED,
+                   n == LOG_COUNT_MAX ? "+" : "");
+    ok = ok && log_put(d, "\n");
   }
-  funlockfile(stderr);
+  if (ok && w->nent > LOG_KEYS)
+    ok = log_put(d, "ordo: LOG:   and %zu more key(s)\n", w->nent - LOG_KEYS);
+  if (!ok) {
+    /* The buffer is full until the next delivery: this one is counted. */
+    d->loglen = mark;
+    d->log_dropped++;
+    return;
+  }
+  d->log_dropped = 0;
+  d->log_in_sec++;
+  atomic_store_explicit(&d->log_pending, true, memory_order_relaxed);
 }
 
 /* ---- Delivery, records, callbacks -----------------------------------------
@@ -1015,10 +1123,17 @@ void ordo__detect_log_wait(ordo__table *tab, ordo__owner *w) {
 void ordo__detect_deliver(ordo__table *tab) {
   ordo__detect *d = tab->det;
   if (atomic_load_explicit(&d->npending, memory_order_relaxed) == 0 &&
-      !atomic_load_explicit(&d->alarm_pending, memory_order_relaxed))
+      !atomic_load_explicit(&d->alarm_pending, memory_order_relaxed) &&
+      !atomic_load_explicit(&d->log_pending, memory_order_relaxed))
     return;
   char classes[sizeof d->classes];
+  char logbuf[LOG_BUF];
   ordo__mutex_lock(&tab->wait_mu);
+  /* The long-wait log's records, written below with no lock held. */
+  size_t loglen = d->loglen;
+  memcpy(logbuf, d->logbuf, loglen);
+  d->loglen = 0;
+  atomic_store_explicit(&d->log_pending, false, memory_order_relaxed);
   /* Take the whole queue: each record goes to exactly one deliverer. */
   size_t n = atomic_load_explicit(&d->npending, memory_order_relaxed);
   ordo_deadlock_t *local = d->pending;
@@ -1034,6 +1149,8 @@ void ordo__detect_deliver(ordo__table *tab) {
   ordo_alarm_cb acb = d->acb;
   void *acb_arg = d->acb_arg;
   ordo__mutex_unlock(&tab->wait_mu);
+  if (loglen)
+    fwrite(logbuf, 1, loglen, stderr);
   for (size_t i = 0; cb && i < n; i++)
     cb(&local[i], cb_arg);
   free(local);

@@ -8,6 +8,8 @@
  */
 #include "server/server.h"
 
+#include "core/table.h"
+
 #include <ctype.h>
 #include <limits.h>
 #include <inttypes.h>
@@ -265,14 +267,14 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
   }
   if (have_prio && prio != ss->txn->priority) {
     /* Priority is a txn's from its start: a session that holds nothing
-     * starts a new one; one that holds keys keeps its own. */
+     * starts a new one, and takes its id with it (one identity: the id
+     * SESSION ID gives is the one GRAPH and -DEADLOCK name); one that holds
+     * keys keeps its own txn, id and priority. */
     if (ordo__mem_nholds(ss->txn) == 0) {
       ordo_txn_t *t = NULL;
       ordo_txn_options_t to = {(int)prio, NULL, 0};
-      if (ordo_txn_begin(s->o, &t, &to) == 0) {
-        ordo_txn_end(ss->txn);
-        ss->txn = t;
-      }
+      if (ordo_txn_begin(s->o, &t, &to) == 0)
+        srv_sess_set_txn(s, ss, t);
     }
   }
   /* Copies of the keys: the reply, which may come later, needs them. */
@@ -375,53 +377,52 @@ static void cmd_locks(conn *c, size_t argc, ordo__resp_arg *argv) {
   srv_held_write(&c->out, c->s, c->sess, false);
 }
 
-/* HOLDERS key: from each session's holds in the engine, and the engine's
- * graph for who waits. */
+/* HOLDERS key: the key's holders and waiters, from the engine's own lock
+ * object (ordo__table_key_each), so it costs the key's holders and waiters,
+ * not the number of sessions. A session's id is its txn's, which is the
+ * engine owner's id. */
+typedef struct holders_reply {
+  ordo__out holders, waiters;
+  size_t nh, nw;
+  uint64_t epoch; /* shifted into place for tokens */
+} holders_reply;
+
+static void holders_item(void *arg, uint64_t owner, int mode, uint64_t fence,
+                         uint32_t count, bool waiting) {
+  holders_reply *r = arg;
+  (void)count;
+  const char *m = mode == ORDO_MODE_S ? "S" : "X";
+  if (waiting) {
+    r->nw++;
+    ordo__out_array(&r->waiters, 2);
+    ordo__out_int(&r->waiters, (long long)owner);
+    ordo__out_bulk(&r->waiters, m, 1);
+    return;
+  }
+  r->nh++;
+  ordo__out_array(&r->holders, 3);
+  ordo__out_int(&r->holders, (long long)owner);
+  ordo__out_bulk(&r->holders, m, 1);
+  ordo__out_int(&r->holders, (long long)(r->epoch | fence));
+}
+
 static void cmd_holders(conn *c, size_t argc, ordo__resp_arg *argv) {
   (void)argc;
   srv *s = c->s;
-  /* The holders go to a buffer of their own first: the count is known only
-   * once they are written (a deadlock sweep may release a victim's holds
-   * meanwhile, so two passes could disagree). */
-  ordo__out items = {0};
-  size_t n = 0;
-  for (size_t i = 0; i < s->smap_cap; i++)
-    for (sess *x = s->smap[i]; x; x = x->hnext) {
-      ordo_mode_t m = ORDO_MODE_X;
-      uint64_t f = 0;
-      if (ordo_held(x->txn, argv[1].ptr, argv[1].len, &m) <= 0 ||
-          ordo_fence(x->txn, argv[1].ptr, argv[1].len, &f) != 0)
-        continue;
-      n++;
-      ordo__out_array(&items, 3);
-      ordo__out_int(&items, (long long)x->id);
-      ordo__out_bulk(&items, m == ORDO_MODE_S ? "S" : "X", 1);
-      ordo__out_int(&items, (long long)((s->epoch << FENCE_SHIFT) | f));
-    }
+  /* Both lists go to buffers of their own first: the counts are known only
+   * once the items are written, and one pass under the key's stripe mutex
+   * sees one state of the key. */
+  holders_reply r = {{0}, {0}, 0, 0, s->epoch << FENCE_SHIFT};
+  if (argv[1].len > 0 && argv[1].len <= s->cfg.max_key_len)
+    ordo__table_key_each(ordo__mem_table(s->o), argv[1].ptr, argv[1].len,
+                         holders_item, &r);
   ordo__out_array(&c->out, 2);
-  ordo__out_array(&c->out, n);
-  ordo__out_append(&c->out, &items);
-  ordo__out_free(&items);
-  size_t nw = 0;
-  for (size_t i = 0; i < s->smap_cap; i++)
-    for (sess *x = s->smap[i]; x; x = x->hnext)
-      if (x->waiting)
-        for (size_t k = 0; k < x->nreq; k++)
-          if (x->req[k].len == argv[1].len &&
-              memcmp(x->req[k].key, argv[1].ptr, argv[1].len) == 0)
-            nw++;
-  ordo__out_array(&c->out, nw);
-  for (size_t i = 0; i < s->smap_cap; i++)
-    for (sess *x = s->smap[i]; x; x = x->hnext)
-      if (x->waiting)
-        for (size_t k = 0; k < x->nreq; k++)
-          if (x->req[k].len == argv[1].len &&
-              memcmp(x->req[k].key, argv[1].ptr, argv[1].len) == 0) {
-            ordo__out_array(&c->out, 2);
-            ordo__out_int(&c->out, (long long)x->id);
-            ordo__out_bulk(&c->out, x->req[k].mode == ORDO_MODE_S ? "S" : "X",
-                           1);
-          }
+  ordo__out_array(&c->out, r.nh);
+  ordo__out_append(&c->out, &r.holders);
+  ordo__out_array(&c->out, r.nw);
+  ordo__out_append(&c->out, &r.waiters);
+  ordo__out_free(&r.holders);
+  ordo__out_free(&r.waiters);
 }
 
 static void cmd_graph(conn *c, size_t argc, ordo__resp_arg *argv) {
@@ -457,22 +458,30 @@ static void cmd_session(conn *c, size_t argc, ordo__resp_arg *argv) {
     ordo__out_int(&c->out, (long long)ss->id);
   } else if (arg_is(&argv[1], "RESUMABLE") && argc == 2) {
     if (!ss->resumable) {
-      static const char hex[] = "0123456789abcdef";
-      for (int i = 0; i < 32; i++)
-        ss->token[i] = hex[ordo__rand64() & 15];
-      ss->token[32] = 0;
-      ss->resumable = true;
+      if (srv_sess_make_resumable(s, ss) != 0) {
+        ordo__out_error(&c->out, "ERR",
+                        "no token could be made (getrandom failed, or no "
+                        "memory); the session is not resumable");
+        return;
+      }
+      /* Only the user who made it resumable may take it back. */
+      memcpy(ss->user, c->user, c->user_len);
+      ss->user_len = c->user_len;
     }
-    ordo__out_bulk(&c->out, ss->token, 32);
+    ordo__out_bulk(&c->out, ss->token, ORDOD_TOKEN_HEX);
   } else if (arg_is(&argv[1], "RESUME") && argc == 3) {
-    char tok[40];
-    if (argv[2].len != 32) {
+    if (argv[2].len != ORDOD_TOKEN_HEX) {
       ordo__out_error(&c->out, "ERR", "no resumable session has that token");
       return;
     }
-    memcpy(tok, argv[2].ptr, 32);
-    tok[32] = 0;
-    sess *old = srv_sess_by_token(s, tok);
+    sess *old = srv_sess_by_token(s, argv[2].ptr, argv[2].len);
+    /* With AUTH on, a token is good only for the user who made the session
+     * resumable (the default user when AUTH named none): another user is
+     * told what a wrong token would be. */
+    if (old && s->cfg.requirepass[0] &&
+        (old->user_len != c->user_len ||
+         memcmp(old->user, c->user, c->user_len) != 0))
+      old = NULL;
     if (!old || old->c) {
       ordo__out_error(&c->out, "ERR", "%s",
                       old ? "that session is attached to another connection"
@@ -600,11 +609,17 @@ static bool secret_equal(const char *want, const char *got, size_t gotlen) {
   return d == 0;
 }
 
-static bool do_auth(conn *c, const ordo__resp_arg *pass) {
+static bool do_auth(conn *c, const ordo__resp_arg *user,
+                    const ordo__resp_arg *pass) {
   if (!c->s->cfg.requirepass[0]) {
     ordo__out_error(&c->out, "ERR",
                     "AUTH called without any password "
                     "configured (ordod --requirepass)");
+    return false;
+  }
+  if (user && user->len > sizeof c->user) {
+    ordo__out_error(&c->out, "ERR", "AUTH user names are at most %zu bytes",
+                    sizeof c->user);
     return false;
   }
   if (!secret_equal(c->s->cfg.requirepass, pass->ptr, pass->len)) {
@@ -612,6 +627,11 @@ static bool do_auth(conn *c, const ordo__resp_arg *pass) {
     return false;
   }
   c->authed = true;
+  /* The user names who may resume the sessions this connection makes
+   * resumable; the password is the server's one either way. */
+  const char *u = user ? user->ptr : "default";
+  c->user_len = user ? user->len : 7;
+  memcpy(c->user, u, c->user_len);
   return true;
 }
 
@@ -620,7 +640,7 @@ static void cmd_auth(conn *c, size_t argc, ordo__resp_arg *argv) {
     ordo__out_error(&c->out, "ERR", "AUTH [user] password");
     return;
   }
-  if (do_auth(c, &argv[argc - 1]))
+  if (do_auth(c, argc == 3 ? &argv[1] : NULL, &argv[argc - 1]))
     ordo__out_simple(&c->out, "OK");
 }
 
@@ -638,7 +658,7 @@ static void cmd_hello(conn *c, size_t argc, ordo__resp_arg *argv) {
   }
   for (; i < argc; i++) {
     if (arg_is(&argv[i], "AUTH") && i + 2 < argc) {
-      if (!do_auth(c, &argv[i + 2]))
+      if (!do_auth(c, &argv[i + 1], &argv[i + 2]))
         return;
       i += 2;
     } else if (arg_is(&argv[i], "SETNAME") && i + 1 < argc) {

@@ -440,11 +440,32 @@ static void out_scrub(ordo__out *o, size_t from) {
       o->buf[i] = ' ';
 }
 
+/* Writes type, the decimal of v (with '-' if neg), CRLF into h (at least
+ * 24 bytes); returns the length. By hand, not snprintf: a HOLDERS reply of
+ * a key with 1,000 holders writes 4,000 of these, and snprintf was most of
+ * its cost. */
+static size_t fmt_line(char *h, char type, bool neg, uint64_t v) {
+  char d[20];
+  size_t nd = 0;
+  do {
+    d[nd++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  size_t k = 0;
+  h[k++] = type;
+  if (neg)
+    h[k++] = '-';
+  while (nd)
+    h[k++] = d[--nd];
+  h[k++] = '\r';
+  h[k++] = '\n';
+  return k;
+}
+
 /* A type byte, a decimal, CRLF. */
 static void out_header(ordo__out *o, char type, size_t n) {
   char h[32];
-  int k = snprintf(h, sizeof h, "%c%zu\r\n", type, n);
-  out_raw(o, h, (size_t)k);
+  out_raw(o, h, fmt_line(h, type, false, (uint64_t)n));
 }
 
 void ordo__out_simple(ordo__out *o, const char *s) {
@@ -480,8 +501,9 @@ void ordo__out_error(ordo__out *o, const char *code, const char *fmt, ...) {
 
 void ordo__out_int(ordo__out *o, long long v) {
   char h[32];
-  int k = snprintf(h, sizeof h, ":%lld\r\n", v);
-  out_raw(o, h, (size_t)k);
+  /* The magnitude as unsigned, so LLONG_MIN is fine too. */
+  uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  out_raw(o, h, fmt_line(h, ':', v < 0, m));
 }
 
 void ordo__out_bulk(ordo__out *o, const void *p, size_t n) {

@@ -1,10 +1,12 @@
 /*
- * server.c -- ordod: the loop, connections, sessions and leases, the
- * engine's events and lock-order reports, the fencing epoch, start-up and
- * shutdown. The commands are in commands.c. See README.md.
+ * server.c -- ordod: the loop, connections and their turns, sessions,
+ * resume tokens and leases, the engine's events and lock-order reports, the
+ * fencing epoch, start-up and shutdown. The commands are in commands.c.
+ * See README.md.
  *
  * Interface: main, srv_log, srv_now_ms, srv_sess_find, srv_sess_by_token,
- * srv_sess_renew, srv_sess_attach, srv_event_push, srv_conf_parse_file,
+ * srv_sess_make_resumable, srv_random, srv_sess_renew, srv_sess_attach,
+ * srv_sess_set_txn, srv_event_push, srv_conf_parse_file,
  * srv_order_name.
  */
 #include "server/server.h"
@@ -16,6 +18,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -57,12 +61,148 @@ sess *srv_sess_find(srv *s, uint64_t id) {
   return NULL;
 }
 
-sess *srv_sess_by_token(srv *s, const char *token) {
-  for (size_t i = 0; i < s->smap_cap; i++)
-    for (sess *ss = s->smap[i]; ss; ss = ss->hnext)
-      if (ss->resumable && ss->token[0] && strcmp(ss->token, token) == 0)
-        return ss;
+/* ---- Resume tokens ---------------------------------------------------------
+ *
+ * A resume token is a bearer secret: whoever shows it takes the session and
+ * its locks. So it is 128 bits from the kernel's generator (getrandom(2)),
+ * never from ordo__rand64, whose xorshift state one token's bits give away.
+ * Tokens are found through a chained hash keyed by SipHash-2-4 (Aumasson and
+ * Bernstein, 2012) with a secret key drawn at start-up, and compared in
+ * constant time, so neither the lookup's path nor the compare tells a client
+ * how much of a guess was right.
+ */
+
+int srv_random(void *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = getrandom((char *)buf + got, n - got, 0);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return -1;
+    got += (size_t)r;
+  }
+  return 0;
+}
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                               \
+  do {                                                                         \
+    v0 += v1;                                                                  \
+    v1 = ROTL(v1, 13);                                                         \
+    v1 ^= v0;                                                                  \
+    v0 = ROTL(v0, 32);                                                         \
+    v2 += v3;                                                                  \
+    v3 = ROTL(v3, 16);                                                         \
+    v3 ^= v2;                                                                  \
+    v0 += v3;                                                                  \
+    v3 = ROTL(v3, 21);                                                         \
+    v3 ^= v0;                                                                  \
+    v2 += v1;                                                                  \
+    v1 = ROTL(v1, 17);                                                         \
+    v1 ^= v2;                                                                  \
+    v2 = ROTL(v2, 32);                                                         \
+  } while (0)
+
+/* siphash24 -- SipHash-2-4 of p[0..n) under the 128-bit key k. */
+static uint64_t siphash24(const uint64_t k[2], const void *p, size_t n) {
+  const unsigned char *b = p;
+  uint64_t v0 = k[0] ^ 0x736f6d6570736575ull, v1 = k[1] ^ 0x646f72616e646f6dull,
+           v2 = k[0] ^ 0x6c7967656e657261ull, v3 = k[1] ^ 0x7465646279746573ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t m = 0;
+    for (int j = 7; j >= 0; j--)
+      m = m << 8 | b[i + (size_t)j];
+    v3 ^= m;
+    SIPROUND;
+    SIPROUND;
+    v0 ^= m;
+  }
+  uint64_t last = (uint64_t)n << 56;
+  for (size_t j = 0; i + j < n; j++)
+    last |= (uint64_t)b[i + j] << (8 * j);
+  v3 ^= last;
+  SIPROUND;
+  SIPROUND;
+  v0 ^= last;
+  v2 ^= 0xff;
+  SIPROUND;
+  SIPROUND;
+  SIPROUND;
+  SIPROUND;
+  return v0 ^ v1 ^ v2 ^ v3;
+}
+#undef SIPROUND
+#undef ROTL
+
+/* Equal, in time that depends on n only. */
+static bool token_equal(const char *a, const char *b, size_t n) {
+  unsigned char d = 0;
+  for (size_t i = 0; i < n; i++)
+    d |= (unsigned char)(a[i] ^ b[i]);
+  return d == 0;
+}
+
+sess *srv_sess_by_token(srv *s, const char *token, size_t len) {
+  if (len != ORDOD_TOKEN_HEX || s->tmap_cap == 0)
+    return NULL;
+  uint64_t h = siphash24(s->token_key, token, len);
+  for (sess *ss = s->tmap[h & (s->tmap_cap - 1)]; ss; ss = ss->tnext)
+    if (token_equal(ss->token, token, len) && ss->resumable && !ss->closing)
+      return ss;
   return NULL;
+}
+
+static void tmap_remove(srv *s, sess *ss) {
+  if (!ss->token[0] || s->tmap_cap == 0)
+    return;
+  sess **pp = &s->tmap[ss->token_hash & (s->tmap_cap - 1)];
+  while (*pp && *pp != ss)
+    pp = &(*pp)->tnext;
+  if (*pp) {
+    *pp = ss->tnext;
+    s->ntok--;
+  }
+  ss->tnext = NULL;
+}
+
+int srv_sess_make_resumable(srv *s, sess *ss) {
+  if (ss->resumable)
+    return 0;
+  unsigned char b[ORDOD_TOKEN_BYTES];
+  if (srv_random(b, sizeof b) != 0)
+    return -1;
+  /* Grow the map at a load of 1 (before taking the token, so a failure
+   * leaves the session as it was). */
+  if (s->ntok + 1 > s->tmap_cap) {
+    size_t cap = s->tmap_cap ? s->tmap_cap * 2 : 64;
+    sess **m = calloc(cap, sizeof *m);
+    if (!m)
+      return -1;
+    for (size_t i = 0; i < s->tmap_cap; i++)
+      for (sess *x = s->tmap[i], *n; x; x = n) {
+        n = x->tnext;
+        x->tnext = m[x->token_hash & (cap - 1)];
+        m[x->token_hash & (cap - 1)] = x;
+      }
+    free(s->tmap);
+    s->tmap = m;
+    s->tmap_cap = cap;
+  }
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < sizeof b; i++) {
+    ss->token[2 * i] = hex[b[i] >> 4];
+    ss->token[2 * i + 1] = hex[b[i] & 15];
+  }
+  ss->token[ORDOD_TOKEN_HEX] = 0;
+  ss->token_hash = siphash24(s->token_key, ss->token, ORDOD_TOKEN_HEX);
+  size_t k = ss->token_hash & (s->tmap_cap - 1);
+  ss->tnext = s->tmap[k];
+  s->tmap[k] = ss;
+  s->ntok++;
+  ss->resumable = true;
+  return 0;
 }
 
 static void smap_remove(srv *s, sess *ss) {
@@ -72,6 +212,22 @@ static void smap_remove(srv *s, sess *ss) {
   if (*pp)
     *pp = ss->hnext;
   s->nsess--;
+}
+
+/* srv_sess_set_txn -- gives ss the engine txn t in place of its own (ended
+ * here), and with it t's id: a session's id is its txn's, so that SESSION
+ * ID, HOLDERS, CLIENT LIST, GRAPH and -DEADLOCK name it alike. The caller
+ * makes sure ss holds nothing and waits for nothing, so no event or hold of
+ * the old txn is left to name the old id. */
+void srv_sess_set_txn(srv *s, sess *ss, ordo_txn_t *t) {
+  smap_remove(s, ss);
+  ordo_txn_end(ss->txn);
+  ss->txn = t;
+  ss->id = ordo_txn_id(t);
+  size_t k = smap_slot(s, ss->id);
+  ss->hnext = s->smap[k];
+  s->smap[k] = ss;
+  s->nsess++;
 }
 
 static void lease_fired(uv_timer_t *t);
@@ -91,6 +247,11 @@ void srv_sess_drop(srv *s, sess *ss) {
     return;
   ss->closing = true;
   smap_remove(s, ss);
+  tmap_remove(s, ss);
+  if (ss->recheck) {
+    TAILQ_REMOVE(&s->recheck, ss, rlink);
+    ss->recheck = false;
+  }
   uv_timer_stop(&ss->lease_timer);
   ordo_txn_end(ss->txn); /* a pending LOCK's cancel event is ignored: the
                             session is gone from the map */
@@ -151,24 +312,11 @@ void srv_sess_attach(conn *c, sess *ss) {
   srv_sess_renew(ss);
 }
 
-/* The lease ran out: release everything (a waiting LOCK keeps its lease
- * alive instead). A detached session ends here. */
-static void lease_fired(uv_timer_t *t) {
-  sess *ss = t->data;
-  srv *s = t->loop->data;
-  if (ss->waiting) {
-    srv_sess_renew(ss);
-    return;
-  }
-  uint64_t now = srv_now_ms();
-  if (now < ss->expires_ms) {
-    /* The loop reads its clock once a turn, and every command renews the
-     * timer from that reading: a turn that ran long (a pipeline of
-     * thousands of commands, under a sanitizer) fires it before the lease
-     * the last command gave. expires_ms is the lease: wait out the rest. */
-    uv_timer_start(&ss->lease_timer, lease_fired, ss->expires_ms - now, 0);
-    return;
-  }
+/* lease_expire -- the lease is over: release everything. A detached
+ * session ends here, waiting or not: its lease counts from the moment it
+ * detached, so a client that crashed inside a LOCK frees its locks one
+ * lease later, and its wait is cancelled with them (ordo_txn_end). */
+static void lease_expire(srv *s, sess *ss) {
   s->lease_expiries++;
   if (!ss->c) {
     srv_log(s, 1, "session %llu: lease ran out while detached; ended",
@@ -191,6 +339,75 @@ static void lease_fired(uv_timer_t *t) {
   }
 }
 
+/* Bytes the kernel holds for c that the loop has not read yet. */
+static size_t conn_unread(conn *c) {
+  uv_os_fd_t fd;
+  int n = 0;
+  if (uv_fileno(&c->h.handle, &fd) != 0 || ioctl(fd, FIONREAD, &n) != 0)
+    return 0;
+  return n > 0 ? (size_t)n : 0;
+}
+
+/* Decides, after this turn's reads, the leases that ran out while their
+ * connection had unread bytes: one that a request renewed meanwhile, or
+ * whose connection now has requests waiting for their turn, lives on. */
+static void recheck_cb(uv_check_t *h) {
+  srv *s = h->data;
+  sess *ss;
+  while ((ss = TAILQ_FIRST(&s->recheck)) != NULL) {
+    TAILQ_REMOVE(&s->recheck, ss, rlink);
+    ss->recheck = false;
+    if (srv_now_ms() < ss->expires_ms || (ss->waiting && ss->c))
+      continue; /* renewed: its timer runs again */
+    if (ss->c && ss->c->deferred) {
+      srv_sess_renew(ss);
+      continue;
+    }
+    lease_expire(s, ss);
+  }
+  uv_check_stop(h);
+}
+
+/* The lease timer. A waiting LOCK of an attached session keeps its lease
+ * alive; a detached session's runs out, waiting or not. The lease never
+ * runs out because the loop was busy with others: a timer that fires
+ * before the lease the last command gave waits out the rest; requests of
+ * the session's connection that wait for their turn count as activity
+ * (they renew it when they run); and bytes the kernel holds for it that the
+ * loop has not read yet are read first (recheck_cb decides after this
+ * turn's reads). */
+static void lease_fired(uv_timer_t *t) {
+  sess *ss = t->data;
+  srv *s = t->loop->data;
+  if (ss->waiting && ss->c) {
+    srv_sess_renew(ss);
+    return;
+  }
+  uint64_t now = srv_now_ms();
+  if (now < ss->expires_ms) {
+    /* The loop reads its clock once a turn, and every command renews the
+     * timer from that reading: a turn that ran long (a pipeline of
+     * thousands of commands, under a sanitizer) fires it before the lease
+     * the last command gave. expires_ms is the lease: wait out the rest. */
+    uv_timer_start(&ss->lease_timer, lease_fired, ss->expires_ms - now, 0);
+    return;
+  }
+  conn *c = ss->c;
+  if (c && !c->closing) {
+    if (c->deferred) {
+      srv_sess_renew(ss);
+      return;
+    }
+    if (!ss->recheck && conn_unread(c) > 0) {
+      ss->recheck = true;
+      TAILQ_INSERT_TAIL(&s->recheck, ss, rlink);
+      uv_check_start(&s->recheck_h, recheck_cb);
+      return;
+    }
+  }
+  lease_expire(s, ss);
+}
+
 /* ---- Engine events --------------------------------------------------------
  */
 
@@ -211,6 +428,7 @@ void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status) {
 }
 
 static void conn_process(conn *c);
+static void turn_cb(uv_idle_t *h);
 
 /* Drains the event queue on the loop thread: each answers a waiting LOCK. */
 static void wake_cb(uv_async_t *a) {
@@ -232,9 +450,12 @@ static void wake_cb(uv_async_t *a) {
         continue; /* a stale event: the session or its LOCK is gone */
       ss->waiting = false;
       /* The wait kept the lease alive; the lease runs anew from its end,
-       * so a grant is never lost to a lease that ran out meanwhile. */
-      srv_sess_renew(ss);
+       * so a grant is never lost to a lease that ran out meanwhile. A
+       * detached session's lease is left alone: it counts from the detach,
+       * and a grant nobody is there to hear does not stretch it. */
       conn *c = ss->c;
+      if (c)
+        srv_sess_renew(ss);
       if (q[i].status == 0) {
         s->lock_grants++;
         if (c)
@@ -302,6 +523,11 @@ static void conn_close(conn *c) {
   if (c->closing)
     return;
   c->closing = true;
+  if (c->deferred) {
+    TAILQ_REMOVE(&c->s->deferred, c, dlink);
+    c->s->ndeferred--;
+    c->deferred = false;
+  }
   sess *ss = c->sess;
   if (ss) {
     ss->c = NULL;
@@ -357,12 +583,13 @@ static void conn_flush(conn *c) {
     if (c->out.len == 0)
       return;
   }
-  if (c->writing + c->out.len > c->s->cfg.max_output) {
+  size_t max_output = c->authed ? c->s->cfg.max_output : ORDOD_PREAUTH_OUTPUT;
+  if (c->writing + c->out.len > max_output) {
     srv_log(c->s, 1,
-            "client %llu: %zu reply bytes pending (limit %zu); "
+            "client %llu: %zu reply bytes pending (limit %zu%s); "
             "closed",
-            (unsigned long long)c->id, c->writing + c->out.len,
-            c->s->cfg.max_output);
+            (unsigned long long)c->id, c->writing + c->out.len, max_output,
+            c->authed ? "" : " before AUTH");
     c->s->output_cutoffs++;
     conn_close(c);
     return;
@@ -385,22 +612,72 @@ static void conn_flush(conn *c) {
   ordo__out_consume(&c->out, c->out.len);
 }
 
-/* Parses and runs every complete request in the input buffer, unless a
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b);
+static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b);
+
+/* Puts c on the deferred list: its requests left over run in the next turn
+ * (turn_cb), and it reads nothing until they have, so its buffer stays
+ * bounded. */
+static void conn_defer(conn *c) {
+  srv *s = c->s;
+  if (c->deferred || c->closing)
+    return;
+  c->deferred = true;
+  TAILQ_INSERT_TAIL(&s->deferred, c, dlink);
+  s->ndeferred++;
+  uv_read_stop(&c->h.stream);
+  uv_idle_start(&s->turn, turn_cb);
+}
+
+/* One turn's budget for each connection deferred before this turn (one
+ * that has more again goes to the back, for the next turn), between which
+ * the loop serves every other client's reads and timers. */
+static void turn_cb(uv_idle_t *h) {
+  srv *s = h->data;
+  for (size_t n = s->ndeferred; n > 0; n--) {
+    conn *c = TAILQ_FIRST(&s->deferred);
+    if (!c)
+      break;
+    TAILQ_REMOVE(&s->deferred, c, dlink);
+    s->ndeferred--;
+    c->deferred = false;
+    conn_process(c);
+    if (!c->closing && !c->deferred)
+      uv_read_start(&c->h.stream, alloc_cb, read_cb);
+  }
+  if (TAILQ_EMPTY(&s->deferred))
+    uv_idle_stop(h);
+}
+
+/* Parses and runs the complete requests in the input buffer, unless a
  * LOCK of this session is waiting (then they wait behind it, as Redis's
- * blocked clients do). */
+ * blocked clients do): at most one turn's budget of them (ORDOD_TURN_*),
+ * the rest in a later turn (conn_defer). The output limit is checked after each
+ * one, so a client that does not read is cut off as soon as its pending replies
+ * pass it, not after a whole read's worth of them. */
 static void conn_process(conn *c) {
   srv *s = c->s;
-  size_t off = 0;
+  size_t off = 0, ran = 0, wrote = 0;
+  bool more = false;
   while (!c->closing && off < c->inlen && !(c->sess && c->sess->waiting)) {
     if (c->inlen - off < c->need)
       break;
+    if (ran == ORDOD_TURN_REQUESTS || wrote >= ORDOD_TURN_OUTPUT) {
+      more = true;
+      break;
+    }
     size_t argc = 0, need = 0;
     const char *err = NULL;
-    long n =
-        ordo__resp_parse(c->in + off, c->inlen - off,
-                         &(ordo__resp_limits){s->max_args, s->cfg.max_request,
-                                              65536, s->cfg.max_request},
-                         s->argv, &argc, &need, &err);
+    /* Limits per request, since an AUTH in a pipeline lifts them for the
+     * requests after it. */
+    bool pre = !c->authed;
+    ordo__resp_limits lim = {s->max_args, s->cfg.max_request, 65536,
+                             s->cfg.max_request};
+    if (pre)
+      lim = (ordo__resp_limits){ORDOD_PREAUTH_ARGS, ORDOD_PREAUTH_REQUEST,
+                                ORDOD_PREAUTH_REQUEST, ORDOD_PREAUTH_REQUEST};
+    long n = ordo__resp_parse(c->in + off, c->inlen - off, &lim, s->argv, &argc,
+                              &need, &err);
     if (n == 0) {
       c->need = need;
       break;
@@ -410,20 +687,36 @@ static void conn_process(conn *c) {
       /* A connection that breaks the protocol is told why and closed;
        * nothing else changes. */
       s->protocol_errors++;
-      ordo__out_error(&c->out, n == ORDO__RESP_ELIMIT ? "LIMIT" : "ERR", "%s",
-                      err ? err : "Protocol error");
+      if (pre && n == ORDO__RESP_ELIMIT)
+        ordo__out_error(&c->out, "NOAUTH",
+                        "before AUTH a request is at most %d bytes and %d "
+                        "arguments (%s); closed",
+                        ORDOD_PREAUTH_REQUEST, ORDOD_PREAUTH_ARGS,
+                        err ? err : "too large");
+      else
+        ordo__out_error(&c->out, n == ORDO__RESP_ELIMIT ? "LIMIT" : "ERR", "%s",
+                        err ? err : "Protocol error");
       conn_flush(c);
       conn_close(c);
       return;
     }
     off += (size_t)n;
+    ran++;
     if (argc > 0) {
       s->total_cmds++;
+      size_t before = c->out.len;
       srv_dispatch(c, argc, s->argv);
+      wrote += c->out.len > before ? c->out.len - before : 0;
       if (c->closing_after_reply) {
         conn_flush(c);
         conn_close(c);
         return;
+      }
+      size_t lim = c->authed ? s->cfg.max_output : ORDOD_PREAUTH_OUTPUT;
+      if (c->writing + c->out.len > lim) {
+        conn_flush(c); /* writes what the socket takes; cuts off past lim */
+        if (c->closing)
+          return;
       }
     }
   }
@@ -434,6 +727,8 @@ static void conn_process(conn *c) {
       c->need -= off;
   }
   conn_flush(c);
+  if (more)
+    conn_defer(c);
 }
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
@@ -442,6 +737,11 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
   size_t want = c->inlen + 65536;
   if (want > c->s->cfg.max_request + 65536)
     want = c->s->cfg.max_request + 65536;
+  /* Before AUTH the buffer holds one request of the pre-auth bound and one
+   * byte more (so that a request past it is seen as such). */
+  if (!c->authed && want > ORDOD_PREAUTH_REQUEST + 1)
+    want = c->inlen >= ORDOD_PREAUTH_REQUEST + 1 ? c->inlen + 1
+                                                 : ORDOD_PREAUTH_REQUEST + 1;
   if (c->incap < want) {
     char *p = realloc(c->in, want);
     if (!p) {
@@ -456,6 +756,17 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
   b->len = c->incap - c->inlen;
 }
 
+/* A connection that has not authenticated sent more than one pre-auth
+ * request can hold: told so, and closed. */
+static void preauth_refuse(conn *c) {
+  c->s->protocol_errors++;
+  ordo__out_error(&c->out, "NOAUTH",
+                  "before AUTH a request is at most %d bytes; closed",
+                  ORDOD_PREAUTH_REQUEST);
+  conn_flush(c);
+  conn_close(c);
+}
+
 static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   conn *c = st->data;
   (void)b;
@@ -466,6 +777,17 @@ static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   if (n == 0)
     return;
   c->inlen += (size_t)n;
+  if (!c->authed && c->inlen > ORDOD_PREAUTH_REQUEST) {
+    /* Bytes past one pre-auth request: process what parses (an AUTH among
+     * them lifts the bound), and refuse the rest if it is still too much. */
+    conn_process(c);
+    if (!c->closing && !c->authed && !c->deferred &&
+        c->inlen > ORDOD_PREAUTH_REQUEST) {
+      preauth_refuse(c);
+      return;
+    }
+    return;
+  }
   if (c->inlen >= c->incap && c->inlen > c->s->cfg.max_request) {
     ordo__out_error(&c->out, "LIMIT", "request larger than %zu bytes",
                     c->s->cfg.max_request);
@@ -525,6 +847,8 @@ static void on_connection(uv_stream_t *server, int status) {
     snprintf(c->addr, sizeof c->addr, "unix");
   }
   c->authed = s->cfg.requirepass[0] == 0;
+  memcpy(c->user, "default", 7);
+  c->user_len = 7;
   if (s->nconns > s->cfg.maxclients) {
     /* Refused, but told why: the limit stays below the fd limit. */
     s->rejected_conns++;
@@ -795,7 +1119,8 @@ static void usage(FILE *f) {
       "                      (default 8; 0: --starvation-us alone)\n"
       "  --config FILE       read options from FILE (one 'name value' a line;\n"
       "                      flags win)\n"
-      "  --verbose N         0 warnings, 1 info (default), 2 debug\n"
+      "  --verbose N         0 warnings, 1 info (default), 2 debug; 0 also\n"
+      "                      turns off the engine's long-wait log\n"
       "  --help              this text\n\n"
       "Once it accepts connections it prints 'ready port=N' on stdout.\n"
       "Commands: docs/protocol.md, or COMMAND DOCS.\n",
@@ -956,6 +1281,10 @@ int main(int argc, char **argv) {
   opts.starvation_holds = s->cfg.starvation_holds;
   opts.max_locks = s->cfg.max_locks;
   opts.order = s->cfg.order;
+  /* The engine's long-wait log is information: --verbose 0 (warnings
+   * only) turns it off. */
+  if (s->cfg.verbose < 1)
+    opts.log_wait_ms = 0;
   if (ordo_open(&s->o, "mem://", &opts) != 0) {
     fprintf(stderr, "ordod: cannot open the lock engine\n");
     return 1;
@@ -966,11 +1295,22 @@ int main(int argc, char **argv) {
   s->argv = calloc(s->max_args, sizeof *s->argv);
   s->smap_cap = 1024;
   s->smap = calloc(s->smap_cap, sizeof *s->smap);
+  if (srv_random(s->token_key, sizeof s->token_key) != 0) {
+    fprintf(stderr, "ordod: getrandom gave no bytes for the token key: %s\n",
+            strerror(errno));
+    return 1;
+  }
   ordo__mutex_init(&s->ev_mu);
   s->loop = uv_default_loop();
   s->loop->data = s;
   uv_async_init(s->loop, &s->wake, wake_cb);
   s->wake.data = s;
+  TAILQ_INIT(&s->deferred);
+  TAILQ_INIT(&s->recheck);
+  uv_idle_init(s->loop, &s->turn);
+  s->turn.data = s;
+  uv_check_init(s->loop, &s->recheck_h);
+  s->recheck_h.data = s;
   uv_signal_init(s->loop, &s->sigterm);
   uv_signal_init(s->loop, &s->sigint);
   s->sigterm.data = s->sigint.data = s;
@@ -1010,14 +1350,20 @@ int main(int argc, char **argv) {
     unlink(s->cfg.unixsocket);
     uv_pipe_init(s->loop, &s->unix_sock, 0);
     s->unix_sock.data = s;
-    if ((rc = uv_pipe_bind(&s->unix_sock, s->cfg.unixsocket)) != 0 ||
-        (rc = uv_listen((uv_stream_t *)&s->unix_sock, 511, on_connection)) !=
-            0) {
+    /* bind(2) creates the socket file with mode 0777 less the umask, and a
+     * chmod after it would leave a window in which anyone could connect:
+     * so the umask is 0077 around the bind, and the file is 0700 from its
+     * first moment. The umask is the process's, but no other thread
+     * creates files (the engine's timer thread never does). */
+    mode_t old_mask = umask(0077);
+    rc = uv_pipe_bind(&s->unix_sock, s->cfg.unixsocket);
+    umask(old_mask);
+    if (rc != 0 || (rc = uv_listen((uv_stream_t *)&s->unix_sock, 511,
+                                   on_connection)) != 0) {
       fprintf(stderr, "ordod: cannot listen on %s: %s\n", s->cfg.unixsocket,
               uv_strerror(rc));
       return 1;
     }
-    chmod(s->cfg.unixsocket, 0700);
     s->have_unix = true;
   }
   srv_log(s, 1, "listening on %s:%d%s%s, fencing epoch %llu", s->cfg.bind, port,
@@ -1044,6 +1390,7 @@ int main(int argc, char **argv) {
     unlink(s->cfg.unixsocket);
   free(s->argv);
   free(s->smap);
+  free(s->tmap);
   free(s->evq);
   ordo__mutex_destroy(&s->ev_mu);
   srv_log(s, 1, "stopped cleanly");

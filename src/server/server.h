@@ -16,10 +16,34 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <sys/queue.h>
 #include <uv.h>
 
 #define ORDOD_DEFAULT_PORT 7411
 #define ORDOD_VERSION "0.1.0"
+/* A resume token: 16 bytes from getrandom(2), 32 hex digits. */
+#define ORDOD_TOKEN_BYTES 16
+#define ORDOD_TOKEN_HEX (2 * ORDOD_TOKEN_BYTES)
+/*
+ * Before AUTH (with --requirepass), a connection may send requests of at
+ * most ORDOD_PREAUTH_REQUEST bytes and ORDOD_PREAUTH_ARGS arguments (HELLO 3
+ * AUTH user pass SETNAME name is 7), its input buffer is no larger, and at
+ * most ORDOD_PREAUTH_OUTPUT reply bytes may wait for it; past any of them it
+ * hears -NOAUTH and is closed. So 10,000 strangers cost the server about
+ * 10,000 x (4 KiB + a connection and a session) rather than 10,000 x
+ * max_request, as Redis has bounded them since CVE-2021-32675.
+ */
+#define ORDOD_PREAUTH_REQUEST 4096
+#define ORDOD_PREAUTH_ARGS 10
+#define ORDOD_PREAUTH_OUTPUT 65536
+/* The work one connection gets in one turn of the loop: at most this many
+ * requests, and no request more once its replies of this turn reach
+ * ORDOD_TURN_OUTPUT bytes (a reply's size is about its cost: HOLDERS of a
+ * key with 1,000 holders writes 33 KB). A connection with more waits for
+ * the next turn, reading nothing meanwhile, so clients take turns and none
+ * holds the loop for a whole pipeline. */
+#define ORDOD_TURN_REQUESTS 64
+#define ORDOD_TURN_OUTPUT (128u << 10)
 
 typedef struct srv_config {
   char bind[64];
@@ -63,12 +87,18 @@ struct conn {
   size_t writing; /* bytes handed to libuv, not yet written */
   bool closing, authed;
   bool closing_after_reply; /* QUIT */
-  int resp;                 /* 2 or 3 */
+  char user[128];           /* the AUTH user ("default" when AUTH names none) */
+  size_t user_len;
+  int resp; /* 2 or 3 */
   uint64_t id;
   uint64_t created_ms;
   char name[64];
   char addr[64];
   conn *next, *prev; /* the server's list */
+  /* On the server's deferred list: it has requests left that this turn's
+   * budget did not run; reading is stopped until they have run. */
+  bool deferred;
+  TAILQ_ENTRY(conn) dlink;
 };
 
 /* A session: a txn, its lease, its wait. Outlives its connection when it
@@ -86,9 +116,18 @@ struct sess {
   size_t nreq;
   char *keybuf;
   bool resumable;
-  char token[33];
+  char token[ORDOD_TOKEN_HEX + 1]; /* getrandom's bytes in hex */
+  uint64_t token_hash;             /* srv_token_hash(token) */
+  sess *tnext;                     /* the server's token map */
+  char user[128]; /* who made it resumable: only they may resume it */
+  size_t user_len;
   bool lease_lost; /* the next command hears -LEASE */
   bool closing;
+  /* The lease ran out while the connection had unread bytes: decided after
+   * this turn's reads (srv's recheck list), so that a request the busy loop
+   * had not read yet still counts. */
+  bool recheck;
+  TAILQ_ENTRY(sess) rlink;
   sess *hnext; /* the server's id map */
 };
 
@@ -113,9 +152,17 @@ struct srv {
 
   conn *conns;
   int nconns;
+  TAILQ_HEAD(, conn) deferred; /* connections with requests left over */
+  size_t ndeferred;
+  uv_idle_t turn;             /* runs them, one budget each, next turn */
+  TAILQ_HEAD(, sess) recheck; /* leases to decide after this turn's reads */
+  uv_check_t recheck_h;
   uint64_t next_conn_id, next_sess_id;
   sess **smap; /* open hash of sessions by id */
   size_t smap_cap, nsess;
+  sess **tmap; /* chained hash of resumable sessions by token */
+  size_t tmap_cap, ntok;
+  uint64_t token_key[2]; /* the token hash's secret key, from getrandom */
 
   /*
    * ev_mu guards evq, nevq and capevq: engine events are pushed from any
@@ -158,8 +205,18 @@ void srv_log(srv *s, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint64_t srv_now_ms(void);
 sess *srv_sess_find(srv *s, uint64_t id);
-sess *srv_sess_by_token(srv *s, const char *token);
+/* The resumable session whose token is token[0..len), or NULL: looked up
+ * by a keyed hash, compared in constant time. */
+sess *srv_sess_by_token(srv *s, const char *token, size_t len);
+/* Makes ss resumable: a fresh token from getrandom(2), entered in the token
+ * map. 0, or -1 (the kernel gave no random bytes, or no memory). */
+int srv_sess_make_resumable(srv *s, sess *ss);
+/* Fills buf with n bytes from getrandom(2); 0, or -1. */
+int srv_random(void *buf, size_t n);
 void srv_sess_renew(sess *ss);
+/* Swaps ss's txn for t (ss holds nothing, waits for nothing), and its id for
+ * t's. */
+void srv_sess_set_txn(srv *s, sess *ss, ordo_txn_t *t);
 void srv_sess_attach(conn *c, sess *ss);
 void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status)
     ORDO_EXCLUDES(s->ev_mu);

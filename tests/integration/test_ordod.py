@@ -423,6 +423,35 @@ def case_resumable(srv):
         x.close()
 
 
+def case_detached_waiter_expires(srv):
+    """Issue 18 item 4. A resumable session that detaches while its LOCK
+    waits has a lease that counts from the detach: when it runs out, its
+    wait is cancelled and its locks are freed (at the parent the wait kept
+    renewing the lease, so the key it held stayed held for all of WAIT)."""
+    probe = srv.client()
+    a, f, b = srv.raw(), srv.raw(), srv.raw()
+    # a's lease outlasts the case, so dw:1 stays held and f stays waiting.
+    assert is_grant(a.cmd("LOCK", 1, "dw:1", "X", "WAIT", 0, "LEASE",
+                          ms(T(60))), "dw:1")
+    f.cmd("SESSION", "RESUMABLE")
+    assert is_grant(f.cmd("LOCK", 1, "dw:2", "X", "WAIT", 0), "dw:2")
+    f.send("LOCK", 1, "dw:1", "X", "WAIT", 600000)
+    wait_until(lambda: info(probe, "lock_waiting") == 1, what="f waiting")
+    f.close()
+    t0 = time.monotonic()
+    # b's LOCK of f's key is granted when f's lease, from the detach, ends.
+    r = b.cmd("LOCK", 1, "dw:2", "X", "WAIT", ms(T(10)))
+    assert is_grant(r, "dw:2"), r
+    assert time.monotonic() - t0 > 0.5 * LEASE_MS / 1000, \
+        "released before the lease ran out"
+    wait_until(lambda: info(probe, "lock_waiting") == 0,
+               what="f's wait cancelled")
+    assert b.cmd("UNLOCK") == 1 and a.cmd("UNLOCK") == 1
+    for c in (a, b):
+        c.close()
+    probe.close()
+
+
 def case_resume_refusals(srv):
     """Every way SESSION RESUME says no, each with its own answer, and a
     resume that works moves the session, not the connection."""
@@ -475,6 +504,137 @@ def case_resume_refusals(srv):
     for c in (x, h, y):
         c.close()
     probe.close()
+
+
+XS_MUL = 0x2545F4914F6CDD1D
+M64 = (1 << 64) - 1
+
+
+def xorshift_predict(token):
+    """The attack of issue 18 item 1, on the parent's tokens: each hex digit
+    is hex[xorshift64*() & 15], and since the multiplier is odd the digit
+    gives the low 4 bits of the generator's state (times 13^-1 = 5 mod 16).
+    The state after each step is linear over GF(2) in the first one, so 32
+    digits give 128 equations in 64 unknowns: solve them and run the
+    generator on to predict the next token the same thread draws. Returns
+    None when the digits do not fit any xorshift64* state."""
+    # sym[b] is the set (as a 64-bit mask over the unknown starting state's
+    # bits) whose parity is bit b of the current state.
+    sym = [1 << b for b in range(64)]
+
+    def step(v):
+        def shr(v, k):
+            return [v[b + k] if b + k < 64 else 0 for b in range(64)]
+
+        def shl(v, k):
+            return [v[b - k] if b >= k else 0 for b in range(64)]
+
+        v = [a ^ b for a, b in zip(v, shr(v, 12))]
+        v = [a ^ b for a, b in zip(v, shl(v, 25))]
+        return [a ^ b for a, b in zip(v, shr(v, 27))]
+
+    rows = []
+    for ch in token:
+        sym = step(sym)
+        low = (int(ch, 16) * 5) & 15
+        for b in range(4):
+            rows.append((sym[b], (low >> b) & 1))
+    # Gaussian elimination over GF(2).
+    pivots = {}
+    for mask, bit in rows:
+        for b, (pm, pb) in pivots.items():
+            if mask >> b & 1:
+                mask, bit = mask ^ pm, bit ^ pb
+        if mask == 0:
+            if bit:
+                return None  # inconsistent: not this generator
+            continue
+        b = mask.bit_length() - 1
+        for k, (pm, pb) in list(pivots.items()):
+            if pm >> b & 1:
+                pivots[k] = (pm ^ mask, pb ^ bit)
+        pivots[b] = (mask, bit)
+    if len(pivots) < 64:
+        return None
+    state = 0
+    for b, (mask, bit) in pivots.items():
+        if bit:
+            state |= 1 << b
+    for _ in token:  # replay the draws the token used
+        state ^= state >> 12
+        state = (state ^ (state << 25)) & M64
+        state ^= state >> 27
+    out = []
+    for _ in range(len(token)):
+        state ^= state >> 12
+        state = (state ^ (state << 25)) & M64
+        state ^= state >> 27
+        out.append("0123456789abcdef"[((state * XS_MUL) & M64) & 15])
+    return "".join(out)
+
+
+def case_resume_tokens_unpredictable(srv_unused):
+    """Issue 18 item 1. A resume token is 128 bits of getrandom(2): one
+    token does not give away the next (at the parent, solving one token's
+    128 bit equations for the xorshift64* state predicted the next session's
+    token exactly); tokens are 32 hex digits, all different; with AUTH on
+    only the user who made a session resumable may resume it (the default
+    user when AUTH names none), and a wrong user hears what a wrong token
+    would get."""
+    with Server("--requirepass", "pw") as x:
+        a, b = x.raw(), x.raw()
+        assert a.cmd("AUTH", "alice", "pw") == "OK"
+        assert b.cmd("AUTH", "alice", "pw") == "OK"
+        ta = a.cmd("SESSION", "RESUMABLE").decode()
+        tb = b.cmd("SESSION", "RESUMABLE").decode()
+        guess = xorshift_predict(ta)
+        assert guess != tb, "the next token was predicted from one token: " \
+            "%s -> %s" % (ta, guess)
+        seen = {ta, tb}
+        more = [x.raw() for _ in range(20)]
+        for m in more:
+            assert m.cmd("AUTH", "pw") == "OK"
+            t = m.cmd("SESSION", "RESUMABLE").decode()
+            assert re.fullmatch(r"[0-9a-f]{32}", t), t
+            seen.add(t)
+        assert len(seen) == 22, "tokens repeat"
+        probe = x.client(password="pw")
+        # alice's session: held key, then detached.
+        assert is_grant(a.cmd("LOCK", 1, "tok:1", "X", "WAIT", 0), "tok:1")
+        sid = a.cmd("SESSION", "ID")
+        a_id = a.cmd("CLIENT", "ID")
+        a.close()
+        wait_conn_gone(probe, a_id)
+        # Another user with the right password and the right token is
+        # refused, and so is the default user (AUTH without a user).
+        mallory = x.raw()
+        assert mallory.cmd("AUTH", "mallory", "pw") == "OK"
+        nope = "ERR no resumable session has that token (its lease may " \
+            "have run out)"
+        assert mallory.cmd("SESSION", "RESUME", ta) == nope
+        anon = x.raw()
+        assert anon.cmd("AUTH", "pw") == "OK"
+        assert anon.cmd("SESSION", "RESUME", ta) == nope
+        # A token one digit off is refused too; alice herself resumes.
+        off = ta[:-1] + ("0" if ta[-1] != "0" else "1")
+        c = x.raw()
+        assert c.cmd("AUTH", "alice", "pw") == "OK"
+        assert c.cmd("SESSION", "RESUME", off) == nope
+        assert c.cmd("SESSION", "RESUME", ta) == sid
+        assert [e[0] for e in c.cmd("LOCKS")] == [b"tok:1"]
+        # The default user's own sessions are the default user's: a
+        # resumable session made after a plain AUTH resumes after one.
+        d = x.raw()
+        assert d.cmd("AUTH", "pw") == "OK"
+        td = d.cmd("SESSION", "RESUMABLE").decode()
+        d_id = d.cmd("CLIENT", "ID")
+        dsid = d.cmd("SESSION", "ID")
+        d.close()
+        wait_conn_gone(probe, d_id)
+        assert mallory.cmd("SESSION", "RESUME", td) == nope
+        assert anon.cmd("SESSION", "RESUME", td) == dsid
+        for k in [b, c, mallory, anon, probe] + more:
+            k.close()
 
 
 def case_deadlock_two_and_three(srv):
@@ -543,6 +703,43 @@ def case_priority_victim(srv):
     ra, rb = deadlock_pair(srv, 5)
     assert isinstance(rb, Err) and rb.startswith("DEADLOCK "), rb
     assert is_grant(ra, "pv:2"), ra
+
+
+def case_priority_one_identity(srv):
+    """Issue 18 item 7. A LOCK with PRIORITY on a session that holds nothing
+    gives the session a new engine txn; its SESSION ID must still be the id
+    GRAPH, HOLDERS and the -DEADLOCK cycle name (at the parent, SESSION ID
+    kept the old txn's id while the engine named the new one)."""
+    probe = srv.client()
+    b, a = srv.raw(), srv.raw()
+    assert is_grant(a.cmd("LOCK", 1, "p7:1", "X", "WAIT", 0, "PRIORITY", 5),
+                    "p7:1")
+    sid_a = a.cmd("SESSION", "ID")
+    assert is_grant(b.cmd("LOCK", 1, "p7:2", "X", "WAIT", 0), "p7:2")
+    sid_b = b.cmd("SESSION", "ID")
+    b.send("LOCK", 1, "p7:1", "X", "WAIT", ms(T(10)))
+    wait_until(lambda: info(probe, "lock_waiting") == 1, what="b waiting")
+    holders = probe.execute_command("HOLDERS", "p7:1")
+    assert [h[0] for h in holders[0]] == [sid_a], (holders, sid_a)
+    assert [w[0] for w in holders[1]] == [sid_b], (holders, sid_b)
+    graph = probe.execute_command("GRAPH", "JSON").decode()
+    ids = {int(x) for x in re.findall(r"\b(\d+)\b", graph)}
+    assert sid_a in ids and sid_b in ids, (graph, sid_a, sid_b)
+    line = client_list(probe)[a.cmd("CLIENT", "ID")]
+    assert int(line["session"]) == sid_a, (line, sid_a)
+    # b (priority 0) is the victim; its cycle names both sessions by the
+    # ids SESSION ID gave.
+    a.send("LOCK", 1, "p7:2", "X", "WAIT", ms(T(10)))
+    rb = b.reply()
+    assert isinstance(rb, Err) and rb.startswith("DEADLOCK "), rb
+    named = {int(x) for x in re.findall(r"(\d+) waits for (\d+)", rb)[0]}
+    assert named == {sid_a, sid_b}, (rb, sid_a, sid_b)
+    assert is_grant(a.reply(), "p7:2")
+    assert a.cmd("SESSION", "ID") == sid_a
+    assert a.cmd("UNLOCK") == 2
+    a.close()
+    b.close()
+    probe.close()
 
 
 def case_one_release_wakes_one(srv):
@@ -975,6 +1172,174 @@ def case_limits_and_auth(srv_unused):
     shutil.rmtree(folder)
 
 
+def case_preauth_limits(srv_unused):
+    """Issue 18 item 2. With --requirepass, a connection that has not
+    authenticated may send requests of at most 4 KiB and 10 arguments: a
+    larger one hears -NOAUTH from its header and is closed (at the parent
+    it was buffered up to --max-request, 4 MiB, and kept open). 1,000
+    strangers that each leave a 3.9 KB request unfinished cost the server
+    under 16 KiB each (at the parent about 66 KiB each: a 64 KiB input
+    buffer per connection). An AUTH in a pipeline lifts the limit for the
+    requests after it, and one that authenticated may send a large one."""
+    with Server("--requirepass", "pw", "--maxclients", "5000") as x:
+        probe = x.client(password="pw")
+        # Strangers holding partial requests: memory per connection. Each
+        # sends a PING and the partial request in one write, which loopback
+        # queues whole, so its PONG says the server has read all of it.
+        n = 1000
+        part = b"PING\r\n*2\r\n$4\r\nAUTH\r\n$3900\r\n" + b"p" * 3800
+        base = info(probe, "used_memory", "memory")
+        conns = [x.raw() for _ in range(n)]
+        for c in conns:
+            c.sock.sendall(part)
+        for c in conns:
+            assert c.reply() == "PONG"
+        grown = info(probe, "used_memory", "memory") - base
+        assert grown < n * 16384, "%d unauthenticated connections grew the " \
+            "heap by %d bytes (%d each)" % (n, grown, grown // n)
+        for c in conns:
+            c.close()
+        # Refused from the header: a 1 MB password, 11 arguments, an inline
+        # line past 4 KiB.
+        for req in (b"*2\r\n$4\r\nAUTH\r\n$1000000\r\n",
+                    b"*11\r\n",
+                    b"PING " + b"x" * 4100):
+            r = x.raw()
+            r.sock.sendall(req)
+            got = r.until_closed(T(10))
+            assert got.startswith(b"-NOAUTH before AUTH a request is at "
+                                  b"most 4096 bytes and 10 arguments"), got
+            r.close()
+        # An AUTH in a pipeline lifts the bound for what follows it.
+        y = x.raw()
+        big = b"k" * 20000
+        y.sock.sendall(encode("AUTH", "pw") + encode("PING", big))
+        assert y.reply() == "OK"
+        assert y.reply() == big
+        y.close()
+        probe.close()
+    # A stranger that pipelines PINGs and reads nothing is cut off once
+    # 64 KiB of replies wait for it, not --max-output's 4 MiB.
+    with Server("--requirepass", "pw", verbose=1) as x:
+        s = x.raw(rcvbuf=16384)
+        req = encode("PING", b"x" * 4000)
+        try:
+            for _ in range(3000):
+                s.sock.sendall(req)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server closed it while we were still writing
+        s.until_closed(T(20))
+        s.close()
+        m = re.search(r"client \d+: (\d+) reply bytes pending \(limit "
+                      r"(\d+) before AUTH\); closed", x.log())
+        assert m, x.log()
+        assert int(m.group(2)) == 65536 and int(m.group(1)) < 4 << 20, \
+            m.group(0)
+
+
+def case_flood_takes_turns(srv_unused):
+    """Issue 18 item 5, the issue's setup: 1,000 sessions hold `hot` in S
+    and one client pipelines 32 KB of `HOLDERS hot` without reading. The
+    flooder is cut off once its pending replies pass --max-output (checked
+    per command: the log's count is past the limit by at most one reply);
+    meanwhile a session that EXTENDs every 300 ms with a 2 s lease keeps its
+    lease (every EXTEND answers 2000, and its LOCK after is granted), and a
+    fresh connection's PING answers within 100 ms. (At the parent the whole
+    pipeline ran in one turn, each HOLDERS over every session.)"""
+    n = int(1000 * float(os.environ.get("ORDO_TEST_SCALE", "1")))
+    with Server("--lease-ms", 60000, verbose=1) as x:
+        probe = x.client()
+        holders = [x.raw() for _ in range(n)]
+        for h in holders:
+            assert is_grant(h.cmd("LOCK", 1, "hot", "S", "WAIT", 0), "hot")
+        one = x.raw().cmd("HOLDERS", "hot")
+        # One HOLDERS reply's bytes: its headers and each holder's triple.
+        reply_len = 64 + sum(
+            len(b"*3\r\n:%d\r\n$1\r\nS\r\n:%d\r\n" % (h[0], h[2]))
+            for h in one[0])
+        assert len(one[0]) == n, len(one[0])
+        e = x.raw()
+        assert e.cmd("EXTEND", 2000) == 2000
+        extends, stop = [], threading.Event()
+
+        def extender():
+            while not stop.wait(0.3):
+                try:
+                    extends.append(e.cmd("EXTEND", 2000))
+                except socket.timeout:
+                    extends.append("no answer within %.0f s" % T(20))
+                    return
+
+        before = info(probe, "output_cutoffs")
+        t = threading.Thread(target=extender)
+        t.start()
+        flood = x.raw(rcvbuf=16384)
+        req = encode("HOLDERS", "hot")
+        flood.sock.sendall(req * (32768 // len(req)))
+        pings = []
+        try:
+            for _ in range(8):
+                t0 = time.monotonic()
+                p = x.raw()
+                p.sock.settimeout(T(5))
+                try:
+                    assert p.cmd("PING") == "PONG"
+                except socket.timeout:
+                    raise AssertionError("a PING did not answer within %.0f "
+                                         "s during the flood" % T(5))
+                pings.append(time.monotonic() - t0)
+                p.close()
+                time.sleep(0.3)  # spread the probes over the flood's work
+        finally:
+            stop.set()
+            t.join(T(20))
+        assert not t.is_alive(), "an EXTEND did not answer"
+        assert max(pings) < T(0.1), "PING took %.3f s during the flood " \
+            "(all: %s)" % (max(pings), ["%.3f" % p for p in pings])
+        assert extends and all(r == 2000 for r in extends), extends
+        assert is_grant(e.cmd("LOCK", 1, "flood:own", "X", "WAIT", 0),
+                        "flood:own")
+        flood.until_closed(T(20))
+        wait_until(lambda: info(probe, "output_cutoffs") == before + 1,
+                   what="the flooder cut off")
+        m = re.search(r"client \d+: (\d+) reply bytes pending \(limit "
+                      r"(\d+)\); closed", x.log())
+        assert m, x.log()[-2000:]
+        assert int(m.group(1)) <= int(m.group(2)) + reply_len, \
+            (m.group(0), reply_len)
+        for c in holders + [e, flood]:
+            c.close()
+        probe.close()
+
+
+def long_wait(x):
+    """b waits 1.3 s for a's key (past the engine's log_wait_ms, 1 s) and
+    times out."""
+    a, b = x.raw(), x.raw()
+    assert is_grant(a.cmd("LOCK", 1, "lw:1", "X", "WAIT", 0, "LEASE",
+                          ms(T(30))), "lw:1")
+    r = b.cmd("LOCK", 1, "lw:1", "X", "WAIT", 1300, "LEASE", ms(T(30)))
+    assert isinstance(r, Err) and r.startswith("TIMEOUT "), r
+    assert a.cmd("UNLOCK") == 1
+    a.close()
+    b.close()
+
+
+def case_long_wait_log_verbose(srv):
+    """Issue 18 item 6, ordod's side: the engine's long-wait log obeys
+    --verbose. With --verbose 1 a wait past 1 s is logged (one bounded
+    record); with --verbose 0, the suite's server, nothing is (at the parent
+    it logged whatever --verbose said)."""
+    with Server(verbose=1) as x:
+        long_wait(x)
+        wait_until(lambda: "still waiting after" in x.log(),
+                   what="the long-wait record")
+        lines = [l for l in x.log().splitlines() if l.startswith("ordo: LOG:")]
+        assert 1 <= len(lines) <= 3 and max(map(len, lines)) < 512, lines
+    long_wait(srv)
+    assert "ordo: LOG:" not in srv.log(), srv.log()[-2000:]
+
+
 def case_per_request_limits(srv_unused):
     """Keys per LOCK, key length and locks per session each give -LIMIT,
     and the session keeps what it had."""
@@ -1183,15 +1548,93 @@ def case_unix_socket(srv_unused):
     shutil.rmtree(folder)
 
 
+def inotify_events(fd):
+    """The (mask, name) pairs inotify has queued on fd (non-blocking)."""
+    import struct
+    out = []
+    try:
+        data = os.read(fd, 65536)
+    except BlockingIOError:
+        return out
+    off = 0
+    while off < len(data):
+        _wd, mask, _cookie, n = struct.unpack_from("iIII", data, off)
+        name = data[off + 16:off + 16 + n].rstrip(b"\0").decode()
+        out.append((mask, name))
+        off += 16 + n
+    return out
+
+
+def case_unix_socket_mode(srv_unused):
+    """Issue 18 item 3. The Unix socket is 0700 from its first moment, even
+    with the umask at 0 (where bind(2) alone gives 0777): inotify sees it
+    created and never has its mode changed afterwards (at the parent: a
+    chmod after bind, so IN_ATTRIB followed IN_CREATE), a thread that
+    stat()s it in a tight loop while ordod starts never sees another mode,
+    and it is 0700 at 'ready'."""
+    import ctypes
+    import stat
+    IN_CREATE, IN_ATTRIB, IN_NONBLOCK = 0x100, 0x4, 0o4000
+    libc = ctypes.CDLL(None, use_errno=True)
+    folder = tempfile.mkdtemp(prefix="ordod-umask-")
+    path = os.path.join(folder, "ordod.sock")
+    fd = libc.inotify_init1(IN_NONBLOCK)
+    assert fd >= 0, "inotify_init1: errno %d" % ctypes.get_errno()
+    assert libc.inotify_add_watch(fd, folder.encode(),
+                                  IN_CREATE | IN_ATTRIB) >= 0
+    modes, stop = set(), threading.Event()
+
+    def poll():
+        while not stop.is_set():
+            try:
+                modes.add(stat.S_IMODE(os.stat(path).st_mode))
+            except FileNotFoundError:
+                pass
+
+    t = threading.Thread(target=poll)
+    t.start()
+    old = os.umask(0)
+    try:
+        x = Server("--unixsocket", path, folder=folder)
+    finally:
+        os.umask(old)
+        stop.set()
+        t.join(T(10))
+    try:
+        assert not t.is_alive(), "the stat() loop did not stop"
+        assert stat.S_ISSOCK(os.stat(path).st_mode)
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o700, \
+            oct(os.stat(path).st_mode)
+        assert modes <= {0o700}, "the socket was seen with mode(s) %s" % \
+            sorted(oct(m) for m in modes)
+        ev = [m for m, n in inotify_events(fd) if n == "ordod.sock"]
+        assert ev and ev[0] & IN_CREATE, ev
+        assert not [m for m in ev[1:] if m & IN_ATTRIB], \
+            "the socket's mode was changed after it was created " \
+            "(events %s)" % [hex(m) for m in ev]
+        u = Raw(path=path)
+        assert u.cmd("PING") == "PONG"
+        u.close()
+    finally:
+        os.close(fd)
+        x.stop()
+    shutil.rmtree(folder)
+
+
 CASES = [case_lock_release_tokens, case_many_keys_one_session,
          case_disconnect_releases, case_lease_expiry, case_lock_lease_option,
-         case_resumable, case_resume_refusals, case_deadlock_two_and_three,
-         case_priority_victim, case_one_release_wakes_one,
+         case_resumable, case_detached_waiter_expires,
+         case_resume_refusals,
+         case_resume_tokens_unpredictable, case_deadlock_two_and_three,
+         case_priority_victim, case_priority_one_identity,
+         case_one_release_wakes_one,
          case_requests_wait_behind_lock, case_client_and_command,
          case_memory_steady, case_restart_tokens, case_limits_and_auth,
+         case_preauth_limits, case_flood_takes_turns,
+         case_long_wait_log_verbose,
          case_per_request_limits, case_max_request, case_max_locks,
          case_max_output, case_starvation_holds, case_order,
-         case_unix_socket]
+         case_unix_socket, case_unix_socket_mode]
 
 
 def main():
