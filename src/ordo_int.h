@@ -148,6 +148,10 @@ typedef void (*ordo__hold_fn)(void *arg, const void *key, size_t len,
                               ordo_mode_t mode, uint64_t fence, unsigned count);
 void ordo__mem_each_hold(ordo_txn_t *t, ordo__hold_fn fn, void *arg);
 size_t ordo__mem_nholds(ordo_txn_t *t);
+/* Gives a mem:// txn that holds nothing and waits for nothing a new priority
+ * (the lock server's LOCK ... PRIORITY n), keeping its id: 0, or ORDO_EBUSY
+ * and nothing changed. Only the txn's own thread may call it. */
+int ordo__mem_set_priority(ordo_txn_t *t, int priority);
 
 /*
  * The model-based tester's view of a mem:// place (tests/model; nothing

@@ -368,6 +368,13 @@ size_t ordo__mem_nholds(ordo_txn_t *tx) {
   return ordo__owner_nholds(&mt(tx)->ow);
 }
 
+int ordo__mem_set_priority(ordo_txn_t *tx, int priority) {
+  int rc = ordo__owner_set_priority(&mt(tx)->ow, priority);
+  if (rc == 0)
+    tx->priority = priority;
+  return rc;
+}
+
 static int mem_stats(ordo_t *o, ordo_stats_t *out) {
   ordo__table_stats(((mem_place *)o)->tab, out);
   return 0;

@@ -1121,6 +1121,18 @@ void ordo__table_destroy(ordo__table *tab) {
   free(tab);
 }
 
+int ordo__owner_set_priority(ordo__owner *w, int priority) {
+  ordo__table *tab = w->tab;
+  int rc = ORDO_EBUSY;
+  ordo__mutex_lock(&tab->wait_mu);
+  if (atomic_load(&w->state) == ORDO__IDLE && w->nholds == 0) {
+    w->priority = priority;
+    rc = 0;
+  }
+  ordo__mutex_unlock(&tab->wait_mu);
+  return rc;
+}
+
 void ordo__owner_init(ordo__table *tab, ordo__owner *w, uint64_t id,
                       int priority) {
   memset(w, 0, sizeof *w);

@@ -228,6 +228,11 @@ int ordo__held(ordo__owner *w, const void *key, size_t len, ordo_mode_t *mode,
 void ordo__owner_each_hold(ordo__owner *w, ordo__hold_fn fn, void *arg);
 /* Keys w holds (w's own thread, as above). */
 size_t ordo__owner_nholds(ordo__owner *w);
+/* Gives w a new priority, as if it had begun with it: w's own thread, while
+ * w holds nothing and waits for nothing (so no cycle names it, and the
+ * detector, which reads priorities under wait_mu, sees the old value or the
+ * new one). Returns 0, or ORDO_EBUSY and changes nothing. */
+int ordo__owner_set_priority(ordo__owner *w, int priority);
 
 void ordo__table_stats(ordo__table *tab, ordo_stats_t *out);
 

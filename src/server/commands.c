@@ -266,16 +266,11 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
     srv_sess_renew(ss);
   }
   if (have_prio && prio != ss->txn->priority) {
-    /* Priority is a txn's from its start: a session that holds nothing
-     * starts a new one, and takes its id with it (one identity: the id
-     * SESSION ID gives is the one GRAPH and -DEADLOCK name); one that holds
-     * keys keeps its own txn, id and priority. */
-    if (ordo__mem_nholds(ss->txn) == 0) {
-      ordo_txn_t *t = NULL;
-      ordo_txn_options_t to = {(int)prio, NULL, 0};
-      if (ordo_txn_begin(s->o, &t, &to) == 0)
-        srv_sess_set_txn(s, ss, t);
-    }
+    /* A session that holds nothing takes the new priority as if its txn
+     * had begun with it, and keeps its txn and id (one identity: the id
+     * SESSION ID gives is the one GRAPH and -DEADLOCK name, before and
+     * after); one that holds keys keeps its priority (ORDO_EBUSY). */
+    (void)ordo__mem_set_priority(ss->txn, (int)prio);
   }
   /* Copies of the keys: the reply, which may come later, needs them. */
   free(ss->req);

@@ -6,7 +6,7 @@
  *
  * Interface: main, srv_log, srv_now_ms, srv_sess_find, srv_sess_by_token,
  * srv_sess_make_resumable, srv_random, srv_sess_renew, srv_sess_attach,
- * srv_sess_set_txn, srv_event_push, srv_conf_parse_file,
+ * srv_event_push, srv_conf_parse_file,
  * srv_order_name.
  */
 #include "server/server.h"
@@ -212,22 +212,6 @@ static void smap_remove(srv *s, sess *ss) {
   if (*pp)
     *pp = ss->hnext;
   s->nsess--;
-}
-
-/* srv_sess_set_txn -- gives ss the engine txn t in place of its own (ended
- * here), and with it t's id: a session's id is its txn's, so that SESSION
- * ID, HOLDERS, CLIENT LIST, GRAPH and -DEADLOCK name it alike. The caller
- * makes sure ss holds nothing and waits for nothing, so no event or hold of
- * the old txn is left to name the old id. */
-void srv_sess_set_txn(srv *s, sess *ss, ordo_txn_t *t) {
-  smap_remove(s, ss);
-  ordo_txn_end(ss->txn);
-  ss->txn = t;
-  ss->id = ordo_txn_id(t);
-  size_t k = smap_slot(s, ss->id);
-  ss->hnext = s->smap[k];
-  s->smap[k] = ss;
-  s->nsess++;
 }
 
 static void lease_fired(uv_timer_t *t);

@@ -214,9 +214,6 @@ int srv_sess_make_resumable(srv *s, sess *ss);
 /* Fills buf with n bytes from getrandom(2); 0, or -1. */
 int srv_random(void *buf, size_t n);
 void srv_sess_renew(sess *ss);
-/* Swaps ss's txn for t (ss holds nothing, waits for nothing), and its id for
- * t's. */
-void srv_sess_set_txn(srv *s, sess *ss, ordo_txn_t *t);
 void srv_sess_attach(conn *c, sess *ss);
 void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status)
     ORDO_EXCLUDES(s->ev_mu);

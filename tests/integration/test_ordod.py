@@ -707,14 +707,16 @@ def case_priority_victim(srv):
 
 def case_priority_one_identity(srv):
     """Issue 18 item 7. A LOCK with PRIORITY on a session that holds nothing
-    gives the session a new engine txn; its SESSION ID must still be the id
-    GRAPH, HOLDERS and the -DEADLOCK cycle name (at the parent, SESSION ID
-    kept the old txn's id while the engine named the new one)."""
+    gives it the new priority; its SESSION ID, the same before and after,
+    must be the id GRAPH, HOLDERS and the -DEADLOCK cycle name (at the
+    parent, SESSION ID kept the old txn's id while the engine named a new
+    txn)."""
     probe = srv.client()
     b, a = srv.raw(), srv.raw()
+    sid_a = a.cmd("SESSION", "ID")
     assert is_grant(a.cmd("LOCK", 1, "p7:1", "X", "WAIT", 0, "PRIORITY", 5),
                     "p7:1")
-    sid_a = a.cmd("SESSION", "ID")
+    assert a.cmd("SESSION", "ID") == sid_a, "PRIORITY changed the session id"
     assert is_grant(b.cmd("LOCK", 1, "p7:2", "X", "WAIT", 0), "p7:2")
     sid_b = b.cmd("SESSION", "ID")
     b.send("LOCK", 1, "p7:1", "X", "WAIT", ms(T(10)))

@@ -627,19 +627,12 @@ sess *srv_sess_by_token(srv *s, const char *token, size_t len) {
   return NULL;
 }
 
-/* Resumable sessions and PRIORITY's txn swap are server.c's (tested by
+/* Resumable sessions are server.c's (tested by
  * tests/integration/test_ordod.py); no case here reaches them. */
 int srv_sess_make_resumable(srv *s, sess *ss) {
   (void)s;
   (void)ss;
   return -1;
-}
-
-void srv_sess_set_txn(srv *s, sess *ss, ordo_txn_t *t) {
-  (void)s;
-  ordo_txn_end(ss->txn);
-  ss->txn = t;
-  ss->id = ordo_txn_id(t);
 }
 
 void srv_sess_drop(srv *s, sess *ss) {
