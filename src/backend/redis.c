@@ -611,7 +611,13 @@ static int rd_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
     return ORDO_ENOMEM;
   ordo__rs_conn_init(&t->c);
   ordo__rs_conn_init(&t->sub);
-  ordo__rs_new_owner(t->owner);
+  /* An owner value must be unguessable: without the kernel's random bits
+   * there is no txn (ordo__rs_new_owner says why). */
+  if (ordo__rs_new_owner(t->owner) != 0) {
+    note_err(p, "owner", "getrandom(2) gave no random bits");
+    free(t);
+    return ORDO_EBACKEND;
+  }
   int rc = ordo__rs_connect(&t->c, &p->u.node, true);
   if (rc == 0) {
     const char *av[1] = {"PING"};

@@ -930,9 +930,11 @@ int ordo__rs_err_code(const redisReply *r) {
   return ORDO_EBACKEND;
 }
 
-/* 128 random bits in hex: the kernel's, else the clock-seeded generator's
- * (unique enough, if not unguessable). */
-void ordo__rs_new_owner(char out[33]) {
+/* 128 random bits in hex, from getrandom(2) only: an owner value guards
+ * release and extend, and an adversary who could predict it (the
+ * clock-seeded ordo__rand64 can be solved from its outputs) could release
+ * another client's locks. */
+int ordo__rs_new_owner(char out[33]) {
   uint8_t b[16];
   size_t got = 0;
   while (got < sizeof b) {
@@ -940,13 +942,8 @@ void ordo__rs_new_owner(char out[33]) {
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0)
-      break;
+      return ORDO_EBACKEND;
     got += (size_t)n;
-  }
-  if (got < sizeof b) {
-    uint64_t x = ordo__rand64(), y = ordo__rand64();
-    memcpy(b, &x, 8);
-    memcpy(b + 8, &y, 8);
   }
   static const char hex[] = "0123456789abcdef";
   for (int i = 0; i < 16; i++) {
@@ -954,4 +951,5 @@ void ordo__rs_new_owner(char out[33]) {
     out[2 * i + 1] = hex[b[i] & 15];
   }
   out[32] = 0;
+  return 0;
 }

@@ -90,9 +90,10 @@ typedef struct ordo__rs_node {
  * user, password and path are percent-decoded. Returns 0 or ORDO_EURL.
  */
 int ordo__rs_parse_node(const char *s, size_t n, ordo__rs_node *node);
-/* An owner's value: 128 random bits in hex, the kernel's (getrandom), else
- * the clock-seeded generator's (unique enough, if not unguessable). */
-void ordo__rs_new_owner(char out[33]);
+/* An owner's value: 128 random bits in hex from getrandom(2), never from a
+ * predictable generator (whoever knows an owner value can release its
+ * locks). Returns 0, or ORDO_EBACKEND when the kernel gives none. */
+int ordo__rs_new_owner(char out[33]);
 
 /* ---- Connections ------------------------------------------------------------
  * A connection is a non-blocking hiredis context with the bookkeeping of

@@ -567,9 +567,15 @@ static int rl_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
   rl_txn *t = calloc(1, sizeof *t);
   if (!t)
     return ORDO_ENOMEM;
+  /* An owner value must be unguessable: without the kernel's random bits
+   * there is no txn (ordo__rs_new_owner says why). */
+  if (ordo__rs_new_owner(t->owner) != 0) {
+    note_err(p, "owner", "getrandom(2) gave no random bits");
+    free(t);
+    return ORDO_EBACKEND;
+  }
   for (size_t i = 0; i < RL_MAX_NODES; i++)
     ordo__rs_conn_init(&t->c[i]);
-  ordo__rs_new_owner(t->owner);
   t->base.id = atomic_fetch_add(&p->next_id, 1);
   ordo__mutex_init(&t->mu);
   atomic_init(&t->lease_lost, false);

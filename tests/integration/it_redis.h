@@ -29,6 +29,12 @@
  *                               child runs again and is reaped whatever
  *                               fails (no assertion between its SIGSTOP
  *                               and its SIGCONT)
+ *   getrandom(buf, len, flags)  the program's own getrandom(2), which the
+ *                               library (linked in statically) calls
+ *                               instead of libc's: it counts the calls
+ *                               (it_getrandom_calls) and fails with ENOSYS,
+ *                               as a kernel without the call does, while
+ *                               it_no_getrandom is set
  */
 #ifndef ORDO_IT_REDIS_H
 #define ORDO_IT_REDIS_H
@@ -46,8 +52,26 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <stdio.h>
+#include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+/* Owner values must come from the kernel (getrandom), never from a
+ * predictable generator: these let a case see that they do, and that a
+ * txn is refused when the kernel gives none. */
+static _Atomic bool it_no_getrandom;
+static _Atomic unsigned it_getrandom_calls;
+ssize_t getrandom(void *buf, size_t len, unsigned int flags) {
+  atomic_fetch_add(&it_getrandom_calls, 1);
+  if (atomic_load(&it_no_getrandom)) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return syscall(SYS_getrandom, buf, len, flags);
+}
 
 static inline const char *it_env(const char *name, const char *wrapper) {
   const char *s = getenv(name);

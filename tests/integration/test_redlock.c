@@ -222,6 +222,33 @@ static void lock_fails(const char *url, int want, uint64_t bound_ms,
   ordo_close(o);
 }
 
+/* Owner values guard release and extend (issue 18, item 1): they come
+ * from getrandom(2), and without it (ENOSYS, it_redis.h's getrandom) the
+ * txn is refused, never named by a predictable generator. */
+static void test_owner_random(void **state) {
+  (void)state;
+  need_plain(3);
+  char url[512];
+  url_of(url, sizeof url, PORT, 3, NULL, NULL);
+  ordo_t *o = open_url(url);
+  unsigned before = atomic_load(&it_getrandom_calls);
+  ordo_txn_t *t = txn(o);
+  assert_true(atomic_load(&it_getrandom_calls) > before);
+  ordo_txn_end(t);
+  atomic_store(&it_no_getrandom, true);
+  ordo_txn_t *u = NULL;
+  int rc = ordo_txn_begin(o, &u, NULL);
+  atomic_store(&it_no_getrandom, false);
+  if (rc == 0)
+    ordo_txn_end(u);
+  if (rc != ORDO_EBACKEND)
+    print_error("ordo_txn_begin without getrandom -> %s, not EBACKEND\n",
+                rc == 0 ? "0 (an owner from a predictable generator)"
+                        : ordo_err_name(rc));
+  assert_int_equal(rc, ORDO_EBACKEND);
+  ordo_close(o);
+}
+
 static void test_unreachable(void **state) {
   (void)state;
   need_plain(2);
@@ -960,8 +987,13 @@ int main(int argc, char **argv) {
   NAUTH = parse_list("ORDO_RL_AUTH_PORTS", v, 3);
   for (int i = 0; i < NAUTH; i++)
     AUTH[i] = (int)v[i];
+  /* ORDO_TEST_FILTER=pattern runs only the cases it names (cmocka's
+   * wildcards), for a quick run of one case. */
+  if (getenv("ORDO_TEST_FILTER"))
+    cmocka_set_test_filter(getenv("ORDO_TEST_FILTER"));
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_urls),
+      cmocka_unit_test(test_owner_random),
       cmocka_unit_test(test_unreachable),
       cmocka_unit_test(test_password),
       cmocka_unit_test(test_url_db),
