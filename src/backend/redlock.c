@@ -215,8 +215,10 @@ static void holds_clear(rl_place *p, rl_txn *t) ORDO_REQUIRES(t->mu) {
 /* ---- Exchanges on every node at once (caller holds t->mu) ----------------
  * A fresh connection loads the three scripts first (SCRIPT LOAD, in the
  * same round trip), so EVALSHA finds them; a NOSCRIPT later (SCRIPT FLUSH,
- * a restart) fails that node for this exchange and closes its connection,
- * so the next exchange loads them again.
+ * a failover) sends the script's text with EVAL on that node, within the
+ * same exchange's deadline, which runs it and loads it again: counting a
+ * NOSCRIPT as "did not answer" made an unlock inside the validity succeed
+ * while the keys stayed locked for the whole lease.
  */
 
 enum { EX_ALL, EX_ACQUIRE, EX_FLUSHED };
@@ -257,6 +259,11 @@ static bool ex_enough(void *arg) {
       no++;
     } else if (k->got == k->want && k->want > 0) {
       const redisReply *x = k->rep[k->want - 1];
+      if (x && x->type == REDIS_REPLY_ERROR &&
+          strncmp(x->str, "NOSCRIPT", 8) == 0) {
+        flushed = false; /* not an answer yet: its EVAL follows */
+        continue;
+      }
       bool g = e->which == ORDO__RS_RELEASE
                    ? x && x->type == REDIS_REPLY_INTEGER && x->integer == e->m
                    : reply_ok(x, e->which);
@@ -271,6 +278,30 @@ static bool ex_enough(void *arg) {
   if (e->kind == EX_ACQUIRE)
     return ok >= e->q || no > e->n - e->q;
   return ok >= e->q && flushed;
+}
+
+/* Appends EVAL of script which's text (after a NOSCRIPT): it runs the
+ * script and loads it again. 0 or a code (k is closed then, or not sent). */
+static int append_eval(ordo__rs_conn *k, int which, int nkeys, int argc,
+                       const char **av, const size_t *al) {
+  const char **v = malloc(((size_t)argc + 3) * sizeof *v);
+  size_t *l = malloc(((size_t)argc + 3) * sizeof *l);
+  int rc = ORDO_ENOMEM;
+  if (v && l) {
+    char nk[16];
+    v[0] = "EVAL";
+    l[0] = 4;
+    v[1] = ordo__rs_script_text(which);
+    l[1] = strlen(v[1]);
+    v[2] = nk;
+    l[2] = (size_t)snprintf(nk, sizeof nk, "%d", nkeys);
+    memcpy(v + 3, av, (size_t)argc * sizeof *v);
+    memcpy(l + 3, al, (size_t)argc * sizeof *l);
+    rc = ordo__rs_append(k, argc + 3, v, l);
+  }
+  free(v);
+  free(l);
+  return rc;
 }
 
 /*
@@ -309,6 +340,7 @@ static int quorum_eval(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
   rl_ex e = {p, t,        kind, which, which == ORDO__RS_RELEASE ? nkeys : 0,
              n, p->quorum};
   ordo__rs_run(ks, n, deadline_ns, kind == EX_ALL ? NULL : ex_enough, &e);
+  bool again[RL_MAX_NODES] = {0}, any = false;
   for (size_t i = 0; i < n; i++) {
     ordo__rs_conn *k = &t->c[i];
     t->node_err[i] = 0;
@@ -330,15 +362,34 @@ static int quorum_eval(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
       redisReply *r = ordo__rs_take(k, base[i]);
       if (r && r->type == REDIS_REPLY_ERROR &&
           strncmp(r->str, "NOSCRIPT", 8) == 0) {
-        note_err(p, "node", r->str);
         freeReplyObject(r);
-        r = NULL;
-        ordo__rs_close(k);
-        t->loaded[i] = false;
+        ordo__rs_done(k);
+        again[i] = append_eval(k, which, nkeys, argc, av, al) == 0;
+        any |= again[i];
         continue;
       }
       out[i] = r;
     }
+    ordo__rs_done(k);
+  }
+  if (!any)
+    return 0;
+  /* The nodes that had lost the script run its text; the others are not
+   * waited for again (NULL entries are passed over). */
+  ordo__rs_conn *ks2[RL_MAX_NODES] = {0};
+  for (size_t i = 0; i < n; i++)
+    ks2[i] = again[i] ? &t->c[i] : NULL;
+  ordo__rs_run(ks2, n, deadline_ns, NULL, NULL);
+  for (size_t i = 0; i < n; i++) {
+    ordo__rs_conn *k = &t->c[i];
+    if (!again[i])
+      continue;
+    if (!ordo__rs_open(k)) {
+      t->loaded[i] = false;
+      continue;
+    }
+    if (k->got == k->want && k->want == 1)
+      out[i] = ordo__rs_take(k, 0);
     ordo__rs_done(k);
   }
   return 0;

@@ -501,6 +501,49 @@ static bool await_keys(int port, int db, const char *const *keys, int n,
   return have == want;
 }
 
+/* SCRIPT FLUSH on the first n nodes: the scripts are gone from their
+ * caches, as after a restart or a failover. */
+static void flush_scripts(int n) {
+  for (int i = 0; i < n; i++) {
+    redisContext *c = it_side(PORT[i], NULL);
+    ok_reply(c, "SCRIPT FLUSH");
+    redisFree(c);
+  }
+}
+
+/*
+ * An unlock after SCRIPT FLUSH (issue 18, item 12) must release: every node
+ * answers NOSCRIPT to the EVALSHA, and the release must then send the
+ * script's text (EVAL). Counted as "did not answer", the NOSCRIPTs let the
+ * unlock succeed inside the validity while the keys stayed locked on every
+ * node for the whole lease (30 s here: far past the 3 s await_keys waits).
+ * A lock after the flush is granted too, and so is an unlock_all.
+ */
+static void test_script_flush(void **state) {
+  (void)state;
+  need_plain(3);
+  char url[512];
+  url_of(url, sizeof url, PORT, 3, NULL, NULL);
+  ordo_t *o = open_url(url);
+  ordo_txn_t *t = txn(o);
+  const char *k1[1] = {"nsf:1"}, *k2[1] = {"nsf:2"};
+  assert_int_equal(ordo_lock(t, "nsf:1", 5, ORDO_MODE_X, (long)tu_ms(2000)), 0);
+  flush_scripts(3);
+  assert_int_equal(ordo_unlock(t, "nsf:1", 5), 0);
+  for (int i = 0; i < 3; i++)
+    assert_true(await_keys(PORT[i], 0, k1, 1, 0));
+  flush_scripts(3);
+  assert_int_equal(ordo_lock(t, "nsf:2", 5, ORDO_MODE_X, (long)tu_ms(2000)), 0);
+  for (int i = 0; i < 3; i++)
+    assert_true(await_keys(PORT[i], 0, k2, 1, 1));
+  flush_scripts(3);
+  assert_int_equal(ordo_unlock_all(t), 1);
+  for (int i = 0; i < 3; i++)
+    assert_true(await_keys(PORT[i], 0, k2, 1, 0));
+  ordo_txn_end(t);
+  ordo_close(o);
+}
+
 /* A database on every node ("/3"): the keys go there, never to db 0, and
  * the release takes them from there. */
 static void test_url_db(void **state) {
@@ -1002,6 +1045,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_tokens_one_owner),
       cmocka_unit_test(test_stale_holder),
       cmocka_unit_test(test_partial_upgrade),
+      cmocka_unit_test(test_script_flush),
       cmocka_unit_test(test_node_stopped),
   };
   return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
