@@ -18,7 +18,9 @@
  * bad input (unreachable host, nothing listening, a listener that never
  * answers, wrong or missing password, a bad database, a key that holds
  * other data, a server that stops answering); connections the server
- * closes for idleness (awaited in CLIENT LIST, not slept for); 20 waiters
+ * closes for idleness (awaited in CLIENT LIST, not slept for); a RELEASE
+ * whose reply a proxy cut (the unlock succeeds); owner values from
+ * getrandom(2) only; 20 waiters
  * and one release, where every script call the server counts is the
  * release or a try that a wake-up or a fallback poll caused, and the
  * poll no faster than its floor (no storm); and the Cluster's CROSSSLOT. Every
@@ -615,6 +617,57 @@ static void test_server_stops(void **state) {
   ordo_close(o);
 }
 
+/*
+ * A RELEASE whose reply is lost with its connection (issue 18, item 14):
+ * the server ran it, the connection closed before the reply came, and the
+ * script ran once more on a new connection, which found the entry gone.
+ * That is the documented case in which "the program sees nothing": the
+ * unlock succeeds (it returned ORDO_ELEASE), and so does unlock_all. The
+ * proxy (it_redis.h) passes the RELEASE on, throws its reply away and
+ * closes both sides. The lease (30 s) is far from its end, so the entry
+ * cannot have lapsed.
+ */
+static void test_release_reply_lost(void **state) {
+  (void)state;
+  NEED_PORT(PORT, "ORDO_REDIS_PORT");
+  static it_proxy px;
+  it_proxy_start(&px, PORT);
+  ordo_t *o = open_url("redis://127.0.0.1:%d?timeout_ms=%llu", px.port,
+                       (unsigned long long)tu_ms(2000));
+  ordo_txn_t *t = txn(o);
+  redisContext *c = it_side(PORT, NULL);
+  /* The server learns the scripts first (EVAL after NOSCRIPT), so that the
+   * reply cut below is the RELEASE's own. */
+  assert_int_equal(ordo_lock(t, "rlost:1", 7, ORDO_MODE_X, 1000), 0);
+  assert_int_equal(ordo_unlock(t, "rlost:1", 7), 0);
+  assert_int_equal(ordo_lock(t, "rlost:1", 7, ORDO_MODE_X, 1000), 0);
+  atomic_store(&px.mode, IT_CUT_REPLY);
+  int rc1 = ordo_unlock(t, "rlost:1", 7);
+  unsigned cuts1 = atomic_load(&px.cuts);
+  long long left1 = it_int(c, "EXISTS rlost:1");
+  ordo_req_t r[2] = {ORDO_REQ_X("rlost:2", 7), ORDO_REQ_X("rlost:3", 7)};
+  assert_int_equal(ordo_lock_all(t, r, 2, 1000), 0);
+  atomic_store(&px.mode, IT_CUT_REPLY);
+  int rc2 = ordo_unlock_all(t);
+  unsigned cuts2 = atomic_load(&px.cuts);
+  long long left2 = it_int(c, "EXISTS rlost:2 rlost:3");
+  print_message("unlock after a lost reply: %s; unlock_all: %d (%s); "
+                "replies cut %u, connections %u\n",
+                rc1 == 0 ? "0" : ordo_err_name(rc1), rc2,
+                rc2 < 0 ? ordo_err_name(rc2) : "count", atomic_load(&px.cuts),
+                atomic_load(&px.accepted));
+  redisFree(c);
+  ordo_txn_end(t);
+  ordo_close(o);
+  it_proxy_stop(&px);
+  assert_int_equal(cuts1, 1); /* the reply was lost */
+  assert_int_equal(left1, 0); /* the release ran */
+  assert_int_equal(rc1, 0);
+  assert_int_equal(cuts2, 2);
+  assert_int_equal(left2, 0);
+  assert_int_equal(rc2, 2);
+}
+
 /* A write to a peer that has gone is an error, not a SIGPIPE: with the
  * signal's default action (which ends the process) in force, a request
  * sent to a closed socket fails with EPIPE and the process goes on. */
@@ -959,6 +1012,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_password),
       cmocka_unit_test(test_bad_db_and_wrongtype),
       cmocka_unit_test(test_server_stops),
+      cmocka_unit_test(test_release_reply_lost),
       cmocka_unit_test(test_no_sigpipe),
       cmocka_unit_test(test_idle_connections),
       cmocka_unit_test(test_storm),
