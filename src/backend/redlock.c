@@ -12,9 +12,13 @@
  * granting nodes (docs/backend-redlock.md says what that does not promise).
  *
  * URL:
- *   redlock://h1:p1,h2:p2,h3:p3[?lease_ms=N&timeout_ms=N&mode=sequential]
+ *   redlock://h1:p1,h2:p2,h3:p3[?lease_ms=N&timeout_ms=N&node_timeout_ms=N
+ *             &mode=sequential]
  * Each node takes the forms of redis:// ("[[user]:password@]host[:port]
  * [/db]"). timeout_ms is the acquisition timeout (10,000 ms by default);
+ * node_timeout_ms bounds each exchange with the nodes (a two-hundredth of
+ * the lease, within [50 ms, 250 ms], by default: much smaller than the
+ * lease, as the Redlock algorithm asks);
  * mode=sequential (key by key, node by node) exists for the bench only.
  *
  * Lock order: a txn's mu, then the place's mu (as in redis.c); the renewer
@@ -47,7 +51,8 @@ typedef struct rl_url {
   ordo__rs_node node[RL_MAX_NODES];
   size_t n;
   long lease_ms;
-  long timeout_ms; /* acquisition timeout */
+  long timeout_ms;      /* acquisition timeout */
+  long node_timeout_ms; /* each exchange's bound; 0: from the lease */
   bool sequential;
 } rl_url;
 
@@ -63,6 +68,8 @@ static int parse_query(const char *q, rl_url *u) {
       rc = ordo__parse_long(eq + 1, vlen, 10, 86400000L, &u->lease_ms);
     } else if (nlen == 10 && memcmp(q, "timeout_ms", 10) == 0) {
       rc = ordo__parse_long(eq + 1, vlen, 1, 3600000L, &u->timeout_ms);
+    } else if (nlen == 15 && memcmp(q, "node_timeout_ms", 15) == 0) {
+      rc = ordo__parse_long(eq + 1, vlen, 1, 3600000L, &u->node_timeout_ms);
     } else if (nlen == 4 && memcmp(q, "mode", 4) == 0) {
       rc = 0;
       if (vlen == 10 && memcmp(eq + 1, "sequential", 10) == 0)
@@ -395,6 +402,50 @@ static int quorum_eval(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
   return 0;
 }
 
+/* The enough predicate of quorum_send: every command is written. */
+static bool all_written(void *arg) {
+  rl_ex *e = arg;
+  for (size_t i = 0; i < e->n; i++) {
+    const ordo__rs_conn *k = &e->t->c[i];
+    if (ordo__rs_open(k) && (!k->flushed || k->connecting))
+      return false;
+  }
+  return true;
+}
+
+/*
+ * quorum_send -- script which on the nodes in mask that are connected,
+ * without waiting for any reply: the commands are written (bounded by one
+ * exchange's time when a socket's buffer is full) and their replies are
+ * thrown away when they come, before the next exchange's. The undo of a
+ * failed try uses it: it needs no answer (a node that never granted
+ * replies 0, a stopped node none at all), and waiting for a majority of
+ * confirmations held a try with timeout 0 for the whole exchange bound.
+ */
+static void quorum_send(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
+                        const char **av, const size_t *al, const bool *mask)
+    ORDO_REQUIRES(t->mu) {
+  size_t n = p->u.n;
+  ordo__rs_conn *ks[RL_MAX_NODES] = {0};
+  bool any = false;
+  for (size_t i = 0; i < n; i++) {
+    ordo__rs_conn *k = &t->c[i];
+    if (!mask[i] || !ordo__rs_open(k) || k->connecting)
+      continue; /* a node not connected cannot have granted this try */
+    if (ordo__rs_append_script(k, which, nkeys, argc, av, al) == 0) {
+      ks[i] = k;
+      any = true;
+    }
+  }
+  if (!any)
+    return;
+  rl_ex e = {p, t, EX_ALL, which, 0, n, p->quorum};
+  ordo__rs_run(ks, n, ordo__now_ns() + p->io_ns, all_written, &e);
+  for (size_t i = 0; i < n; i++)
+    if (ks[i] && ordo__rs_open(ks[i]))
+      ordo__rs_done(ks[i]);
+}
+
 static void free_replies(redisReply **r, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (r[i]) {
@@ -586,12 +637,24 @@ static int rl_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   p->chanlen = ordo__rs_channel_prefix(p->u.node[0].db, p->chan);
   p->lease_ns = (uint64_t)p->u.lease_ms * RL_MS;
   p->drift_ns = p->lease_ns / 100 + 2 * RL_MS;
-  /* Each exchange: a third of the lease, within [20 ms, 2 s]. */
-  p->io_ns = p->lease_ns / 3;
-  if (p->io_ns < 20 * (uint64_t)RL_MS)
-    p->io_ns = 20 * (uint64_t)RL_MS;
-  if (p->io_ns > 2000 * (uint64_t)RL_MS)
-    p->io_ns = 2000 * (uint64_t)RL_MS;
+  /* Each exchange with the nodes: node_timeout_ms, or by default a
+   * two-hundredth of the lease within [50 ms, 250 ms] (and no more than a
+   * third of a very short lease). The Redlock algorithm asks for a per-node
+   * timeout much smaller than the lease (tens of milliseconds for 10 s):
+   * it bounds how long a stopped node can hold a call (it was a third of
+   * the lease, up to 2 s, and with one node stopped a try with timeout 0
+   * took 2 s). */
+  if (p->u.node_timeout_ms > 0) {
+    p->io_ns = (uint64_t)p->u.node_timeout_ms * RL_MS;
+  } else {
+    p->io_ns = p->lease_ns / 200;
+    if (p->io_ns < 50 * (uint64_t)RL_MS)
+      p->io_ns = 50 * (uint64_t)RL_MS;
+    if (p->io_ns > 250 * (uint64_t)RL_MS)
+      p->io_ns = 250 * (uint64_t)RL_MS;
+    if (p->io_ns > p->lease_ns / 3)
+      p->io_ns = p->lease_ns / 3;
+  }
   atomic_init(&p->next_id, 1);
   ordo__rs_script_sha(0); /* computes the names once, before any thread */
   rc = ordo__rn_start(&p->rn, &rl_rn_ops, p);
@@ -686,17 +749,18 @@ static void record_grant(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
 
 /*
  * undo_try -- what a failed try may have taken on some nodes, given back on
- * every node: the keys of r that t did not hold before are released, and a
- * key t held in S and asked for in X (an upgrade some nodes may have
- * granted) is set back to S by EXTEND with modes, so that readers are not
- * shut out of those nodes by an upgrade no majority granted.
+ * the nodes in mask (those that granted it or did not answer): the keys of
+ * r that t did not hold before are released, and a key t held in S and
+ * asked for in X (an upgrade some nodes may have granted) is set back to S
+ * by EXTEND with modes, so that readers are not shut out of those nodes by
+ * an upgrade no majority granted. Nothing waits for a reply (quorum_send).
  */
 static void undo_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
-                     uint8_t **copies) ORDO_REQUIRES(t->mu) {
+                     uint8_t **copies, const bool *mask) ORDO_REQUIRES(t->mu) {
   const char **av = malloc((n + 3) * sizeof *av);
   size_t *al = malloc((n + 3) * sizeof *al);
   char *modes = malloc(n + 1);
-  size_t m = 0, c, a;
+  size_t m = 0;
   if (!av || !al || !modes)
     goto out;
   for (size_t i = n; i-- > 0;)
@@ -704,7 +768,13 @@ static void undo_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
       av[m] = r[i].key;
       al[m++] = r[i].len;
     }
-  release_keys(p, t, (const void *const *)av, al, m, &c, &a);
+  if (m > 0) {
+    av[m] = t->owner;
+    al[m] = 32;
+    av[m + 1] = p->chan;
+    al[m + 1] = p->chanlen;
+    quorum_send(p, t, ORDO__RS_RELEASE, (int)m, (int)m + 2, av, al, mask);
+  }
   m = 0;
   for (size_t i = 0; i < n; i++) {
     long at = copies[i] ? -1 : hold_find(t, r[i].key, r[i].len);
@@ -722,10 +792,7 @@ static void undo_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
     al[m + 1] = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
     av[m + 2] = modes;
     al[m + 2] = m;
-    redisReply *out[RL_MAX_NODES];
-    quorum_eval(p, t, ORDO__RS_EXTEND, (int)m, (int)m + 3, av, al,
-                ordo__now_ns() + p->io_ns, EX_FLUSHED, out);
-    free_replies(out, p->u.n);
+    quorum_send(p, t, ORDO__RS_EXTEND, (int)m, (int)m + 3, av, al, mask);
   }
 out:
   free(av);
@@ -793,6 +860,10 @@ static int one_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
   uint64_t sent = ordo__now_ns();
   size_t ok = 0, answered = 0, errs = 0;
   int err = 0;
+  /* The nodes an undo goes to: those that granted or did not answer. */
+  bool mask[RL_MAX_NODES];
+  for (size_t i = 0; i < p->u.n; i++)
+    mask[i] = true;
   memset(tokens, 0, n * sizeof *tokens);
   if (p->u.sequential) {
     sequential_try(p, t, r, n, av, al, out, tokens, &ok);
@@ -812,6 +883,7 @@ static int one_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
       if (!x)
         continue;
       if (x->type == REDIS_REPLY_ERROR) {
+        mask[i] = false; /* refused: the script wrote nothing */
         errs++;
         if (!err)
           err = ordo__rs_err_code(x);
@@ -819,6 +891,7 @@ static int one_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
         continue;
       }
       answered++;
+      mask[i] = reply_ok(x, ORDO__RS_ACQUIRE);
       if (reply_ok(x, ORDO__RS_ACQUIRE) && x->elements == n + 2) {
         ok++;
         for (size_t j = 0; j < n; j++) {
@@ -836,7 +909,7 @@ static int one_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
     record_grant(p, t, r, n, tokens, copies);
     return TRY_GRANTED;
   }
-  undo_try(p, t, r, n, copies);
+  undo_try(p, t, r, n, copies, mask);
   if (errs >= p->quorum) {
     *rc = err == ORDO_EAUTH || err == ORDO_EINVAL || err == ORDO_ELIMIT
               ? err
