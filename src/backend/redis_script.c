@@ -159,8 +159,21 @@ static const char extend_lua[] =
     "end\n"
     "return out\n";
 
+static const char fencemax_lua[] =
+    "-- ordo FENCEMAX: raises each fence counter to at least its token\n"
+    "for i = 1, #KEYS do\n"
+    "  local v = redis.pcall('GET', KEYS[i])\n"
+    "  local t = tonumber(ARGV[i])\n"
+    "  if t and type(v) ~= 'table' then\n"
+    "    local c = 0\n"
+    "    if v then c = tonumber(v) end\n"
+    "    if c and c < t then redis.call('SET', KEYS[i], ARGV[i]) end\n"
+    "  end\n"
+    "end\n"
+    "return 1\n";
+
 static const char *const script_text[ORDO__RS_NSCRIPTS] = {
-    acquire_lua, release_lua, extend_lua};
+    acquire_lua, release_lua, extend_lua, fencemax_lua};
 static char script_sha[ORDO__RS_NSCRIPTS][41];
 static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
 

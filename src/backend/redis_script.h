@@ -1,6 +1,6 @@
 /*
  * redis_script.h -- what the Redis backends share (redis:// now, redlock://
- * on top of it): the three Lua scripts and their SHA-1 names, the names of
+ * on top of it): the four Lua scripts and their SHA-1 names, the names of
  * the keys and channels beside a lock key, a node's address as a URL gives
  * it, and non-blocking hiredis connections driven by poll(2), any number at
  * once, with every wait bounded by a CLOCK_MONOTONIC deadline. See
@@ -33,12 +33,18 @@
  *   modes (one 'S' or 'X' per key) sets each key's mode too (redlock.c
  *   takes a failed upgrade back to S with it). Reply {lease_ms, i, j, ...}:
  *   the 1-based indexes of the keys that were not.
+ * FENCEMAX KEYS = fence counters; ARGV = one token per counter
+ *   Raises each counter that holds a count below its token to the token
+ *   (a max: never lowers one, never touches a counter that holds something
+ *   else). redlock.c writes a grant's token back to every node with it, so
+ *   that no later majority's counters are all below it. Reply: 1.
  */
 enum {
   ORDO__RS_ACQUIRE = 0,
   ORDO__RS_RELEASE = 1,
   ORDO__RS_EXTEND = 2,
-  ORDO__RS_NSCRIPTS = 3
+  ORDO__RS_FENCEMAX = 3,
+  ORDO__RS_NSCRIPTS = 4
 };
 
 /* The Lua text of script which. */

@@ -421,10 +421,11 @@ static bool all_written(void *arg) {
  * failed try uses it: it needs no answer (a node that never granted
  * replies 0, a stopped node none at all), and waiting for a majority of
  * confirmations held a try with timeout 0 for the whole exchange bound.
+ * With text, the script goes as EVAL (its text) rather than EVALSHA.
  */
 static void quorum_send(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
-                        const char **av, const size_t *al, const bool *mask)
-    ORDO_REQUIRES(t->mu) {
+                        const char **av, const size_t *al, const bool *mask,
+                        bool text) ORDO_REQUIRES(t->mu) {
   size_t n = p->u.n;
   ordo__rs_conn *ks[RL_MAX_NODES] = {0};
   bool any = false;
@@ -432,7 +433,8 @@ static void quorum_send(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
     ordo__rs_conn *k = &t->c[i];
     if (!mask[i] || !ordo__rs_open(k) || k->connecting)
       continue; /* a node not connected cannot have granted this try */
-    if (ordo__rs_append_script(k, which, nkeys, argc, av, al) == 0) {
+    if ((text ? append_eval(k, which, nkeys, argc, av, al)
+              : ordo__rs_append_script(k, which, nkeys, argc, av, al)) == 0) {
       ks[i] = k;
       any = true;
     }
@@ -773,7 +775,8 @@ static void undo_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
     al[m] = 32;
     av[m + 1] = p->chan;
     al[m + 1] = p->chanlen;
-    quorum_send(p, t, ORDO__RS_RELEASE, (int)m, (int)m + 2, av, al, mask);
+    quorum_send(p, t, ORDO__RS_RELEASE, (int)m, (int)m + 2, av, al, mask,
+                false);
   }
   m = 0;
   for (size_t i = 0; i < n; i++) {
@@ -792,7 +795,7 @@ static void undo_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
     al[m + 1] = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
     av[m + 2] = modes;
     al[m + 2] = m;
-    quorum_send(p, t, ORDO__RS_EXTEND, (int)m, (int)m + 3, av, al, mask);
+    quorum_send(p, t, ORDO__RS_EXTEND, (int)m, (int)m + 3, av, al, mask, false);
   }
 out:
   free(av);
@@ -845,6 +848,42 @@ static void sequential_try(rl_place *p, rl_txn *t, const ordo_req_t *r,
     if (all)
       (*ok)++;
   }
+}
+
+/*
+ * write_back -- raises every node's fence counter of each granted key to
+ * the grant's token (FENCEMAX, a max), without waiting for replies. A try
+ * that failed still INCRed the nodes that granted it, so the counters of
+ * a key drift apart, and the max over a later majority could be lower than
+ * a token handed out before (W got 17, then Z got 3). Every later grant of
+ * the key needs a majority that shares a node with this grant's majority;
+ * on that node this write comes before this txn's release (one connection,
+ * in order), so the later grant's INCR there, and its token, exceed this
+ * one. Sent as EVAL (the text), so a node that lost its scripts still
+ * takes it. av and al are lock_all's (each key's counter at 2i + 1).
+ */
+static void write_back(rl_place *p, rl_txn *t, size_t n, const char **av,
+                       const size_t *al, const uint64_t *tokens)
+    ORDO_REQUIRES(t->mu) {
+  const char **v = malloc(2 * n * sizeof *v);
+  size_t *l = malloc(2 * n * sizeof *l);
+  char(*num)[24] = malloc(n * sizeof *num);
+  if (v && l && num) {
+    bool all[RL_MAX_NODES];
+    for (size_t i = 0; i < p->u.n; i++)
+      all[i] = true;
+    for (size_t i = 0; i < n; i++) {
+      v[i] = av[2 * i + 1];
+      l[i] = al[2 * i + 1];
+      v[n + i] = num[i];
+      l[n + i] = (size_t)snprintf(num[i], sizeof num[i], "%llu",
+                                  (unsigned long long)tokens[i]);
+    }
+    quorum_send(p, t, ORDO__RS_FENCEMAX, (int)n, (int)(2 * n), v, l, all, true);
+  }
+  free(v);
+  free(l);
+  free(num);
 }
 
 /*
@@ -907,6 +946,7 @@ static int one_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
   uint64_t elapsed = ordo__now_ns() - sent;
   if (ok >= p->quorum && elapsed + p->drift_ns < p->lease_ns) {
     record_grant(p, t, r, n, tokens, copies);
+    write_back(p, t, n, av, al, tokens);
     return TRY_GRANTED;
   }
   undo_try(p, t, r, n, copies, mask);

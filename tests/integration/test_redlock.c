@@ -683,13 +683,14 @@ static long long await_scripts(redisContext *c, long long want) {
 /* mode=sequential takes key by key, node by node: a lock_all of three keys
  * is three script calls on every node, and its tokens are the greatest of
  * every node's (each is asked). mode=parallel (the default) sends one
- * script to each node for the lot. The lease is 10 min: no renewal (a
- * script call too) comes in between. */
+ * script to each node for the lot. Either way the grant's tokens are then
+ * written back to every node (FENCEMAX: one more script call). The lease
+ * is 10 min: no renewal (a script call too) comes in between. */
 static void test_url_modes(void **state) {
   (void)state;
   need_plain(3);
   static const char *const modes[] = {"sequential", "parallel"};
-  static const long long per_lock[] = {3, 1};
+  static const long long per_lock[] = {3 + 1, 1 + 1};
   for (int m = 0; m < 2; m++) {
     char q[64], url[512], keys[3][8];
     snprintf(q, sizeof q, "?lease_ms=600000&mode=%s", modes[m]);
@@ -707,12 +708,13 @@ static void test_url_modes(void **state) {
       ok_reply(c[i], "CONFIG RESETSTAT");
     }
     /* First connected, the scripts loaded, and that lock and unlock run
-     * on every node (the ACQUIREs, then one RELEASE); then counted from
-     * nought. */
+     * on every node (the ACQUIREs, the FENCEMAX, then one RELEASE, and one
+     * EVAL more where a NOSCRIPT came: the sequential mode does not load
+     * the scripts first); then counted from nought. */
     assert_int_equal(ordo_lock_all(t, r, 3, 1000), 0);
     assert_int_equal(ordo_unlock_all(t), 3);
     for (int i = 0; i < 3; i++) {
-      assert_int_equal(await_scripts(c[i], per_lock[m] + 1), per_lock[m] + 1);
+      assert_true(await_scripts(c[i], per_lock[m] + 1) >= per_lock[m] + 1);
       ok_reply(c[i], "CONFIG RESETSTAT");
     }
     /* Node 3 says a key's counter is far ahead (as after grants the
@@ -898,8 +900,8 @@ static void *sr_main(void *arg) {
         atomic_fetch_add(&s->bad_tokens, 1);
         sr_note(s, "worker %d: no token for %s", w->id, names[i]);
       }
-      /* Best effort (test_node_stopped says why): counted, and the
-       * greatest kept for the check against the nodes' counters. */
+      /* Counted (they must not happen: test_node_stopped says why), and
+       * the greatest kept for the check against the nodes' counters. */
       uint64_t prev = atomic_exchange(&s->reg[ks[i]].token, tok);
       if (tok <= prev)
         atomic_fetch_add(&s->regressions, 1);
@@ -963,19 +965,19 @@ static void sr_counters(long long out[5][SR_KEYS]) {
 }
 
 /*
- * Tokens are best effort here, and go back by design: six workers contend,
- * and a try that no majority granted leaves its INCR on the nodes that did
- * grant it, so the nodes' counters of a key drift apart; a grant is then
- * decided by the first three of the four live nodes to answer, and when
- * the one ahead is the fourth, its token is lower than the last
- * (docs/backend-redlock.md: "the max over one majority can then be lower
- * than a token handed out before"; a run sees dozens). So the regressions
- * are counted and shown, not asserted away; what the design does promise
- * is asserted against the nodes' own counters afterwards: a grant reports
- * a counter of a node that granted it, so no token is above the greatest
+ * Six workers contend on a few keys while node 5 of 5 is stopped for 1.5
+ * leases. A try that no majority granted still INCRs the nodes that
+ * granted it, so the nodes' counters of a key drift apart; before issue
+ * 18 (item 15) a grant decided by three nodes that were behind took a
+ * token below the last one (13 to 36 such regressions a run). Each grant
+ * now writes its token back to every node's counter (FENCEMAX, a max), so
+ * every later majority shares a node whose counter is at least that
+ * token: the register must see the tokens of each key strictly increase
+ * (regressions 0). What the design promises besides is asserted against
+ * the nodes' own counters afterwards: no token is above the greatest
  * counter of its key; and every grant took a token (INCR) on a majority,
  * so a key's counters moved, summed over the nodes, by three per grant at
- * least. (test_tokens_one_owner has the case where tokens must increase.)
+ * least. (test_tokens_one_owner has the case of a single owner.)
  */
 static void test_node_stopped(void **state) {
   (void)state;
@@ -1037,6 +1039,7 @@ static void test_node_stopped(void **state) {
   assert_true(stopped_ms >= (uint64_t)lease_ms);
   assert_int_equal(atomic_load(&s.violations), 0);
   assert_int_equal(atomic_load(&s.bad_tokens), 0);
+  assert_int_equal(atomic_load(&s.regressions), 0);
   assert_int_equal(atomic_load(&s.errors), 0);
   ordo_close(s.o);
   sr_counters(after);
