@@ -13,7 +13,8 @@
  * ordo__rs_fence_key, ordo__rs_key_reserved, ordo__rs_channel_prefix,
  * ordo__rs_has_tag, ordo__rs_slot, ordo__rs_parse_node,
  * ordo__rs_conn_init, ordo__rs_connect, ordo__rs_close, ordo__rs_open,
- * ordo__rs_append, ordo__rs_append_loose, ordo__rs_append_script, ordo__rs_run,
+ * ordo__rs_append, ordo__rs_append_loose, ordo__rs_append_script,
+ * ordo__rs_append_eval, ordo__rs_run,
  * ordo__rs_take, ordo__rs_done, ordo__rs_eval, ordo__rs_next,
  * ordo__rs_new_owner, ordo__rs_err_code.
  */
@@ -602,6 +603,28 @@ int ordo__rs_append_script(ordo__rs_conn *k, int which, int nkeys, int argc,
   memcpy(v + 3, av, (size_t)argc * sizeof *v);
   memcpy(l + 3, al, (size_t)argc * sizeof *l);
   int rc = ordo__rs_append(k, argc + 3, v, l);
+  free(v);
+  free(l);
+  return rc;
+}
+
+int ordo__rs_append_eval(ordo__rs_conn *k, int which, int nkeys, int argc,
+                         const char **av, const size_t *al) {
+  const char **v = malloc(((size_t)argc + 3) * sizeof *v);
+  size_t *l = malloc(((size_t)argc + 3) * sizeof *l);
+  int rc = ORDO_ENOMEM;
+  if (v && l) {
+    char nk[16];
+    v[0] = "EVAL";
+    l[0] = 4;
+    v[1] = ordo__rs_script_text(which);
+    l[1] = strlen(v[1]);
+    v[2] = nk;
+    l[2] = (size_t)snprintf(nk, sizeof nk, "%d", nkeys);
+    memcpy(v + 3, av, (size_t)argc * sizeof *v);
+    memcpy(l + 3, al, (size_t)argc * sizeof *l);
+    rc = ordo__rs_append(k, argc + 3, v, l);
+  }
   free(v);
   free(l);
   return rc;

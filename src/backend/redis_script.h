@@ -164,6 +164,13 @@ int ordo__rs_append_loose(ordo__rs_conn *k, int argc, const char **av,
 int ordo__rs_append_script(ordo__rs_conn *k, int which, int nkeys, int argc,
                            const char **av, const size_t *al);
 /*
+ * ordo__rs_append_eval -- appends EVAL <text> nkeys av[0..argc) of script
+ * which: it runs the script and loads it again (after a NOSCRIPT, or where
+ * the cache may have been flushed).
+ */
+int ordo__rs_append_eval(ordo__rs_conn *k, int which, int nkeys, int argc,
+                         const char **av, const size_t *al);
+/*
  * ordo__rs_run -- drives ks[0..n) (NULL entries and closed connections are
  * passed over) until every one has its replies or has failed, until
  * enough(arg) returns true (checked after each reply; NULL: never), or

@@ -287,30 +287,6 @@ static bool ex_enough(void *arg) {
   return ok >= e->q && flushed;
 }
 
-/* Appends EVAL of script which's text (after a NOSCRIPT): it runs the
- * script and loads it again. 0 or a code (k is closed then, or not sent). */
-static int append_eval(ordo__rs_conn *k, int which, int nkeys, int argc,
-                       const char **av, const size_t *al) {
-  const char **v = malloc(((size_t)argc + 3) * sizeof *v);
-  size_t *l = malloc(((size_t)argc + 3) * sizeof *l);
-  int rc = ORDO_ENOMEM;
-  if (v && l) {
-    char nk[16];
-    v[0] = "EVAL";
-    l[0] = 4;
-    v[1] = ordo__rs_script_text(which);
-    l[1] = strlen(v[1]);
-    v[2] = nk;
-    l[2] = (size_t)snprintf(nk, sizeof nk, "%d", nkeys);
-    memcpy(v + 3, av, (size_t)argc * sizeof *v);
-    memcpy(l + 3, al, (size_t)argc * sizeof *l);
-    rc = ordo__rs_append(k, argc + 3, v, l);
-  }
-  free(v);
-  free(l);
-  return rc;
-}
-
 /*
  * quorum_eval -- script which on every node, bounded by deadline_ns; out[i]
  * gets node i's reply (the caller frees it) or NULL (failed, or not yet
@@ -371,7 +347,7 @@ static int quorum_eval(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
           strncmp(r->str, "NOSCRIPT", 8) == 0) {
         freeReplyObject(r);
         ordo__rs_done(k);
-        again[i] = append_eval(k, which, nkeys, argc, av, al) == 0;
+        again[i] = ordo__rs_append_eval(k, which, nkeys, argc, av, al) == 0;
         any |= again[i];
         continue;
       }
@@ -433,7 +409,7 @@ static void quorum_send(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
     ordo__rs_conn *k = &t->c[i];
     if (!mask[i] || !ordo__rs_open(k) || k->connecting)
       continue; /* a node not connected cannot have granted this try */
-    if ((text ? append_eval(k, which, nkeys, argc, av, al)
+    if ((text ? ordo__rs_append_eval(k, which, nkeys, argc, av, al)
               : ordo__rs_append_script(k, which, nkeys, argc, av, al)) == 0) {
       ks[i] = k;
       any = true;
