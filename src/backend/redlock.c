@@ -287,56 +287,82 @@ static bool ex_enough(void *arg) {
   return ok >= e->q && flushed;
 }
 
+/* The replies a node's connection may owe from earlier exchanges before it
+ * is closed: a node that answers nothing (stopped, or black-holed: the
+ * connection accepted, nothing read) would otherwise keep the connection
+ * for ever, its replies owed and hiredis's output buffer growing with
+ * every exchange (issue 18, item 16). A slow node's late replies pay the
+ * count back as they come. */
+#define RL_MAX_OWED 8
+
+/* Names node i for a message. */
+static void node_name(const rl_place *p, size_t i, char *what, size_t cap) {
+  const ordo__rs_node *nd = &p->u.node[i];
+  if (nd->unix_sock)
+    snprintf(what, cap, "node %.60s", nd->path);
+  else
+    snprintf(what, cap, "node %.60s:%d", nd->host, nd->port);
+}
+
 /*
- * quorum_eval -- script which on every node, bounded by deadline_ns; out[i]
- * gets node i's reply (the caller frees it) or NULL (failed, or not yet
- * answered when the decision came). kind says when to stop early.
+ * qe_prepare -- the first half of quorum_eval: on every node, connects
+ * (closed connections, and one that owes more than RL_MAX_OWED replies),
+ * loads the scripts on a fresh connection, and appends script which.
+ * base[i] gets how many replies come before the script's.
  */
-static int quorum_eval(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
-                       const char **av, const size_t *al, uint64_t deadline_ns,
-                       int kind, redisReply **out) ORDO_REQUIRES(t->mu) {
-  size_t n = p->u.n;
-  ordo__rs_conn *ks[RL_MAX_NODES] = {0};
-  unsigned base[RL_MAX_NODES];
-  for (size_t i = 0; i < n; i++) {
-    out[i] = NULL;
-    ks[i] = &t->c[i];
+static void qe_prepare(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
+                       const char **av, const size_t *al, unsigned *base)
+    ORDO_REQUIRES(t->mu) {
+  for (size_t i = 0; i < p->u.n; i++) {
     base[i] = 0;
-    if (!ordo__rs_open(&t->c[i])) {
+    ordo__rs_conn *k = &t->c[i];
+    if (ordo__rs_open(k) && k->skip > RL_MAX_OWED) {
+      char what[80];
+      node_name(p, i, what, sizeof what);
+      note_err(p, what, "no reply to the last exchanges: connection closed");
+      ordo__rs_close(k);
+    }
+    if (!ordo__rs_open(k)) {
       t->loaded[i] = false;
-      if (ordo__rs_connect(&t->c[i], &p->u.node[i], true) != 0)
+      if (ordo__rs_connect(k, &p->u.node[i], true) != 0)
         continue;
     }
     if (!t->loaded[i]) {
       for (int s = 0; s < ORDO__RS_NSCRIPTS; s++) {
         const char *la[3] = {"SCRIPT", "LOAD", ordo__rs_script_text(s)};
         size_t ll[3] = {6, 4, strlen(la[2])};
-        if (ordo__rs_append(&t->c[i], 3, la, ll) != 0)
+        if (ordo__rs_append(k, 3, la, ll) != 0)
           break;
       }
       base[i] = ORDO__RS_NSCRIPTS;
       t->loaded[i] = true;
     }
-    if (ordo__rs_open(&t->c[i]))
-      ordo__rs_append_script(&t->c[i], which, nkeys, argc, av, al);
+    if (ordo__rs_open(k))
+      ordo__rs_append_script(k, which, nkeys, argc, av, al);
   }
-  rl_ex e = {p, t,        kind, which, which == ORDO__RS_RELEASE ? nkeys : 0,
-             n, p->quorum};
-  ordo__rs_run(ks, n, deadline_ns, kind == EX_ALL ? NULL : ex_enough, &e);
+}
+
+/*
+ * qe_collect -- the second half of quorum_eval, after the run: out[i] gets
+ * node i's reply or NULL; a node that answered NOSCRIPT is sent the text
+ * (EVAL) and waited for until deadline_ns.
+ */
+static void qe_collect(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
+                       const char **av, const size_t *al, uint64_t deadline_ns,
+                       const unsigned *base, redisReply **out)
+    ORDO_REQUIRES(t->mu) {
+  size_t n = p->u.n;
   bool again[RL_MAX_NODES] = {0}, any = false;
   for (size_t i = 0; i < n; i++) {
     ordo__rs_conn *k = &t->c[i];
+    out[i] = NULL;
     t->node_err[i] = 0;
     if (!ordo__rs_open(k)) {
       t->loaded[i] = false;
       if (k->err) {
         char what[80];
         t->node_err[i] = k->err;
-        const ordo__rs_node *nd = &p->u.node[i];
-        if (nd->unix_sock)
-          snprintf(what, sizeof what, "node %.60s", nd->path);
-        else
-          snprintf(what, sizeof what, "node %.60s:%d", nd->host, nd->port);
+        node_name(p, i, what, sizeof what);
         note_err(p, what, k->errstr);
       }
       continue;
@@ -356,7 +382,7 @@ static int quorum_eval(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
     ordo__rs_done(k);
   }
   if (!any)
-    return 0;
+    return;
   /* The nodes that had lost the script run its text; the others are not
    * waited for again (NULL entries are passed over). */
   ordo__rs_conn *ks2[RL_MAX_NODES] = {0};
@@ -375,6 +401,26 @@ static int quorum_eval(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
       out[i] = ordo__rs_take(k, 0);
     ordo__rs_done(k);
   }
+}
+
+/*
+ * quorum_eval -- script which on every node, bounded by deadline_ns; out[i]
+ * gets node i's reply (the caller frees it) or NULL (failed, or not yet
+ * answered when the decision came). kind says when to stop early.
+ */
+static int quorum_eval(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
+                       const char **av, const size_t *al, uint64_t deadline_ns,
+                       int kind, redisReply **out) ORDO_REQUIRES(t->mu) {
+  size_t n = p->u.n;
+  ordo__rs_conn *ks[RL_MAX_NODES] = {0};
+  unsigned base[RL_MAX_NODES];
+  qe_prepare(p, t, which, nkeys, argc, av, al, base);
+  for (size_t i = 0; i < n; i++)
+    ks[i] = &t->c[i];
+  rl_ex e = {p, t,        kind, which, which == ORDO__RS_RELEASE ? nkeys : 0,
+             n, p->quorum};
+  ordo__rs_run(ks, n, deadline_ns, kind == EX_ALL ? NULL : ex_enough, &e);
+  qe_collect(p, t, which, nkeys, argc, av, al, deadline_ns, base, out);
   return 0;
 }
 

@@ -561,6 +561,50 @@ static void test_node_timeout(void **state) {
   assert_int_equal(ordo_open(&o, url, NULL), ORDO_EURL);
 }
 
+/*
+ * A black-holed node (issue 18, item 16): the proxy (it_redis.h) accepts
+ * its connections and never reads or writes. Two real nodes decide every
+ * call, and the silent one's connection owed a reply for every exchange,
+ * for ever: it was never closed, and hiredis's output buffer grew with
+ * each request. Now a connection that owes more than a few replies is
+ * closed and opened again at the next exchange: over 30 lock/unlock
+ * rounds the proxy sees more than one connection, and every round still
+ * succeeds. About 0.1 s.
+ */
+static void test_black_hole(void **state) {
+  (void)state;
+  need_plain(2);
+  static it_proxy px;
+  it_proxy_start(&px, PORT[0]);
+  atomic_store(&px.mode, IT_BLACKHOLE);
+  int ports[3] = {PORT[0], PORT[1], px.port};
+  char url[512];
+  url_of(url, sizeof url, ports, 3, NULL, "?lease_ms=2000");
+  ordo_t *o = open_url(url);
+  ordo_txn_t *t = txn(o);
+  int bad = 0, last = 0;
+  for (int i = 0; i < 30; i++) {
+    int rc = ordo_lock(t, "bh:1", 4, ORDO_MODE_X, (long)tu_ms(1000));
+    int un = rc == 0 ? ordo_unlock_all(t) : rc;
+    if (rc != 0 || un != 1) {
+      bad++;
+      last = rc != 0 ? rc : un;
+    }
+  }
+  char dump[4096];
+  it_dump_text(o, dump, sizeof dump);
+  ordo_txn_end(t);
+  ordo_close(o);
+  unsigned conns = atomic_load(&px.accepted);
+  it_proxy_stop(&px);
+  print_message("30 rounds beside a black-holed node: %d failed (last %s), "
+                "%u connections to it\n",
+                bad, ordo_err_name(last), conns);
+  assert_int_equal(bad, 0);
+  assert_true(conns >= 2);
+  assert_non_null(strstr(dump, "no reply to the last exchanges"));
+}
+
 /* SCRIPT FLUSH on the first n nodes: the scripts are gone from their
  * caches, as after a restart or a failover. */
 static void flush_scripts(int n) {
@@ -1110,6 +1154,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_partial_upgrade),
       cmocka_unit_test(test_script_flush),
       cmocka_unit_test(test_node_timeout),
+      cmocka_unit_test(test_black_hole),
       cmocka_unit_test(test_node_stopped),
   };
   return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
