@@ -655,8 +655,8 @@ typedef struct rd_rn {
 
 /* Sends m's EXTEND on its txn's connection (opened if closed); false when
  * it could not be sent (m->rc says why). */
-static bool rn_send(rd_place *p, rd_rn *m, bool eval) ORDO_REQUIRES(m->t->mu) {
-  rd_txn *t = m->t;
+static bool rn_send(rd_place *p, rd_txn *t, rd_rn *m, bool eval)
+    ORDO_REQUIRES(t->mu) {
   int argc = (int)t->nh + 2;
   if ((m->rc = ensure_conn(p, t)) == 0)
     m->rc = eval ? ordo__rs_append_eval(&t->c, ORDO__RS_EXTEND, (int)t->nh,
@@ -668,9 +668,8 @@ static bool rn_send(rd_place *p, rd_rn *m, bool eval) ORDO_REQUIRES(m->t->mu) {
 }
 
 /* Takes m's reply, if any, after a run; decides whether m is done. */
-static void rn_collect(rd_place *p, rd_rn *m, uint64_t dl, const size_t *idx)
-    ORDO_REQUIRES(m->t->mu) {
-  rd_txn *t = m->t;
+static void rn_collect(rd_place *p, rd_txn *t, rd_rn *m, uint64_t dl,
+                       const size_t *idx) ORDO_REQUIRES(t->mu) {
   ordo__rs_conn *k = &t->c;
   uint64_t now = ordo__now_ns();
   if (!ordo__rs_open(k)) {
@@ -679,7 +678,7 @@ static void rn_collect(rd_place *p, rd_rn *m, uint64_t dl, const size_t *idx)
      * again once: EXTEND may run twice with the effect of once. */
     if (!m->fresh && !m->again && now < dl) {
       m->again = m->fresh = true;
-      if (rn_send(p, m, false))
+      if (rn_send(p, t, m, false))
         return;
     }
     m->rc = k->err && k->err != ORDO_ETIMEDOUT ? k->err : ORDO_EBACKEND;
@@ -706,7 +705,7 @@ static void rn_collect(rd_place *p, rd_rn *m, uint64_t dl, const size_t *idx)
   } else if (r->type == REDIS_REPLY_ERROR &&
              strncmp(r->str, "NOSCRIPT", 8) == 0 && !m->again) {
     m->again = true;
-    rn_send(p, m, true); /* EVAL loads it again */
+    rn_send(p, t, m, true); /* EVAL loads it again */
   } else if (r->type == REDIS_REPLY_ERROR &&
              strncmp(r->str, "CROSSSLOT", 9) == 0) {
     atomic_store(&p->cluster, true);
@@ -787,7 +786,7 @@ static void rd_renew_many(void *place, ordo_txn_t *const *ts, size_t n,
     m[i].av[t->nh + 1] = lease;
     m[i].al[t->nh + 1] = ll;
     m[i].fresh = !ordo__rs_open(&t->c);
-    rn_send(p, &m[i], false);
+    rn_send(p, t, &m[i], false);
   }
   for (;;) {
     bool any = false;
@@ -799,11 +798,15 @@ static void rd_renew_many(void *place, ordo_txn_t *const *ts, size_t n,
       break;
     ordo__rs_run(ks, n, dl, NULL, NULL);
     for (size_t i = 0; i < n; i++)
-      if (m[i].active)
-        rn_collect(p, &m[i], dl, idx);
+      if (m[i].active) {
+        rd_txn *t = m[i].t;
+        ordo__mutex_assert_held(&t->mu); /* renewer.c's pass took it */
+        rn_collect(p, t, &m[i], dl, idx);
+      }
   }
   for (size_t i = 0; i < n; i++) {
     rd_txn *t = m[i].t;
+    ordo__mutex_assert_held(&t->mu); /* renewer.c's pass took it */
     if (t->nh > 0)
       lostv[i] = m[i].cross ? rd_renew(p, ts[i])
                             : renew_outcome(p, t, m[i].rc, &m[i].l, m[i].sent,

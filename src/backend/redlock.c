@@ -568,12 +568,35 @@ static void lose(rl_place *p, rl_txn *t, const char *why) ORDO_REQUIRES(t->mu) {
   snprintf(msg, sizeof msg, "txn %llu: %s", (unsigned long long)t->base.id,
            why);
   note_err(p, "lease lost", msg);
-  size_t c, a;
-  if (t->nh > 0)
-    release_all(p, t, &c, &a);
+  /* The release is written to every node without waiting for a reply:
+   * the renewal thread waits for no node when it finds a lease lost (the
+   * nodes may be the ones that stopped); what is not released lapses. */
+  const char **av = malloc((t->nh + 2) * sizeof *av);
+  size_t *al = malloc((t->nh + 2) * sizeof *al);
+  if (t->nh > 0 && av && al) {
+    bool all[RL_MAX_NODES];
+    for (size_t i = 0; i < p->u.n; i++)
+      all[i] = true;
+    for (size_t i = 0; i < t->nh; i++) {
+      av[i] = (const char *)t->h[i].key;
+      al[i] = t->h[i].len;
+    }
+    av[t->nh] = t->owner;
+    al[t->nh] = 32;
+    av[t->nh + 1] = p->chan;
+    al[t->nh + 1] = p->chanlen;
+    quorum_send(p, t, ORDO__RS_RELEASE, (int)t->nh, (int)t->nh + 2, av, al, all,
+                false);
+  }
+  free(av);
+  free(al);
   holds_clear(p, t);
+  atomic_store(&t->rn.lease_end_ns, 0);
   atomic_store(&t->lease_lost, true);
 }
+
+static bool rl_outcome(rl_place *p, rl_txn *t, size_t ok, size_t denied,
+                       uint64_t sent, uint64_t lease_end) ORDO_REQUIRES(t->mu);
 
 /*
  * rl_renew -- EXTEND of every hold on every node. Renewed when a majority
@@ -604,7 +627,7 @@ static bool rl_renew(void *place, ordo_txn_t *tx) {
     av[m + 1] = lease;
     al[m + 1] = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
     redisReply *out[RL_MAX_NODES];
-    uint64_t dl = sent + p->io_ns;
+    uint64_t dl = sent + p->io_ns < lease_end ? sent + p->io_ns : lease_end;
     quorum_eval(p, t, ORDO__RS_EXTEND, (int)m, (int)m + 2, av, al, dl,
                 EX_FLUSHED, out);
     for (size_t i = 0; i < p->u.n; i++) {
@@ -617,9 +640,22 @@ static bool rl_renew(void *place, ordo_txn_t *tx) {
   }
   free(av);
   free(al);
+  return rl_outcome(p, t, ok, denied, sent, lease_end);
+}
+
+/*
+ * rl_outcome -- what a renewal of t sent at sent said: ok nodes confirmed
+ * every key, denied said some key was no longer ours. Renewed when a
+ * majority confirmed in time; lost when more than n - q denied, or when
+ * the lease (less the drift, lease_end) runs out before the next try;
+ * otherwise tried again a tenth of a lease later. Returns true when lost.
+ */
+static bool rl_outcome(rl_place *p, rl_txn *t, size_t ok, size_t denied,
+                       uint64_t sent, uint64_t lease_end) ORDO_REQUIRES(t->mu) {
   uint64_t now = ordo__now_ns();
   if (ok >= p->quorum && now < sent + p->lease_ns - p->drift_ns) {
     atomic_store(&t->renewed_ns, sent);
+    atomic_store(&t->rn.lease_end_ns, sent + p->lease_ns - p->drift_ns);
     atomic_store(&t->rn.due_ns, sent + p->lease_ns / 3);
     return false;
   }
@@ -636,6 +672,127 @@ static bool rl_renew(void *place, ordo_txn_t *tx) {
   return false;
 }
 
+/* One txn's part in a batch of renewals (rl_renew_many). */
+typedef struct rl_rn {
+  rl_txn *t;
+  const char **av; /* the keys, the owner, the lease; NULL: not renewed */
+  size_t *al;
+  uint64_t sent, lease_end;
+  unsigned base[RL_MAX_NODES];
+} rl_rn;
+
+typedef struct rl_many {
+  rl_place *p;
+  rl_rn *m;
+  size_t n;
+} rl_many;
+
+/* The enough predicate of a batch: every txn's EXTEND is decided (as
+ * quorum_eval's EX_FLUSHED decides one). */
+static bool many_enough(void *arg) {
+  rl_many *e = arg;
+  for (size_t j = 0; j < e->n; j++) {
+    if (!e->m[j].av)
+      continue;
+    rl_ex x = {e->p, e->m[j].t, EX_FLUSHED,  ORDO__RS_EXTEND,
+               0,    e->p->u.n, e->p->quorum};
+    if (!ex_enough(&x))
+      return false;
+  }
+  return true;
+}
+
+/*
+ * rl_renew_many -- the EXTENDs of ts[0..n) on every node, all at once (the
+ * renew_many hook of renewer.h): every txn's connections to every node in
+ * one ordo__rs_run, ended when each txn's renewal is decided, at the
+ * per-node timeout, at until, or at the earliest lease end among them
+ * (then lost without waiting for the nodes any longer). Each txn's outcome
+ * is rl_renew's (rl_outcome). Caller holds each txn's mu.
+ */
+static void rl_renew_many(void *place, ordo_txn_t *const *ts, size_t n,
+                          uint64_t until, bool *lostv) {
+  rl_place *p = place;
+  size_t nn = p->u.n;
+  rl_rn *m = calloc(n, sizeof *m);
+  ordo__rs_conn **ks = calloc(n * nn, sizeof *ks);
+  if (!m || !ks) {
+    free(m);
+    free(ks);
+    for (size_t i = 0; i < n; i++)
+      lostv[i] = rl_renew(p, ts[i]);
+    return;
+  }
+  char lease[24];
+  size_t ll = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
+  uint64_t now = ordo__now_ns(), dl = now + p->io_ns;
+  dl = until < dl ? until : dl;
+  for (size_t i = 0; i < n; i++) {
+    rl_txn *t = rt(ts[i]);
+    ordo__mutex_assert_held(&t->mu); /* renewer.c's pass took it */
+    lostv[i] = false;
+    m[i].t = t;
+    if (t->nh == 0)
+      continue;
+    m[i].sent = now;
+    m[i].lease_end = atomic_load(&t->renewed_ns) + p->lease_ns - p->drift_ns;
+    const char **av = malloc((t->nh + 2) * sizeof *av);
+    size_t *al = malloc((t->nh + 2) * sizeof *al);
+    if (!av || !al) {
+      free(av);
+      free(al);
+      continue; /* not renewed now: tried again (rl_outcome) */
+    }
+    for (size_t j = 0; j < t->nh; j++) {
+      av[j] = (const char *)t->h[j].key;
+      al[j] = t->h[j].len;
+    }
+    av[t->nh] = t->owner;
+    al[t->nh] = 32;
+    av[t->nh + 1] = lease;
+    al[t->nh + 1] = ll;
+    m[i].av = av;
+    m[i].al = al;
+    if (m[i].lease_end < dl)
+      dl = m[i].lease_end;
+    qe_prepare(p, t, ORDO__RS_EXTEND, (int)t->nh, (int)t->nh + 2, av, al,
+               m[i].base);
+    for (size_t j = 0; j < nn; j++)
+      ks[i * nn + j] = &t->c[j];
+  }
+  rl_many e = {p, m, n};
+  ordo__rs_run(ks, n * nn, dl, many_enough, &e);
+  for (size_t i = 0; i < n; i++) {
+    rl_txn *t = m[i].t;
+    ordo__mutex_assert_held(&t->mu); /* renewer.c's pass took it */
+    if (t->nh == 0)
+      continue;
+    size_t ok = 0, denied = 0;
+    if (m[i].av) {
+      redisReply *out[RL_MAX_NODES];
+      qe_collect(p, t, ORDO__RS_EXTEND, (int)t->nh, (int)t->nh + 2, m[i].av,
+                 m[i].al, dl, m[i].base, out);
+      for (size_t j = 0; j < nn; j++) {
+        if (reply_ok(out[j], ORDO__RS_EXTEND))
+          ok++;
+        else if (out[j] && out[j]->type == REDIS_REPLY_ARRAY)
+          denied++;
+      }
+      free_replies(out, nn);
+    }
+    lostv[i] = rl_outcome(p, t, ok, denied, m[i].sent, m[i].lease_end);
+    free(m[i].av);
+    free(m[i].al);
+  }
+  free(m);
+  free(ks);
+}
+
+/* With renew_many, a txn due within a twentieth of a lease joins a batch. */
+static uint64_t rl_early(void *place) {
+  return ((rl_place *)place)->lease_ns / 20;
+}
+
 /* ---- Open, close, begin, end --------------------------------------------- */
 
 /* A due txn inside an exchange is looked at again a thirtieth of a lease
@@ -645,7 +802,10 @@ static uint64_t rl_busy(void *place, ordo__rn_txn *t) {
   return ((rl_place *)place)->lease_ns / 30 + RL_MS;
 }
 
-static const ordo__rn_ops rl_rn_ops = {.renew = rl_renew, .busy = rl_busy};
+static const ordo__rn_ops rl_rn_ops = {.renew = rl_renew,
+                                       .busy = rl_busy,
+                                       .renew_many = rl_renew_many,
+                                       .early = rl_early};
 
 static int rl_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   ORDO_UNUSED(opts);
@@ -1045,6 +1205,7 @@ static int rl_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
       atomic_fetch_add(&p->acquired, 1);
       if (!was_holding) {
         atomic_store(&t->renewed_ns, sent);
+        atomic_store(&t->rn.lease_end_ns, sent + p->lease_ns - p->drift_ns);
         atomic_store(&t->rn.due_ns, sent + p->lease_ns / 3);
         atomic_store(&t->rn.holding, true);
         ordo__rn_kick(&p->rn, sent + p->lease_ns / 3);
