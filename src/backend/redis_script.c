@@ -473,6 +473,10 @@ void ordo__rs_close(ordo__rs_conn *k) {
   k->connecting = false;
   k->flushed = true;
   k->hs_auth = k->hs_select = false;
+  k->keep_first = false;
+  if (k->first)
+    freeReplyObject(k->first);
+  k->first = NULL;
 }
 
 /* Closes k after a failure, keeping the first code and text. */
@@ -665,9 +669,14 @@ static bool pull(ordo__rs_conn *k, redisReply **loose) {
       freeReplyObject(r);
     } else if (k->skip > 0) {
       k->skip--;
-      freeReplyObject(r);
+      if (k->keep_first && !k->first)
+        k->first = r; /* its exchange was abandoned; kept all the same */
+      else
+        freeReplyObject(r);
+      k->keep_first = false;
     } else if (k->got < k->want) {
       k->rep[k->got++] = r;
+      k->keep_first = false;
     } else if (loose) {
       *loose = r;
     } else {

@@ -117,18 +117,21 @@ int ordo__rs_new_owner(char out[33]);
  * SIGPIPE (ordo__redis_flush sends with MSG_NOSIGNAL).
  */
 typedef struct ordo__rs_conn {
-  redisContext *c;  /* NULL when closed */
-  bool connecting;  /* the connect(2) has not completed */
-  bool flushed;     /* nothing is left to write */
-  bool hs_auth;     /* the AUTH reply is still to be checked */
-  bool hs_select;   /* the SELECT reply is still to be checked */
-  unsigned skip;    /* replies of abandoned commands, to throw away */
-  unsigned want;    /* replies the current exchange waits for */
-  unsigned got;     /* ...of which arrived, in rep[0..got) */
-  redisReply **rep; /* want slots */
-  unsigned caprep;  /* rep's room */
-  int err;          /* 0, or the ORDO_E* code that closed it */
-  char errstr[200]; /* what err was about */
+  redisContext *c;   /* NULL when closed */
+  bool connecting;   /* the connect(2) has not completed */
+  bool flushed;      /* nothing is left to write */
+  bool hs_auth;      /* the AUTH reply is still to be checked */
+  bool hs_select;    /* the SELECT reply is still to be checked */
+  unsigned skip;     /* replies of abandoned commands, to throw away */
+  unsigned want;     /* replies the current exchange waits for */
+  unsigned got;      /* ...of which arrived, in rep[0..got) */
+  redisReply **rep;  /* want slots */
+  unsigned caprep;   /* rep's room */
+  bool keep_first;   /* keep the first reply even if its command is
+                        abandoned: in first (redlock.c's INFO server) */
+  redisReply *first; /* that reply, for the caller to take and free */
+  int err;           /* 0, or the ORDO_E* code that closed it */
+  char errstr[200];  /* what err was about */
 } ordo__rs_conn;
 
 void ordo__rs_conn_init(ordo__rs_conn *k);

@@ -156,6 +156,13 @@ typedef struct rl_place {
   /* The renewal thread, the txn list and the last failure's text, all
    * under rn.mu (renewer.h). Lock order: a txn's mu, then rn.mu. */
   ordo__renewer rn;
+  /* ids_mu guards run_id: each node's run_id (INFO server) as first seen
+   * on a fresh connection, "" until then. A leaf: nothing is taken under
+   * it. out_until[i] (atomic): node i is left out of every decision until
+   * then, one lease after it was seen restarted (a new run_id). */
+  ordo__mutex ids_mu;
+  char run_id[RL_MAX_NODES][41] ORDO_GUARDED_BY(ids_mu);
+  _Atomic uint64_t out_until[RL_MAX_NODES];
 } rl_place;
 
 struct rl_txn {
@@ -171,6 +178,9 @@ struct rl_txn {
   ordo__rs_conn c[RL_MAX_NODES] ORDO_GUARDED_BY(mu);
   /* The scripts were loaded on c[i]. */
   bool loaded[RL_MAX_NODES] ORDO_GUARDED_BY(mu);
+  /* c[i] is fresh: its first reply is INFO server, whose run_id is still
+   * to be compared (check_run_id). */
+  bool id_pending[RL_MAX_NODES] ORDO_GUARDED_BY(mu);
   /* Why c[i] failed in the last exchange (ORDO_EAUTH: its password was
    * refused), 0 when it did not. */
   int node_err[RL_MAX_NODES] ORDO_GUARDED_BY(mu);
@@ -239,6 +249,72 @@ typedef struct rl_ex {
   size_t n, q;
 } rl_ex;
 
+/*
+ * check_run_id -- node i's run_id from an INFO server reply r. A run_id
+ * that differs from the one seen before means the node restarted, and a
+ * node without persistence comes back empty: a lock it had granted is
+ * gone there, and with its vote another owner could take a majority. So it
+ * is left out of every decision for one lease, after which every lock it
+ * had granted has lapsed everywhere (the delayed restart of the Redlock
+ * algorithm, done by the client).
+ */
+static void check_run_id(rl_place *p, size_t i, const redisReply *r)
+    ORDO_EXCLUDES(p->ids_mu) {
+  if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS))
+    return;
+  const char *s = strstr(r->str, "run_id:");
+  if (!s)
+    return;
+  s += 7;
+  char id[41];
+  size_t n = 0;
+  while (n < 40 &&
+         ((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+    n++;
+  memcpy(id, s, n);
+  id[n] = 0;
+  bool restarted = false;
+  ordo__mutex_lock(&p->ids_mu);
+  if (p->run_id[i][0] && strcmp(p->run_id[i], id) != 0) {
+    atomic_store(&p->out_until[i], ordo__now_ns() + p->lease_ns);
+    restarted = true;
+  }
+  memcpy(p->run_id[i], id, n + 1);
+  ordo__mutex_unlock(&p->ids_mu);
+  if (restarted) {
+    char what[80];
+    const ordo__rs_node *nd = &p->u.node[i];
+    if (nd->unix_sock)
+      snprintf(what, sizeof what, "node %.60s", nd->path);
+    else
+      snprintf(what, sizeof what, "node %.60s:%d", nd->host, nd->port);
+    note_err(p, what, "restarted (its run_id changed): left out for a lease");
+  }
+}
+
+/* Node i is left out of decisions now (check_run_id). */
+static bool node_out(rl_place *p, size_t i) {
+  return ordo__now_ns() < atomic_load(&p->out_until[i]);
+}
+
+/* The run_id of a fresh connection k to node i, once its INFO reply is
+ * there. Caller holds t->mu. */
+static void take_run_id(rl_place *p, rl_txn *t, size_t i) ORDO_REQUIRES(t->mu) {
+  ordo__rs_conn *k = &t->c[i];
+  if (!t->id_pending[i] || !ordo__rs_open(k))
+    return;
+  if (k->first) {
+    /* It came after its exchange was decided (ordo__rs_conn's first). */
+    t->id_pending[i] = false;
+    check_run_id(p, i, k->first);
+    freeReplyObject(k->first);
+    k->first = NULL;
+  } else if (k->want > 0 && k->got >= 1 && !k->keep_first) {
+    t->id_pending[i] = false;
+    check_run_id(p, i, k->rep[0]);
+  }
+}
+
 /* Does the last reply of k grant (ACQUIRE) or confirm (EXTEND: no key
  * lost; RELEASE: any integer)? */
 static bool reply_ok(const redisReply *r, int which) {
@@ -262,7 +338,11 @@ static bool ex_enough(void *arg) {
   bool flushed = true;
   for (size_t i = 0; i < e->n; i++) {
     const ordo__rs_conn *k = &e->t->c[i];
-    if (!ordo__rs_open(k)) {
+    ordo__mutex_assert_held(&e->t->mu); /* the exchange's caller holds it */
+    take_run_id(e->p, e->t, i);
+    if (node_out(e->p, i)) {
+      no++; /* restarted a lease ago at most: it cannot vote */
+    } else if (!ordo__rs_open(k)) {
       no++;
     } else if (k->got == k->want && k->want > 0) {
       const redisReply *x = k->rep[k->want - 1];
@@ -328,13 +408,20 @@ static void qe_prepare(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
         continue;
     }
     if (!t->loaded[i]) {
+      /* A fresh connection: its node's run_id first (check_run_id), then
+       * the scripts. */
+      const char *ia[2] = {"INFO", "server"};
+      size_t il[2] = {4, 6};
+      t->id_pending[i] = ordo__rs_append(k, 2, ia, il) == 0;
+      k->keep_first = t->id_pending[i];
+      base[i] = t->id_pending[i] ? 1 : 0;
       for (int s = 0; s < ORDO__RS_NSCRIPTS; s++) {
         const char *la[3] = {"SCRIPT", "LOAD", ordo__rs_script_text(s)};
         size_t ll[3] = {6, 4, strlen(la[2])};
         if (ordo__rs_append(k, 3, la, ll) != 0)
           break;
+        base[i]++;
       }
-      base[i] = ORDO__RS_NSCRIPTS;
       t->loaded[i] = true;
     }
     if (ordo__rs_open(k))
@@ -357,6 +444,7 @@ static void qe_collect(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
     ordo__rs_conn *k = &t->c[i];
     out[i] = NULL;
     t->node_err[i] = 0;
+    take_run_id(p, t, i);
     if (!ordo__rs_open(k)) {
       t->loaded[i] = false;
       if (k->err) {
@@ -381,6 +469,13 @@ static void qe_collect(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
     }
     ordo__rs_done(k);
   }
+  /* A node restarted a lease ago at most has not answered, as far as any
+   * decision goes (its script ran all the same: an undo goes there too). */
+  for (size_t i = 0; i < n; i++)
+    if (out[i] && node_out(p, i)) {
+      freeReplyObject(out[i]);
+      out[i] = NULL;
+    }
   if (!any)
     return;
   /* The nodes that had lost the script run its text; the others are not
@@ -840,9 +935,13 @@ static int rl_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
       p->io_ns = p->lease_ns / 3;
   }
   atomic_init(&p->next_id, 1);
+  ordo__mutex_init(&p->ids_mu);
+  for (size_t i = 0; i < RL_MAX_NODES; i++)
+    atomic_init(&p->out_until[i], 0);
   ordo__rs_script_sha(0); /* computes the names once, before any thread */
   rc = ordo__rn_start(&p->rn, &rl_rn_ops, p);
   if (rc) {
+    ordo__mutex_destroy(&p->ids_mu);
     free(p);
     return rc;
   }
@@ -853,6 +952,7 @@ static int rl_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
 static void rl_close(ordo_t *o) {
   rl_place *p = rp(o);
   ordo__rn_stop(&p->rn);
+  ordo__mutex_destroy(&p->ids_mu);
   free(p);
 }
 
@@ -1101,8 +1201,11 @@ static int one_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
           err = ORDO_EAUTH;
         continue;
       }
-      if (!x)
+      if (!x) {
+        if (node_out(p, i))
+          answered++; /* it may answer, but cannot grant for a lease */
         continue;
+      }
       if (x->type == REDIS_REPLY_ERROR) {
         mask[i] = false; /* refused: the script wrote nothing */
         errs++;
@@ -1356,6 +1459,24 @@ static void rl_dump(ordo_t *o, int fd) {
     len = (int)sizeof buf - 1;
   if (len > 0)
     ordo__write_all(fd, buf, (size_t)len);
+  /* Each node's run_id as this place knows it, and whether it is left out
+   * (restarted less than a lease ago). */
+  uint64_t now = ordo__now_ns();
+  for (size_t i = 0; i < p->u.n; i++) {
+    char what[80], id[41];
+    node_name(p, i, what, sizeof what);
+    ordo__mutex_lock(&p->ids_mu);
+    memcpy(id, p->run_id[i], sizeof id);
+    ordo__mutex_unlock(&p->ids_mu);
+    uint64_t out = atomic_load(&p->out_until[i]);
+    len = snprintf(buf, sizeof buf, "%s: run_id %s%s\n", what,
+                   id[0] ? id : "(not seen yet)",
+                   out > now ? ", restarted: left out of decisions" : "");
+    if (len > (int)sizeof buf - 1)
+      len = (int)sizeof buf - 1;
+    if (len > 0)
+      ordo__write_all(fd, buf, (size_t)len);
+  }
 }
 
 static void rl_on_lease_lost(ordo_t *o, rl_lost_cb cb, void *arg) {
