@@ -19,7 +19,9 @@
  * Lock order: a txn's mu, then the renewer's mu. With the renewer's mu held
  * a txn's mu is only ever tried, never waited for; the renew hook runs with
  * the txn's mu held and the renewer's mu not held; the callback runs with
- * neither.
+ * neither. A batch (renew_many) holds the mus of several txns at once, each
+ * taken by a try, so no thread waits for one of them while holding
+ * another, and no cycle can go through them.
  *
  * The mutexes are ordo__mutex (ordo_tsa.h), checked by Clang's analysis
  * where it can follow them: the functions below say which lock their
@@ -77,9 +79,11 @@ typedef struct ordo__rn_ops {
   uint64_t (*busy)(void *place, ordo__rn_txn *t);
   /* Optional (NULL: renew, one txn after another). Renews ts[0..n) at
    * once, each with its mu held by the caller (and nothing else), no
-   * exchange going on past until_ns; sets lost[i] as renew's result for
-   * ts[i]. A lease whose end (by the client's count) passes meanwhile is
-   * lost then, whatever the server does. */
+   * exchange going on past until_ns where the backend can cut one short
+   * (ordod.c cannot: a reply cut short leaves the session out of step, so
+   * it runs each exchange to its own bound); sets lost[i] as renew's
+   * result for ts[i]. A lease whose end (by the client's count) passes
+   * meanwhile is lost then, whatever the server does. */
   void (*renew_many)(void *place, ordo_txn_t *const *ts, size_t n,
                      uint64_t until_ns, bool *lost);
   /* With renew_many: how much before its due time a txn's renewal may be
