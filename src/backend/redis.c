@@ -248,6 +248,13 @@ static redisReply *run_script(rd_place *p, rd_txn *t, int which, int nkeys,
   uint64_t deadline = ordo__now_ns() + (uint64_t)p->u.timeout_ms * RD_MS;
   if (bound_ns < deadline)
     deadline = bound_ns;
+  /* While t holds keys, no exchange outlasts its lease: the renewal thread
+   * cannot renew a txn inside a call, and would hear of the lost lease
+   * only when the call returned, timeout_ms later (issue 18, item 13: every
+   * holder hears within a lease, a busy one too). */
+  uint64_t lease_end = atomic_load(&t->renewed_ns) + p->lease_ns;
+  if (t->nh > 0 && lease_end < deadline)
+    deadline = lease_end;
   bool fresh = !ordo__rs_open(&t->c);
   for (;;) {
     if ((*rc = ensure_conn(p, t)) != 0)

@@ -664,6 +664,65 @@ static void test_lost_in_time(void **state) {
   ordo_close(o);
 }
 
+/* A call that waits on the stopped server (test_lost_in_call). */
+typedef struct lc_arg {
+  ordo_txn_t *t;
+  int rc;
+} lc_arg;
+
+static void *lc_main(void *arg) {
+  lc_arg *a = arg;
+  a->rc = ordo_lock(a->t, "lc:2", 4, ORDO_MODE_X, 1000);
+  return NULL;
+}
+
+/*
+ * A holder inside a call when the server stops (issue 18, item 13, the
+ * busy case): the renewal thread cannot renew it (its mu is taken), and
+ * the call waited timeout_ms (5 s here) for the server, so the holder
+ * heard of its lost lease 5 s after the stop. No exchange of a holding
+ * txn outlasts its lease now: the call fails at the lease's end and the
+ * callback follows, within a lease of the stop plus 300 ms for the
+ * scheduler (scaled). About 0.6 s.
+ */
+static void test_lost_in_call(void **state) {
+  (void)state;
+  NEED_PORT(PORT, "ORDO_REDIS_PORT");
+  pid_t pid = (pid_t)atol(it_env("ORDO_REDIS_PID", "redis_it.sh"));
+  assert_true(pid > 0);
+  const long lease_ms = 600;
+  ordo_t *o = open_url("redis://127.0.0.1:%d?lease_ms=%ld&timeout_ms=5000",
+                       PORT, lease_ms);
+  static ll_log log;
+  memset(&log, 0, sizeof log);
+  ordo_on_lease_lost(o, on_lost_at, &log);
+  lc_arg a = {txn(o), 1};
+  assert_int_equal(ordo_lock(a.t, "lc:1", 4, ORDO_MODE_X, 1000), 0);
+  assert_int_equal(kill(pid, SIGSTOP), 0);
+  uint64_t stop = tu_now_ns();
+  pthread_t th;
+  int th_rc = pthread_create(&th, NULL, lc_main, &a);
+  uint64_t end = stop + tu_ms(10000) * 1000000u;
+  while (th_rc == 0 && atomic_load(&log.n) < 1 && tu_now_ns() < end)
+    tu_sleep_us(2000); /* a bounded wait for the callback */
+  int cont = kill(pid, SIGCONT);
+  if (th_rc == 0)
+    pthread_join(th, NULL); /* its call ends within timeout_ms anyway */
+  uint64_t ms = atomic_load(&log.n) > 0
+                    ? (atomic_load(&log.at[0]) - stop) / 1000000u
+                    : UINT64_MAX;
+  print_message("a holder inside a call on the stopped server: its call %s, "
+                "the callback %llu ms after the stop\n",
+                ordo_err_name(a.rc), (unsigned long long)ms);
+  assert_int_equal(th_rc, 0);
+  assert_int_equal(cont, 0);
+  assert_int_equal(atomic_load(&log.n), 1);
+  assert_true(ms <= (uint64_t)lease_ms + tu_ms(300));
+  assert_int_equal(a.rc, ORDO_EBACKEND);
+  ordo_txn_end(a.t);
+  ordo_close(o);
+}
+
 static void test_server_stops(void **state) {
   (void)state;
   NEED_PORT(PORT, "ORDO_REDIS_PORT");
@@ -1095,6 +1154,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_bad_db_and_wrongtype),
       cmocka_unit_test(test_server_stops),
       cmocka_unit_test(test_lost_in_time),
+      cmocka_unit_test(test_lost_in_call),
       cmocka_unit_test(test_release_reply_lost),
       cmocka_unit_test(test_no_sigpipe),
       cmocka_unit_test(test_idle_connections),
