@@ -104,11 +104,11 @@ static void batch_unlock(ordo__rn_txn *t) ORDO_NO_THREAD_SAFETY_ANALYSIS {
  * pass_many -- one pass for a backend with renew_many: every holding txn
  * that is due, or due within early, and whose mu it can take without
  * waiting, joins one batch, renewed at once. The batch is cut (until) no
- * later than halfway from the due time of any other holding txn to the end
- * of its lease, so that a txn left out (inside a call, or beyond the
- * batch's room) still has half its margin for its own renewal; the
- * backend also ends each exchange at its txn's lease end. Then the
- * callback runs, with no lock held, for each txn whose lease was lost.
+ * later than halfway from the due time of any other holding txn not yet
+ * due to the end of its lease, so that it still has half its margin for
+ * its own renewal; the backend also ends each exchange at its txn's lease
+ * end. Then the callback runs, with no lock held, for each txn whose lease
+ * was lost.
  * Returns the earliest due time left (UINT64_MAX: none). Caller holds
  * r->mu; it is let go around the batch and each callback.
  */
@@ -133,14 +133,15 @@ static uint64_t pass_many(ordo__renewer *r) ORDO_REQUIRES(r->mu) {
         until = min64(until, cut);
         continue;
       }
-      if (n == RN_BATCH) {
-        until = min64(until, cut); /* the next batch, at once */
-        continue;
-      }
+      /* The ones below set no cut: their time may have passed already
+       * (a cut in the past would fail the whole batch), one beyond the
+       * batch's room goes in the next batch at once, and one inside a
+       * call cannot be renewed before the call ends anyway. */
+      if (n == RN_BATCH)
+        continue; /* the next batch, at once */
       if (!batch_try(t)) {
         /* Inside a call (bounded by the backend's timeout): look again. */
         next = min64(next, now + r->ops->busy(r->place, t));
-        until = min64(until, cut);
         continue;
       }
       t->batched = stamp;
