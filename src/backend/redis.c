@@ -165,6 +165,9 @@ struct rd_txn {
    * the Pub/Sub connection, opened at the first wait. */
   ordo__rs_conn sub;
   char owner[33]; /* 128 random bits in hex: read-only after begin */
+  /* A script of the current keyed_script ran twice: the connection failed
+   * under the first, whose effect is then unknown (run_script). */
+  bool retried ORDO_GUARDED_BY(mu);
   /* Written under mu, read by the renewer and ordo_dump without it:
    * atomics, which the analysis does not check. */
   _Atomic bool lease_lost;     /* the next call returns ORDO_ELEASE */
@@ -245,6 +248,13 @@ static redisReply *run_script(rd_place *p, rd_txn *t, int which, int nkeys,
   uint64_t deadline = ordo__now_ns() + (uint64_t)p->u.timeout_ms * RD_MS;
   if (bound_ns < deadline)
     deadline = bound_ns;
+  /* While t holds keys, no exchange outlasts its lease: the renewal thread
+   * cannot renew a txn inside a call, and would hear of the lost lease
+   * only when the call returned, timeout_ms later (issue 18, item 13: every
+   * holder hears within a lease, a busy one too). */
+  uint64_t lease_end = atomic_load(&t->renewed_ns) + p->lease_ns;
+  if (t->nh > 0 && lease_end < deadline)
+    deadline = lease_end;
   bool fresh = !ordo__rs_open(&t->c);
   for (;;) {
     if ((*rc = ensure_conn(p, t)) != 0)
@@ -265,6 +275,7 @@ static redisReply *run_script(rd_place *p, rd_txn *t, int which, int nkeys,
       *rc = ORDO_EBACKEND; /* the server did not answer: no second try */
     else if (!fresh && *rc == ORDO_EBACKEND && ordo__now_ns() < deadline) {
       fresh = true;
+      t->retried = true;
       continue;
     }
     return NULL;
@@ -383,9 +394,20 @@ static int fold_release(void *arg, const size_t *idx, size_t m,
 static int release_keys(rd_place *p, rd_txn *t, const void *const *keys,
                         const size_t *lens, size_t n) ORDO_REQUIRES(t->mu) {
   size_t count = 0;
+  t->retried = false;
   int rc =
       keyed_script(p, t, ORDO__RS_RELEASE, keys, lens, n, t->owner, 32, p->chan,
                    p->chanlen, ORDO_NO_DEADLINE, fold_release, &count);
+  /* A RELEASE run again after its connection failed finds gone what the
+   * first run released, and cannot tell that from a lapsed entry. Within
+   * the lease (the client's count of it, never the longer one, less a
+   * hundredth for the clocks' rates) no entry of t's can have lapsed, so
+   * every key was t's and is released now: the program sees nothing of
+   * the lost reply (docs/backend-redis.md, "The scripts"). */
+  if (rc == 0 && t->retried && count < n &&
+      ordo__now_ns() <
+          atomic_load(&t->renewed_ns) + p->lease_ns - p->lease_ns / 100)
+    count = n;
   if (count > 0)
     atomic_fetch_add(&p->released, (uint64_t)count);
   return rc ? rc : (int)count;
@@ -452,20 +474,67 @@ static void flush_orphans(rd_place *p, rd_txn *t) ORDO_REQUIRES(t->mu) {
  * reports a lost lease. docs/backend-redis.md, "Design".
  */
 
+/* The enough predicate of a send that waits for no reply. */
+static bool conn_written(void *arg) {
+  const ordo__rs_conn *k = arg;
+  return !ordo__rs_open(k) || (k->flushed && !k->connecting);
+}
+
+/* RELEASE of everything t holds, written without waiting for its reply
+ * (thrown away when it comes): nothing of a lost lease lingers on a
+ * server that answers, and nothing waits for one that does not. */
+static void release_all_nowait(rd_place *p, rd_txn *t) ORDO_REQUIRES(t->mu) {
+  if (t->nh == 0 || !ordo__rs_open(&t->c) || atomic_load(&p->cluster))
+    return;
+  const char **av = malloc((t->nh + 2) * sizeof *av);
+  size_t *al = malloc((t->nh + 2) * sizeof *al);
+  if (av && al) {
+    for (size_t i = 0; i < t->nh; i++) {
+      av[i] = (const char *)t->h[i].key;
+      al[i] = t->h[i].len;
+    }
+    av[t->nh] = t->owner;
+    al[t->nh] = 32;
+    av[t->nh + 1] = p->chan;
+    al[t->nh + 1] = p->chanlen;
+    if (ordo__rs_append_script(&t->c, ORDO__RS_RELEASE, (int)t->nh,
+                               (int)t->nh + 2, av, al) == 0) {
+      ordo__rs_conn *k = &t->c;
+      /* One write, no wait: a deadline already reached. */
+      ordo__rs_run(&k, 1, ordo__now_ns(), conn_written, k);
+      if (ordo__rs_open(k))
+        ordo__rs_done(k);
+    }
+  }
+  free(av);
+  free(al);
+}
+
 /*
- * lose -- t's lease is lost: keeps the text, releases what may still be
- * t's (best effort, so that nothing of it lingers until it lapses),
- * forgets every hold and marks t so its next call returns ORDO_ELEASE.
- * Caller holds t->mu.
+ * lose -- t's lease is lost: keeps the text, forgets every hold and marks
+ * t so its next call returns ORDO_ELEASE. What may still be t's on the
+ * server is released without waiting for the reply (release_all_nowait)
+ * and becomes an orphan too, released again before the txn's next
+ * exchange (or at its end): the renewal thread waits for no server when
+ * it finds a lease lost (the server may be the one that stopped). Caller
+ * holds t->mu.
  */
 static void lose(rd_place *p, rd_txn *t, const char *why) ORDO_REQUIRES(t->mu) {
   char msg[256];
   snprintf(msg, sizeof msg, "txn %llu: %s", (unsigned long long)t->base.id,
            why);
   note_err(p, "lease lost", msg);
-  if (ordo__rs_open(&t->c) && t->nh > 0)
-    release_all(p, t);
+  release_all_nowait(p, t);
+  if (t->nh > 0 && ordo__hold_room((void **)&t->orph, &t->caporph, t->norph,
+                                   t->nh, sizeof *t->orph) == 0) {
+    for (size_t i = 0; i < t->nh; i++) {
+      t->orph[t->norph++] =
+          (rd_hold){t->h[i].key, t->h[i].len, 0, t->h[i].mode, 0};
+      t->h[i].key = NULL; /* moved: holds_clear frees nothing of it */
+    }
+  }
   holds_clear(p, t);
+  atomic_store(&t->rn.lease_end_ns, 0);
   atomic_store(&t->lease_lost, true);
 }
 
@@ -489,6 +558,10 @@ static int fold_extend(void *arg, const size_t *idx, size_t m,
   }
   return 0;
 }
+
+static bool renew_outcome(rd_place *p, rd_txn *t, int rc, const rd_lost *l,
+                          uint64_t sent, uint64_t lease_end)
+    ORDO_REQUIRES(t->mu);
 
 /*
  * rd_renew -- EXTENDs every hold of t (the renew hook of renewer.h).
@@ -520,11 +593,30 @@ static bool rd_renew(void *place, ordo_txn_t *tx) {
     }
     size_t ll = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
     rc = keyed_script(p, t, ORDO__RS_EXTEND, keys, lens, t->nh, t->owner, 32,
-                      lease, ll, sent + p->lease_ns * 2 / 3, fold_extend, &l);
+                      lease, ll, lease_end, fold_extend, &l);
   }
+  bool gone = renew_outcome(p, t, rc, &l, sent, lease_end);
+  free(keys);
+  free(lens);
+  free(lost);
+  return gone;
+}
+
+/*
+ * renew_outcome -- what a renewal of t sent at sent said: rc 0 and no key
+ * lost, renewed; rc 0 with keys lost (l), the lease is lost; otherwise not
+ * renewed, tried again a tenth of a lease later while the lease
+ * (lease_end) lasts, else lost. Returns true when it was lost. Caller
+ * holds t->mu.
+ */
+static bool renew_outcome(rd_place *p, rd_txn *t, int rc, const rd_lost *l,
+                          uint64_t sent, uint64_t lease_end)
+    ORDO_REQUIRES(t->mu) {
+  const bool *lost = l->lost;
   bool gone = false;
-  if (rc == 0 && l.n == 0) {
+  if (rc == 0 && l->n == 0) {
     atomic_store(&t->renewed_ns, sent);
+    atomic_store(&t->rn.lease_end_ns, sent + p->lease_ns);
     atomic_store(&t->rn.due_ns, sent + p->lease_ns / 3);
   } else if (rc == 0) {
     /* Some keys are no longer ours: name them, then give up the rest. */
@@ -550,10 +642,196 @@ static bool rd_renew(void *place, ordo_txn_t *tx) {
       atomic_store(&t->rn.due_ns, again);
     }
   }
-  free(keys);
-  free(lens);
-  free(lost);
   return gone;
+}
+
+/* One txn's part in a batch of renewals (rd_renew_many). */
+typedef struct rd_rn {
+  rd_txn *t;
+  const char **av; /* the keys, the owner, the lease */
+  size_t *al;
+  bool *lostk; /* per hold: no longer t's */
+  rd_lost l;
+  uint64_t sent, lease_end;
+  bool fresh;  /* its connection was opened for this renewal */
+  bool again;  /* sent a second time (EVAL after NOSCRIPT, or reconnected) */
+  bool active; /* its reply is awaited */
+  bool cross;  /* CROSSSLOT: renewed one slot at a time (rd_renew) */
+  int rc;
+} rd_rn;
+
+/* Sends m's EXTEND on its txn's connection (opened if closed); false when
+ * it could not be sent (m->rc says why). */
+static bool rn_send(rd_place *p, rd_txn *t, rd_rn *m, bool eval)
+    ORDO_REQUIRES(t->mu) {
+  int argc = (int)t->nh + 2;
+  if ((m->rc = ensure_conn(p, t)) == 0)
+    m->rc = eval ? ordo__rs_append_eval(&t->c, ORDO__RS_EXTEND, (int)t->nh,
+                                        argc, m->av, m->al)
+                 : ordo__rs_append_script(&t->c, ORDO__RS_EXTEND, (int)t->nh,
+                                          argc, m->av, m->al);
+  m->active = m->rc == 0;
+  return m->active;
+}
+
+/* Takes m's reply, if any, after a run; decides whether m is done. */
+static void rn_collect(rd_place *p, rd_txn *t, rd_rn *m, uint64_t dl,
+                       const size_t *idx) ORDO_REQUIRES(t->mu) {
+  ordo__rs_conn *k = &t->c;
+  uint64_t now = ordo__now_ns();
+  if (!ordo__rs_open(k)) {
+    note_err(p, "EXTEND", k->errstr[0] ? k->errstr : "failed");
+    /* A connection the server had closed (for idleness, say) is opened
+     * again once: EXTEND may run twice with the effect of once. */
+    if (!m->fresh && !m->again && now < dl) {
+      m->again = m->fresh = true;
+      if (rn_send(p, t, m, false))
+        return;
+    }
+    m->rc = k->err && k->err != ORDO_ETIMEDOUT ? k->err : ORDO_EBACKEND;
+    m->active = false;
+    return;
+  }
+  if (k->got < k->want) {
+    if (now < dl)
+      return; /* still awaited */
+    char msg[96];
+    snprintf(msg, sizeof msg, "no reply before the lease's end or %ld ms",
+             p->u.timeout_ms);
+    note_err(p, "EXTEND", msg);
+    ordo__rs_close(k); /* whether it ran is unknown: start afresh */
+    m->rc = ORDO_EBACKEND;
+    m->active = false;
+    return;
+  }
+  redisReply *r = ordo__rs_take(k, k->want - 1);
+  ordo__rs_done(k);
+  m->active = false;
+  if (!r) {
+    m->rc = ORDO_EBACKEND;
+  } else if (r->type == REDIS_REPLY_ERROR &&
+             strncmp(r->str, "NOSCRIPT", 8) == 0 && !m->again) {
+    m->again = true;
+    rn_send(p, t, m, true); /* EVAL loads it again */
+  } else if (r->type == REDIS_REPLY_ERROR &&
+             strncmp(r->str, "CROSSSLOT", 9) == 0) {
+    atomic_store(&p->cluster, true);
+    m->cross = true;
+  } else if (r->type == REDIS_REPLY_ERROR) {
+    note_err(p, "EXTEND", r->str);
+    m->rc = ordo__rs_err_code(r);
+  } else if ((m->rc = fold_extend(&m->l, idx, t->nh, r)) != 0) {
+    note_err(p, "EXTEND", "the reply is not the documented one");
+    ordo__rs_close(k); /* out of step: start afresh */
+  }
+  if (r)
+    freeReplyObject(r);
+}
+
+/*
+ * rd_renew_many -- EXTENDs every hold of each txn of ts[0..n) at once (the
+ * renew_many hook of renewer.h): one EXTEND on each txn's connection, all
+ * driven by one ordo__rs_run, so that a server that stopped answering
+ * holds every renewal for the same time and delays none behind another.
+ * The run ends no later than until, timeout_ms after it began, or the
+ * earliest lease end among them: a lease whose end passes is lost then,
+ * without waiting for the server any longer. Each txn's outcome is then
+ * rd_renew's (renew_outcome). A Cluster place renews one txn after the
+ * other, one slot at a time (rd_renew). Caller holds each txn's mu.
+ */
+static void rd_renew_many(void *place, ordo_txn_t *const *ts, size_t n,
+                          uint64_t until, bool *lostv) {
+  rd_place *p = place;
+  size_t maxh = 0;
+  for (size_t i = 0; i < n; i++) {
+    lostv[i] = false;
+    size_t nh = rt(ts[i])->nh;
+    maxh = nh > maxh ? nh : maxh;
+  }
+  rd_rn *m = calloc(n, sizeof *m);
+  ordo__rs_conn **ks = calloc(n, sizeof *ks);
+  size_t *idx = malloc((maxh ? maxh : 1) * sizeof *idx);
+  if (atomic_load(&p->cluster) || !m || !ks || !idx) {
+    for (size_t i = 0; i < n; i++)
+      lostv[i] = rd_renew(p, ts[i]);
+    free(m);
+    free(ks);
+    free(idx);
+    return;
+  }
+  for (size_t j = 0; j < maxh; j++)
+    idx[j] = j;
+  char lease[24];
+  size_t ll = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
+  uint64_t now = ordo__now_ns();
+  uint64_t dl = now + (uint64_t)p->u.timeout_ms * RD_MS;
+  dl = until < dl ? until : dl;
+  for (size_t i = 0; i < n; i++) {
+    rd_txn *t = rt(ts[i]);
+    ordo__mutex_assert_held(&t->mu); /* renewer.c's pass took it */
+    m[i].t = t;
+    if (t->nh == 0)
+      continue;
+    m[i].av = malloc((t->nh + 2) * sizeof *m[i].av);
+    m[i].al = malloc((t->nh + 2) * sizeof *m[i].al);
+    m[i].lostk = calloc(t->nh, sizeof *m[i].lostk);
+    m[i].l = (rd_lost){m[i].lostk, 0};
+    m[i].sent = now;
+    m[i].lease_end = atomic_load(&t->renewed_ns) + p->lease_ns;
+    if (m[i].lease_end < dl)
+      dl = m[i].lease_end;
+    if (!m[i].av || !m[i].al || !m[i].lostk) {
+      m[i].rc = ORDO_ENOMEM;
+      continue;
+    }
+    for (size_t j = 0; j < t->nh; j++) {
+      m[i].av[j] = (const char *)t->h[j].key;
+      m[i].al[j] = t->h[j].len;
+    }
+    m[i].av[t->nh] = t->owner;
+    m[i].al[t->nh] = 32;
+    m[i].av[t->nh + 1] = lease;
+    m[i].al[t->nh + 1] = ll;
+    m[i].fresh = !ordo__rs_open(&t->c);
+    rn_send(p, t, &m[i], false);
+  }
+  for (;;) {
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+      ks[i] = m[i].active ? &m[i].t->c : NULL;
+      any |= m[i].active;
+    }
+    if (!any)
+      break;
+    ordo__rs_run(ks, n, dl, NULL, NULL);
+    for (size_t i = 0; i < n; i++)
+      if (m[i].active) {
+        rd_txn *t = m[i].t;
+        ordo__mutex_assert_held(&t->mu); /* renewer.c's pass took it */
+        rn_collect(p, t, &m[i], dl, idx);
+      }
+  }
+  for (size_t i = 0; i < n; i++) {
+    rd_txn *t = m[i].t;
+    ordo__mutex_assert_held(&t->mu); /* renewer.c's pass took it */
+    if (t->nh > 0)
+      lostv[i] = m[i].cross ? rd_renew(p, ts[i])
+                            : renew_outcome(p, t, m[i].rc, &m[i].l, m[i].sent,
+                                            m[i].lease_end);
+    free(m[i].av);
+    free(m[i].al);
+    free(m[i].lostk);
+  }
+  free(m);
+  free(ks);
+  free(idx);
+}
+
+/* With renew_many, a txn due within a twentieth of a lease joins a batch
+ * (a failed renewal is tried again a tenth of a lease later: later than
+ * that). */
+static uint64_t rd_early(void *place) {
+  return ((rd_place *)place)->lease_ns / 20;
 }
 
 /* ---- Open, close, begin, end --------------------------------------------- */
@@ -565,7 +843,10 @@ static uint64_t rd_busy(void *place, ordo__rn_txn *t) {
   return ((rd_place *)place)->lease_ns / 30 + RD_MS;
 }
 
-static const ordo__rn_ops rd_rn_ops = {.renew = rd_renew, .busy = rd_busy};
+static const ordo__rn_ops rd_rn_ops = {.renew = rd_renew,
+                                       .busy = rd_busy,
+                                       .renew_many = rd_renew_many,
+                                       .early = rd_early};
 
 static int rd_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   ORDO_UNUSED(opts);
@@ -611,7 +892,13 @@ static int rd_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
     return ORDO_ENOMEM;
   ordo__rs_conn_init(&t->c);
   ordo__rs_conn_init(&t->sub);
-  ordo__rs_new_owner(t->owner);
+  /* An owner value must be unguessable: without the kernel's random bits
+   * there is no txn (ordo__rs_new_owner says why). */
+  if (ordo__rs_new_owner(t->owner) != 0) {
+    note_err(p, "owner", "getrandom(2) gave no random bits");
+    free(t);
+    return ORDO_EBACKEND;
+  }
   int rc = ordo__rs_connect(&t->c, &p->u.node, true);
   if (rc == 0) {
     const char *av[1] = {"PING"};
@@ -983,6 +1270,7 @@ static int try_acquire(rd_place *p, rd_txn *t, const ordo_req_t *r, size_t n,
     atomic_fetch_add(&p->acquired, 1);
     if (!was_holding) {
       atomic_store(&t->renewed_ns, sent);
+      atomic_store(&t->rn.lease_end_ns, sent + p->lease_ns);
       atomic_store(&t->rn.due_ns, sent + p->lease_ns / 3);
       atomic_store(&t->rn.holding, true);
       ordo__rn_kick(&p->rn, sent + p->lease_ns / 3);

@@ -13,7 +13,8 @@
  * ordo__rs_fence_key, ordo__rs_key_reserved, ordo__rs_channel_prefix,
  * ordo__rs_has_tag, ordo__rs_slot, ordo__rs_parse_node,
  * ordo__rs_conn_init, ordo__rs_connect, ordo__rs_close, ordo__rs_open,
- * ordo__rs_append, ordo__rs_append_loose, ordo__rs_append_script, ordo__rs_run,
+ * ordo__rs_append, ordo__rs_append_loose, ordo__rs_append_script,
+ * ordo__rs_append_eval, ordo__rs_run,
  * ordo__rs_take, ordo__rs_done, ordo__rs_eval, ordo__rs_next,
  * ordo__rs_new_owner, ordo__rs_err_code.
  */
@@ -159,8 +160,21 @@ static const char extend_lua[] =
     "end\n"
     "return out\n";
 
+static const char fencemax_lua[] =
+    "-- ordo FENCEMAX: raises each fence counter to at least its token\n"
+    "for i = 1, #KEYS do\n"
+    "  local v = redis.pcall('GET', KEYS[i])\n"
+    "  local t = tonumber(ARGV[i])\n"
+    "  if t and type(v) ~= 'table' then\n"
+    "    local c = 0\n"
+    "    if v then c = tonumber(v) end\n"
+    "    if c and c < t then redis.call('SET', KEYS[i], ARGV[i]) end\n"
+    "  end\n"
+    "end\n"
+    "return 1\n";
+
 static const char *const script_text[ORDO__RS_NSCRIPTS] = {
-    acquire_lua, release_lua, extend_lua};
+    acquire_lua, release_lua, extend_lua, fencemax_lua};
 static char script_sha[ORDO__RS_NSCRIPTS][41];
 static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
 
@@ -459,6 +473,10 @@ void ordo__rs_close(ordo__rs_conn *k) {
   k->connecting = false;
   k->flushed = true;
   k->hs_auth = k->hs_select = false;
+  k->keep_first = false;
+  if (k->first)
+    freeReplyObject(k->first);
+  k->first = NULL;
 }
 
 /* Closes k after a failure, keeping the first code and text. */
@@ -594,6 +612,28 @@ int ordo__rs_append_script(ordo__rs_conn *k, int which, int nkeys, int argc,
   return rc;
 }
 
+int ordo__rs_append_eval(ordo__rs_conn *k, int which, int nkeys, int argc,
+                         const char **av, const size_t *al) {
+  const char **v = malloc(((size_t)argc + 3) * sizeof *v);
+  size_t *l = malloc(((size_t)argc + 3) * sizeof *l);
+  int rc = ORDO_ENOMEM;
+  if (v && l) {
+    char nk[16];
+    v[0] = "EVAL";
+    l[0] = 4;
+    v[1] = ordo__rs_script_text(which);
+    l[1] = strlen(v[1]);
+    v[2] = nk;
+    l[2] = (size_t)snprintf(nk, sizeof nk, "%d", nkeys);
+    memcpy(v + 3, av, (size_t)argc * sizeof *v);
+    memcpy(l + 3, al, (size_t)argc * sizeof *l);
+    rc = ordo__rs_append(k, argc + 3, v, l);
+  }
+  free(v);
+  free(l);
+  return rc;
+}
+
 /*
  * pull -- takes the replies hiredis has parsed: the handshake's are
  * checked, abandoned ones thrown away, the exchange's stored; the first
@@ -629,9 +669,14 @@ static bool pull(ordo__rs_conn *k, redisReply **loose) {
       freeReplyObject(r);
     } else if (k->skip > 0) {
       k->skip--;
-      freeReplyObject(r);
+      if (k->keep_first && !k->first)
+        k->first = r; /* its exchange was abandoned; kept all the same */
+      else
+        freeReplyObject(r);
+      k->keep_first = false;
     } else if (k->got < k->want) {
       k->rep[k->got++] = r;
+      k->keep_first = false;
     } else if (loose) {
       *loose = r;
     } else {
@@ -930,9 +975,11 @@ int ordo__rs_err_code(const redisReply *r) {
   return ORDO_EBACKEND;
 }
 
-/* 128 random bits in hex: the kernel's, else the clock-seeded generator's
- * (unique enough, if not unguessable). */
-void ordo__rs_new_owner(char out[33]) {
+/* 128 random bits in hex, from getrandom(2) only: an owner value guards
+ * release and extend, and an adversary who could predict it (the
+ * clock-seeded ordo__rand64 can be solved from its outputs) could release
+ * another client's locks. */
+int ordo__rs_new_owner(char out[33]) {
   uint8_t b[16];
   size_t got = 0;
   while (got < sizeof b) {
@@ -940,13 +987,8 @@ void ordo__rs_new_owner(char out[33]) {
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0)
-      break;
+      return ORDO_EBACKEND;
     got += (size_t)n;
-  }
-  if (got < sizeof b) {
-    uint64_t x = ordo__rand64(), y = ordo__rand64();
-    memcpy(b, &x, 8);
-    memcpy(b + 8, &y, 8);
   }
   static const char hex[] = "0123456789abcdef";
   for (int i = 0; i < 16; i++) {
@@ -954,4 +996,5 @@ void ordo__rs_new_owner(char out[33]) {
     out[2 * i + 1] = hex[b[i] & 15];
   }
   out[32] = 0;
+  return 0;
 }

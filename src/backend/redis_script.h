@@ -1,6 +1,6 @@
 /*
  * redis_script.h -- what the Redis backends share (redis:// now, redlock://
- * on top of it): the three Lua scripts and their SHA-1 names, the names of
+ * on top of it): the four Lua scripts and their SHA-1 names, the names of
  * the keys and channels beside a lock key, a node's address as a URL gives
  * it, and non-blocking hiredis connections driven by poll(2), any number at
  * once, with every wait bounded by a CLOCK_MONOTONIC deadline. See
@@ -33,12 +33,18 @@
  *   modes (one 'S' or 'X' per key) sets each key's mode too (redlock.c
  *   takes a failed upgrade back to S with it). Reply {lease_ms, i, j, ...}:
  *   the 1-based indexes of the keys that were not.
+ * FENCEMAX KEYS = fence counters; ARGV = one token per counter
+ *   Raises each counter that holds a count below its token to the token
+ *   (a max: never lowers one, never touches a counter that holds something
+ *   else). redlock.c writes a grant's token back to every node with it, so
+ *   that no later majority's counters are all below it. Reply: 1.
  */
 enum {
   ORDO__RS_ACQUIRE = 0,
   ORDO__RS_RELEASE = 1,
   ORDO__RS_EXTEND = 2,
-  ORDO__RS_NSCRIPTS = 3
+  ORDO__RS_FENCEMAX = 3,
+  ORDO__RS_NSCRIPTS = 4
 };
 
 /* The Lua text of script which. */
@@ -90,9 +96,10 @@ typedef struct ordo__rs_node {
  * user, password and path are percent-decoded. Returns 0 or ORDO_EURL.
  */
 int ordo__rs_parse_node(const char *s, size_t n, ordo__rs_node *node);
-/* An owner's value: 128 random bits in hex, the kernel's (getrandom), else
- * the clock-seeded generator's (unique enough, if not unguessable). */
-void ordo__rs_new_owner(char out[33]);
+/* An owner's value: 128 random bits in hex from getrandom(2), never from a
+ * predictable generator (whoever knows an owner value can release its
+ * locks). Returns 0, or ORDO_EBACKEND when the kernel gives none. */
+int ordo__rs_new_owner(char out[33]);
 
 /* ---- Connections ------------------------------------------------------------
  * A connection is a non-blocking hiredis context with the bookkeeping of
@@ -110,18 +117,21 @@ void ordo__rs_new_owner(char out[33]);
  * SIGPIPE (ordo__redis_flush sends with MSG_NOSIGNAL).
  */
 typedef struct ordo__rs_conn {
-  redisContext *c;  /* NULL when closed */
-  bool connecting;  /* the connect(2) has not completed */
-  bool flushed;     /* nothing is left to write */
-  bool hs_auth;     /* the AUTH reply is still to be checked */
-  bool hs_select;   /* the SELECT reply is still to be checked */
-  unsigned skip;    /* replies of abandoned commands, to throw away */
-  unsigned want;    /* replies the current exchange waits for */
-  unsigned got;     /* ...of which arrived, in rep[0..got) */
-  redisReply **rep; /* want slots */
-  unsigned caprep;  /* rep's room */
-  int err;          /* 0, or the ORDO_E* code that closed it */
-  char errstr[200]; /* what err was about */
+  redisContext *c;   /* NULL when closed */
+  bool connecting;   /* the connect(2) has not completed */
+  bool flushed;      /* nothing is left to write */
+  bool hs_auth;      /* the AUTH reply is still to be checked */
+  bool hs_select;    /* the SELECT reply is still to be checked */
+  unsigned skip;     /* replies of abandoned commands, to throw away */
+  unsigned want;     /* replies the current exchange waits for */
+  unsigned got;      /* ...of which arrived, in rep[0..got) */
+  redisReply **rep;  /* want slots */
+  unsigned caprep;   /* rep's room */
+  bool keep_first;   /* keep the first reply even if its command is
+                        abandoned: in first (redlock.c's INFO server) */
+  redisReply *first; /* that reply, for the caller to take and free */
+  int err;           /* 0, or the ORDO_E* code that closed it */
+  char errstr[200];  /* what err was about */
 } ordo__rs_conn;
 
 void ordo__rs_conn_init(ordo__rs_conn *k);
@@ -156,6 +166,13 @@ int ordo__rs_append_loose(ordo__rs_conn *k, int argc, const char **av,
  */
 int ordo__rs_append_script(ordo__rs_conn *k, int which, int nkeys, int argc,
                            const char **av, const size_t *al);
+/*
+ * ordo__rs_append_eval -- appends EVAL <text> nkeys av[0..argc) of script
+ * which: it runs the script and loads it again (after a NOSCRIPT, or where
+ * the cache may have been flushed).
+ */
+int ordo__rs_append_eval(ordo__rs_conn *k, int which, int nkeys, int argc,
+                         const char **av, const size_t *al);
 /*
  * ordo__rs_run -- drives ks[0..n) (NULL entries and closed connections are
  * passed over) until every one has its replies or has failed, until

@@ -12,9 +12,13 @@
  * granting nodes (docs/backend-redlock.md says what that does not promise).
  *
  * URL:
- *   redlock://h1:p1,h2:p2,h3:p3[?lease_ms=N&timeout_ms=N&mode=sequential]
+ *   redlock://h1:p1,h2:p2,h3:p3[?lease_ms=N&timeout_ms=N&node_timeout_ms=N
+ *             &mode=sequential]
  * Each node takes the forms of redis:// ("[[user]:password@]host[:port]
  * [/db]"). timeout_ms is the acquisition timeout (10,000 ms by default);
+ * node_timeout_ms bounds each exchange with the nodes (a two-hundredth of
+ * the lease, within [50 ms, 250 ms], by default: much smaller than the
+ * lease, as the Redlock algorithm asks);
  * mode=sequential (key by key, node by node) exists for the bench only.
  *
  * Lock order: a txn's mu, then the place's mu (as in redis.c); the renewer
@@ -47,7 +51,8 @@ typedef struct rl_url {
   ordo__rs_node node[RL_MAX_NODES];
   size_t n;
   long lease_ms;
-  long timeout_ms; /* acquisition timeout */
+  long timeout_ms;      /* acquisition timeout */
+  long node_timeout_ms; /* each exchange's bound; 0: from the lease */
   bool sequential;
 } rl_url;
 
@@ -63,6 +68,8 @@ static int parse_query(const char *q, rl_url *u) {
       rc = ordo__parse_long(eq + 1, vlen, 10, 86400000L, &u->lease_ms);
     } else if (nlen == 10 && memcmp(q, "timeout_ms", 10) == 0) {
       rc = ordo__parse_long(eq + 1, vlen, 1, 3600000L, &u->timeout_ms);
+    } else if (nlen == 15 && memcmp(q, "node_timeout_ms", 15) == 0) {
+      rc = ordo__parse_long(eq + 1, vlen, 1, 3600000L, &u->node_timeout_ms);
     } else if (nlen == 4 && memcmp(q, "mode", 4) == 0) {
       rc = 0;
       if (vlen == 10 && memcmp(eq + 1, "sequential", 10) == 0)
@@ -149,6 +156,13 @@ typedef struct rl_place {
   /* The renewal thread, the txn list and the last failure's text, all
    * under rn.mu (renewer.h). Lock order: a txn's mu, then rn.mu. */
   ordo__renewer rn;
+  /* ids_mu guards run_id: each node's run_id (INFO server) as first seen
+   * on a fresh connection, "" until then. A leaf: nothing is taken under
+   * it. out_until[i] (atomic): node i is left out of every decision until
+   * then, one lease after it was seen restarted (a new run_id). */
+  ordo__mutex ids_mu;
+  char run_id[RL_MAX_NODES][41] ORDO_GUARDED_BY(ids_mu);
+  _Atomic uint64_t out_until[RL_MAX_NODES];
 } rl_place;
 
 struct rl_txn {
@@ -164,6 +178,9 @@ struct rl_txn {
   ordo__rs_conn c[RL_MAX_NODES] ORDO_GUARDED_BY(mu);
   /* The scripts were loaded on c[i]. */
   bool loaded[RL_MAX_NODES] ORDO_GUARDED_BY(mu);
+  /* c[i] is fresh: its first reply is INFO server, whose run_id is still
+   * to be compared (check_run_id). */
+  bool id_pending[RL_MAX_NODES] ORDO_GUARDED_BY(mu);
   /* Why c[i] failed in the last exchange (ORDO_EAUTH: its password was
    * refused), 0 when it did not. */
   int node_err[RL_MAX_NODES] ORDO_GUARDED_BY(mu);
@@ -215,8 +232,10 @@ static void holds_clear(rl_place *p, rl_txn *t) ORDO_REQUIRES(t->mu) {
 /* ---- Exchanges on every node at once (caller holds t->mu) ----------------
  * A fresh connection loads the three scripts first (SCRIPT LOAD, in the
  * same round trip), so EVALSHA finds them; a NOSCRIPT later (SCRIPT FLUSH,
- * a restart) fails that node for this exchange and closes its connection,
- * so the next exchange loads them again.
+ * a failover) sends the script's text with EVAL on that node, within the
+ * same exchange's deadline, which runs it and loads it again: counting a
+ * NOSCRIPT as "did not answer" made an unlock inside the validity succeed
+ * while the keys stayed locked for the whole lease.
  */
 
 enum { EX_ALL, EX_ACQUIRE, EX_FLUSHED };
@@ -229,6 +248,72 @@ typedef struct rl_ex {
   long m; /* RELEASE: the count that confirms every key */
   size_t n, q;
 } rl_ex;
+
+/*
+ * check_run_id -- node i's run_id from an INFO server reply r. A run_id
+ * that differs from the one seen before means the node restarted, and a
+ * node without persistence comes back empty: a lock it had granted is
+ * gone there, and with its vote another owner could take a majority. So it
+ * is left out of every decision for one lease, after which every lock it
+ * had granted has lapsed everywhere (the delayed restart of the Redlock
+ * algorithm, done by the client).
+ */
+static void check_run_id(rl_place *p, size_t i, const redisReply *r)
+    ORDO_EXCLUDES(p->ids_mu) {
+  if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS))
+    return;
+  const char *s = strstr(r->str, "run_id:");
+  if (!s)
+    return;
+  s += 7;
+  char id[41];
+  size_t n = 0;
+  while (n < 40 &&
+         ((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+    n++;
+  memcpy(id, s, n);
+  id[n] = 0;
+  bool restarted = false;
+  ordo__mutex_lock(&p->ids_mu);
+  if (p->run_id[i][0] && strcmp(p->run_id[i], id) != 0) {
+    atomic_store(&p->out_until[i], ordo__now_ns() + p->lease_ns);
+    restarted = true;
+  }
+  memcpy(p->run_id[i], id, n + 1);
+  ordo__mutex_unlock(&p->ids_mu);
+  if (restarted) {
+    char what[80];
+    const ordo__rs_node *nd = &p->u.node[i];
+    if (nd->unix_sock)
+      snprintf(what, sizeof what, "node %.60s", nd->path);
+    else
+      snprintf(what, sizeof what, "node %.60s:%d", nd->host, nd->port);
+    note_err(p, what, "restarted (its run_id changed): left out for a lease");
+  }
+}
+
+/* Node i is left out of decisions now (check_run_id). */
+static bool node_out(rl_place *p, size_t i) {
+  return ordo__now_ns() < atomic_load(&p->out_until[i]);
+}
+
+/* The run_id of a fresh connection k to node i, once its INFO reply is
+ * there. Caller holds t->mu. */
+static void take_run_id(rl_place *p, rl_txn *t, size_t i) ORDO_REQUIRES(t->mu) {
+  ordo__rs_conn *k = &t->c[i];
+  if (!t->id_pending[i] || !ordo__rs_open(k))
+    return;
+  if (k->first) {
+    /* It came after its exchange was decided (ordo__rs_conn's first). */
+    t->id_pending[i] = false;
+    check_run_id(p, i, k->first);
+    freeReplyObject(k->first);
+    k->first = NULL;
+  } else if (k->want > 0 && k->got >= 1 && !k->keep_first) {
+    t->id_pending[i] = false;
+    check_run_id(p, i, k->rep[0]);
+  }
+}
 
 /* Does the last reply of k grant (ACQUIRE) or confirm (EXTEND: no key
  * lost; RELEASE: any integer)? */
@@ -253,10 +338,19 @@ static bool ex_enough(void *arg) {
   bool flushed = true;
   for (size_t i = 0; i < e->n; i++) {
     const ordo__rs_conn *k = &e->t->c[i];
-    if (!ordo__rs_open(k)) {
+    ordo__mutex_assert_held(&e->t->mu); /* the exchange's caller holds it */
+    take_run_id(e->p, e->t, i);
+    if (node_out(e->p, i)) {
+      no++; /* restarted a lease ago at most: it cannot vote */
+    } else if (!ordo__rs_open(k)) {
       no++;
     } else if (k->got == k->want && k->want > 0) {
       const redisReply *x = k->rep[k->want - 1];
+      if (x && x->type == REDIS_REPLY_ERROR &&
+          strncmp(x->str, "NOSCRIPT", 8) == 0) {
+        flushed = false; /* not an answer yet: its EVAL follows */
+        continue;
+      }
       bool g = e->which == ORDO__RS_RELEASE
                    ? x && x->type == REDIS_REPLY_INTEGER && x->integer == e->m
                    : reply_ok(x, e->which);
@@ -273,6 +367,137 @@ static bool ex_enough(void *arg) {
   return ok >= e->q && flushed;
 }
 
+/* The replies a node's connection may owe from earlier exchanges before it
+ * is closed: a node that answers nothing (stopped, or black-holed: the
+ * connection accepted, nothing read) would otherwise keep the connection
+ * for ever, its replies owed and hiredis's output buffer growing with
+ * every exchange (issue 18, item 16). A slow node's late replies pay the
+ * count back as they come. */
+#define RL_MAX_OWED 8
+
+/* Names node i for a message. */
+static void node_name(const rl_place *p, size_t i, char *what, size_t cap) {
+  const ordo__rs_node *nd = &p->u.node[i];
+  if (nd->unix_sock)
+    snprintf(what, cap, "node %.60s", nd->path);
+  else
+    snprintf(what, cap, "node %.60s:%d", nd->host, nd->port);
+}
+
+/*
+ * qe_prepare -- the first half of quorum_eval: on every node, connects
+ * (closed connections, and one that owes more than RL_MAX_OWED replies),
+ * loads the scripts on a fresh connection, and appends script which.
+ * base[i] gets how many replies come before the script's.
+ */
+static void qe_prepare(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
+                       const char **av, const size_t *al, unsigned *base)
+    ORDO_REQUIRES(t->mu) {
+  for (size_t i = 0; i < p->u.n; i++) {
+    base[i] = 0;
+    ordo__rs_conn *k = &t->c[i];
+    if (ordo__rs_open(k) && k->skip > RL_MAX_OWED) {
+      char what[80];
+      node_name(p, i, what, sizeof what);
+      note_err(p, what, "no reply to the last exchanges: connection closed");
+      ordo__rs_close(k);
+    }
+    if (!ordo__rs_open(k)) {
+      t->loaded[i] = false;
+      if (ordo__rs_connect(k, &p->u.node[i], true) != 0)
+        continue;
+    }
+    if (!t->loaded[i]) {
+      /* A fresh connection: its node's run_id first (check_run_id), then
+       * the scripts. */
+      const char *ia[2] = {"INFO", "server"};
+      size_t il[2] = {4, 6};
+      t->id_pending[i] = ordo__rs_append(k, 2, ia, il) == 0;
+      k->keep_first = t->id_pending[i];
+      base[i] = t->id_pending[i] ? 1 : 0;
+      for (int s = 0; s < ORDO__RS_NSCRIPTS; s++) {
+        const char *la[3] = {"SCRIPT", "LOAD", ordo__rs_script_text(s)};
+        size_t ll[3] = {6, 4, strlen(la[2])};
+        if (ordo__rs_append(k, 3, la, ll) != 0)
+          break;
+        base[i]++;
+      }
+      t->loaded[i] = true;
+    }
+    if (ordo__rs_open(k))
+      ordo__rs_append_script(k, which, nkeys, argc, av, al);
+  }
+}
+
+/*
+ * qe_collect -- the second half of quorum_eval, after the run: out[i] gets
+ * node i's reply or NULL; a node that answered NOSCRIPT is sent the text
+ * (EVAL) and waited for until deadline_ns.
+ */
+static void qe_collect(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
+                       const char **av, const size_t *al, uint64_t deadline_ns,
+                       const unsigned *base, redisReply **out)
+    ORDO_REQUIRES(t->mu) {
+  size_t n = p->u.n;
+  bool again[RL_MAX_NODES] = {0}, any = false;
+  for (size_t i = 0; i < n; i++) {
+    ordo__rs_conn *k = &t->c[i];
+    out[i] = NULL;
+    t->node_err[i] = 0;
+    take_run_id(p, t, i);
+    if (!ordo__rs_open(k)) {
+      t->loaded[i] = false;
+      if (k->err) {
+        char what[80];
+        t->node_err[i] = k->err;
+        node_name(p, i, what, sizeof what);
+        note_err(p, what, k->errstr);
+      }
+      continue;
+    }
+    if (k->got == k->want && k->want == base[i] + 1) {
+      redisReply *r = ordo__rs_take(k, base[i]);
+      if (r && r->type == REDIS_REPLY_ERROR &&
+          strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        freeReplyObject(r);
+        ordo__rs_done(k);
+        again[i] = ordo__rs_append_eval(k, which, nkeys, argc, av, al) == 0;
+        any |= again[i];
+        continue;
+      }
+      out[i] = r;
+    }
+    ordo__rs_done(k);
+  }
+  /* A node restarted a lease ago at most has not answered, as far as any
+   * decision goes (its script ran all the same: an undo goes there too). */
+  for (size_t i = 0; i < n; i++)
+    if (out[i] && node_out(p, i)) {
+      freeReplyObject(out[i]);
+      out[i] = NULL;
+    }
+  if (!any)
+    return;
+  /* The nodes that had lost the script run its text; the others are not
+   * waited for again (NULL entries are passed over). */
+  ordo__rs_conn *ks2[RL_MAX_NODES] = {0};
+  for (size_t i = 0; i < n; i++)
+    ks2[i] = again[i] ? &t->c[i] : NULL;
+  ordo__rs_run(ks2, n, deadline_ns, NULL, NULL);
+  for (size_t i = 0; i < n; i++) {
+    ordo__rs_conn *k = &t->c[i];
+    if (!again[i])
+      continue;
+    if (!ordo__rs_open(k)) {
+      t->loaded[i] = false;
+      continue;
+    }
+    if (k->got == k->want && k->want == 1)
+      out[i] = ordo__rs_take(k, 0);
+    ordo__rs_done(k);
+  }
+}
+
 /*
  * quorum_eval -- script which on every node, bounded by deadline_ns; out[i]
  * gets node i's reply (the caller frees it) or NULL (failed, or not yet
@@ -284,64 +509,60 @@ static int quorum_eval(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
   size_t n = p->u.n;
   ordo__rs_conn *ks[RL_MAX_NODES] = {0};
   unsigned base[RL_MAX_NODES];
-  for (size_t i = 0; i < n; i++) {
-    out[i] = NULL;
+  qe_prepare(p, t, which, nkeys, argc, av, al, base);
+  for (size_t i = 0; i < n; i++)
     ks[i] = &t->c[i];
-    base[i] = 0;
-    if (!ordo__rs_open(&t->c[i])) {
-      t->loaded[i] = false;
-      if (ordo__rs_connect(&t->c[i], &p->u.node[i], true) != 0)
-        continue;
-    }
-    if (!t->loaded[i]) {
-      for (int s = 0; s < ORDO__RS_NSCRIPTS; s++) {
-        const char *la[3] = {"SCRIPT", "LOAD", ordo__rs_script_text(s)};
-        size_t ll[3] = {6, 4, strlen(la[2])};
-        if (ordo__rs_append(&t->c[i], 3, la, ll) != 0)
-          break;
-      }
-      base[i] = ORDO__RS_NSCRIPTS;
-      t->loaded[i] = true;
-    }
-    if (ordo__rs_open(&t->c[i]))
-      ordo__rs_append_script(&t->c[i], which, nkeys, argc, av, al);
-  }
   rl_ex e = {p, t,        kind, which, which == ORDO__RS_RELEASE ? nkeys : 0,
              n, p->quorum};
   ordo__rs_run(ks, n, deadline_ns, kind == EX_ALL ? NULL : ex_enough, &e);
+  qe_collect(p, t, which, nkeys, argc, av, al, deadline_ns, base, out);
+  return 0;
+}
+
+/* The enough predicate of quorum_send: every command is written. */
+static bool all_written(void *arg) {
+  rl_ex *e = arg;
+  for (size_t i = 0; i < e->n; i++) {
+    const ordo__rs_conn *k = &e->t->c[i];
+    if (ordo__rs_open(k) && (!k->flushed || k->connecting))
+      return false;
+  }
+  return true;
+}
+
+/*
+ * quorum_send -- script which on the nodes in mask that are connected,
+ * without waiting for any reply: the commands are written (bounded by one
+ * exchange's time when a socket's buffer is full) and their replies are
+ * thrown away when they come, before the next exchange's. The undo of a
+ * failed try uses it: it needs no answer (a node that never granted
+ * replies 0, a stopped node none at all), and waiting for a majority of
+ * confirmations held a try with timeout 0 for the whole exchange bound.
+ * With text, the script goes as EVAL (its text) rather than EVALSHA.
+ */
+static void quorum_send(rl_place *p, rl_txn *t, int which, int nkeys, int argc,
+                        const char **av, const size_t *al, const bool *mask,
+                        bool text) ORDO_REQUIRES(t->mu) {
+  size_t n = p->u.n;
+  ordo__rs_conn *ks[RL_MAX_NODES] = {0};
+  bool any = false;
   for (size_t i = 0; i < n; i++) {
     ordo__rs_conn *k = &t->c[i];
-    t->node_err[i] = 0;
-    if (!ordo__rs_open(k)) {
-      t->loaded[i] = false;
-      if (k->err) {
-        char what[80];
-        t->node_err[i] = k->err;
-        const ordo__rs_node *nd = &p->u.node[i];
-        if (nd->unix_sock)
-          snprintf(what, sizeof what, "node %.60s", nd->path);
-        else
-          snprintf(what, sizeof what, "node %.60s:%d", nd->host, nd->port);
-        note_err(p, what, k->errstr);
-      }
-      continue;
+    if (!mask[i] || !ordo__rs_open(k) || k->connecting)
+      continue; /* a node not connected cannot have granted this try */
+    if ((text ? ordo__rs_append_eval(k, which, nkeys, argc, av, al)
+              : ordo__rs_append_script(k, which, nkeys, argc, av, al)) == 0) {
+      ks[i] = k;
+      any = true;
     }
-    if (k->got == k->want && k->want == base[i] + 1) {
-      redisReply *r = ordo__rs_take(k, base[i]);
-      if (r && r->type == REDIS_REPLY_ERROR &&
-          strncmp(r->str, "NOSCRIPT", 8) == 0) {
-        note_err(p, "node", r->str);
-        freeReplyObject(r);
-        r = NULL;
-        ordo__rs_close(k);
-        t->loaded[i] = false;
-        continue;
-      }
-      out[i] = r;
-    }
-    ordo__rs_done(k);
   }
-  return 0;
+  if (!any)
+    return;
+  rl_ex e = {p, t, EX_ALL, which, 0, n, p->quorum};
+  ordo__rs_run(ks, n, ordo__now_ns() + p->io_ns, all_written, &e);
+  for (size_t i = 0; i < n; i++)
+    if (ks[i] && ordo__rs_open(ks[i]))
+      ordo__rs_done(ks[i]);
 }
 
 static void free_replies(redisReply **r, size_t n) {
@@ -442,12 +663,35 @@ static void lose(rl_place *p, rl_txn *t, const char *why) ORDO_REQUIRES(t->mu) {
   snprintf(msg, sizeof msg, "txn %llu: %s", (unsigned long long)t->base.id,
            why);
   note_err(p, "lease lost", msg);
-  size_t c, a;
-  if (t->nh > 0)
-    release_all(p, t, &c, &a);
+  /* The release is written to every node without waiting for a reply:
+   * the renewal thread waits for no node when it finds a lease lost (the
+   * nodes may be the ones that stopped); what is not released lapses. */
+  const char **av = malloc((t->nh + 2) * sizeof *av);
+  size_t *al = malloc((t->nh + 2) * sizeof *al);
+  if (t->nh > 0 && av && al) {
+    bool all[RL_MAX_NODES];
+    for (size_t i = 0; i < p->u.n; i++)
+      all[i] = true;
+    for (size_t i = 0; i < t->nh; i++) {
+      av[i] = (const char *)t->h[i].key;
+      al[i] = t->h[i].len;
+    }
+    av[t->nh] = t->owner;
+    al[t->nh] = 32;
+    av[t->nh + 1] = p->chan;
+    al[t->nh + 1] = p->chanlen;
+    quorum_send(p, t, ORDO__RS_RELEASE, (int)t->nh, (int)t->nh + 2, av, al, all,
+                false);
+  }
+  free(av);
+  free(al);
   holds_clear(p, t);
+  atomic_store(&t->rn.lease_end_ns, 0);
   atomic_store(&t->lease_lost, true);
 }
+
+static bool rl_outcome(rl_place *p, rl_txn *t, size_t ok, size_t denied,
+                       uint64_t sent, uint64_t lease_end) ORDO_REQUIRES(t->mu);
 
 /*
  * rl_renew -- EXTEND of every hold on every node. Renewed when a majority
@@ -478,7 +722,7 @@ static bool rl_renew(void *place, ordo_txn_t *tx) {
     av[m + 1] = lease;
     al[m + 1] = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
     redisReply *out[RL_MAX_NODES];
-    uint64_t dl = sent + p->io_ns;
+    uint64_t dl = sent + p->io_ns < lease_end ? sent + p->io_ns : lease_end;
     quorum_eval(p, t, ORDO__RS_EXTEND, (int)m, (int)m + 2, av, al, dl,
                 EX_FLUSHED, out);
     for (size_t i = 0; i < p->u.n; i++) {
@@ -491,9 +735,22 @@ static bool rl_renew(void *place, ordo_txn_t *tx) {
   }
   free(av);
   free(al);
+  return rl_outcome(p, t, ok, denied, sent, lease_end);
+}
+
+/*
+ * rl_outcome -- what a renewal of t sent at sent said: ok nodes confirmed
+ * every key, denied said some key was no longer ours. Renewed when a
+ * majority confirmed in time; lost when more than n - q denied, or when
+ * the lease (less the drift, lease_end) runs out before the next try;
+ * otherwise tried again a tenth of a lease later. Returns true when lost.
+ */
+static bool rl_outcome(rl_place *p, rl_txn *t, size_t ok, size_t denied,
+                       uint64_t sent, uint64_t lease_end) ORDO_REQUIRES(t->mu) {
   uint64_t now = ordo__now_ns();
   if (ok >= p->quorum && now < sent + p->lease_ns - p->drift_ns) {
     atomic_store(&t->renewed_ns, sent);
+    atomic_store(&t->rn.lease_end_ns, sent + p->lease_ns - p->drift_ns);
     atomic_store(&t->rn.due_ns, sent + p->lease_ns / 3);
     return false;
   }
@@ -510,6 +767,127 @@ static bool rl_renew(void *place, ordo_txn_t *tx) {
   return false;
 }
 
+/* One txn's part in a batch of renewals (rl_renew_many). */
+typedef struct rl_rn {
+  rl_txn *t;
+  const char **av; /* the keys, the owner, the lease; NULL: not renewed */
+  size_t *al;
+  uint64_t sent, lease_end;
+  unsigned base[RL_MAX_NODES];
+} rl_rn;
+
+typedef struct rl_many {
+  rl_place *p;
+  rl_rn *m;
+  size_t n;
+} rl_many;
+
+/* The enough predicate of a batch: every txn's EXTEND is decided (as
+ * quorum_eval's EX_FLUSHED decides one). */
+static bool many_enough(void *arg) {
+  rl_many *e = arg;
+  for (size_t j = 0; j < e->n; j++) {
+    if (!e->m[j].av)
+      continue;
+    rl_ex x = {e->p, e->m[j].t, EX_FLUSHED,  ORDO__RS_EXTEND,
+               0,    e->p->u.n, e->p->quorum};
+    if (!ex_enough(&x))
+      return false;
+  }
+  return true;
+}
+
+/*
+ * rl_renew_many -- the EXTENDs of ts[0..n) on every node, all at once (the
+ * renew_many hook of renewer.h): every txn's connections to every node in
+ * one ordo__rs_run, ended when each txn's renewal is decided, at the
+ * per-node timeout, at until, or at the earliest lease end among them
+ * (then lost without waiting for the nodes any longer). Each txn's outcome
+ * is rl_renew's (rl_outcome). Caller holds each txn's mu.
+ */
+static void rl_renew_many(void *place, ordo_txn_t *const *ts, size_t n,
+                          uint64_t until, bool *lostv) {
+  rl_place *p = place;
+  size_t nn = p->u.n;
+  rl_rn *m = calloc(n, sizeof *m);
+  ordo__rs_conn **ks = calloc(n * nn, sizeof *ks);
+  if (!m || !ks) {
+    free(m);
+    free(ks);
+    for (size_t i = 0; i < n; i++)
+      lostv[i] = rl_renew(p, ts[i]);
+    return;
+  }
+  char lease[24];
+  size_t ll = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
+  uint64_t now = ordo__now_ns(), dl = now + p->io_ns;
+  dl = until < dl ? until : dl;
+  for (size_t i = 0; i < n; i++) {
+    rl_txn *t = rt(ts[i]);
+    ordo__mutex_assert_held(&t->mu); /* renewer.c's pass took it */
+    lostv[i] = false;
+    m[i].t = t;
+    if (t->nh == 0)
+      continue;
+    m[i].sent = now;
+    m[i].lease_end = atomic_load(&t->renewed_ns) + p->lease_ns - p->drift_ns;
+    const char **av = malloc((t->nh + 2) * sizeof *av);
+    size_t *al = malloc((t->nh + 2) * sizeof *al);
+    if (!av || !al) {
+      free(av);
+      free(al);
+      continue; /* not renewed now: tried again (rl_outcome) */
+    }
+    for (size_t j = 0; j < t->nh; j++) {
+      av[j] = (const char *)t->h[j].key;
+      al[j] = t->h[j].len;
+    }
+    av[t->nh] = t->owner;
+    al[t->nh] = 32;
+    av[t->nh + 1] = lease;
+    al[t->nh + 1] = ll;
+    m[i].av = av;
+    m[i].al = al;
+    if (m[i].lease_end < dl)
+      dl = m[i].lease_end;
+    qe_prepare(p, t, ORDO__RS_EXTEND, (int)t->nh, (int)t->nh + 2, av, al,
+               m[i].base);
+    for (size_t j = 0; j < nn; j++)
+      ks[i * nn + j] = &t->c[j];
+  }
+  rl_many e = {p, m, n};
+  ordo__rs_run(ks, n * nn, dl, many_enough, &e);
+  for (size_t i = 0; i < n; i++) {
+    rl_txn *t = m[i].t;
+    ordo__mutex_assert_held(&t->mu); /* renewer.c's pass took it */
+    if (t->nh == 0)
+      continue;
+    size_t ok = 0, denied = 0;
+    if (m[i].av) {
+      redisReply *out[RL_MAX_NODES];
+      qe_collect(p, t, ORDO__RS_EXTEND, (int)t->nh, (int)t->nh + 2, m[i].av,
+                 m[i].al, dl, m[i].base, out);
+      for (size_t j = 0; j < nn; j++) {
+        if (reply_ok(out[j], ORDO__RS_EXTEND))
+          ok++;
+        else if (out[j] && out[j]->type == REDIS_REPLY_ARRAY)
+          denied++;
+      }
+      free_replies(out, nn);
+    }
+    lostv[i] = rl_outcome(p, t, ok, denied, m[i].sent, m[i].lease_end);
+    free(m[i].av);
+    free(m[i].al);
+  }
+  free(m);
+  free(ks);
+}
+
+/* With renew_many, a txn due within a twentieth of a lease joins a batch. */
+static uint64_t rl_early(void *place) {
+  return ((rl_place *)place)->lease_ns / 20;
+}
+
 /* ---- Open, close, begin, end --------------------------------------------- */
 
 /* A due txn inside an exchange is looked at again a thirtieth of a lease
@@ -519,7 +897,10 @@ static uint64_t rl_busy(void *place, ordo__rn_txn *t) {
   return ((rl_place *)place)->lease_ns / 30 + RL_MS;
 }
 
-static const ordo__rn_ops rl_rn_ops = {.renew = rl_renew, .busy = rl_busy};
+static const ordo__rn_ops rl_rn_ops = {.renew = rl_renew,
+                                       .busy = rl_busy,
+                                       .renew_many = rl_renew_many,
+                                       .early = rl_early};
 
 static int rl_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   ORDO_UNUSED(opts);
@@ -535,16 +916,32 @@ static int rl_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   p->chanlen = ordo__rs_channel_prefix(p->u.node[0].db, p->chan);
   p->lease_ns = (uint64_t)p->u.lease_ms * RL_MS;
   p->drift_ns = p->lease_ns / 100 + 2 * RL_MS;
-  /* Each exchange: a third of the lease, within [20 ms, 2 s]. */
-  p->io_ns = p->lease_ns / 3;
-  if (p->io_ns < 20 * (uint64_t)RL_MS)
-    p->io_ns = 20 * (uint64_t)RL_MS;
-  if (p->io_ns > 2000 * (uint64_t)RL_MS)
-    p->io_ns = 2000 * (uint64_t)RL_MS;
+  /* Each exchange with the nodes: node_timeout_ms, or by default a
+   * two-hundredth of the lease within [50 ms, 250 ms] (and no more than a
+   * third of a very short lease). The Redlock algorithm asks for a per-node
+   * timeout much smaller than the lease (tens of milliseconds for 10 s):
+   * it bounds how long a stopped node can hold a call (it was a third of
+   * the lease, up to 2 s, and with one node stopped a try with timeout 0
+   * took 2 s). */
+  if (p->u.node_timeout_ms > 0) {
+    p->io_ns = (uint64_t)p->u.node_timeout_ms * RL_MS;
+  } else {
+    p->io_ns = p->lease_ns / 200;
+    if (p->io_ns < 50 * (uint64_t)RL_MS)
+      p->io_ns = 50 * (uint64_t)RL_MS;
+    if (p->io_ns > 250 * (uint64_t)RL_MS)
+      p->io_ns = 250 * (uint64_t)RL_MS;
+    if (p->io_ns > p->lease_ns / 3)
+      p->io_ns = p->lease_ns / 3;
+  }
   atomic_init(&p->next_id, 1);
+  ordo__mutex_init(&p->ids_mu);
+  for (size_t i = 0; i < RL_MAX_NODES; i++)
+    atomic_init(&p->out_until[i], 0);
   ordo__rs_script_sha(0); /* computes the names once, before any thread */
   rc = ordo__rn_start(&p->rn, &rl_rn_ops, p);
   if (rc) {
+    ordo__mutex_destroy(&p->ids_mu);
     free(p);
     return rc;
   }
@@ -555,6 +952,7 @@ static int rl_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
 static void rl_close(ordo_t *o) {
   rl_place *p = rp(o);
   ordo__rn_stop(&p->rn);
+  ordo__mutex_destroy(&p->ids_mu);
   free(p);
 }
 
@@ -567,9 +965,15 @@ static int rl_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
   rl_txn *t = calloc(1, sizeof *t);
   if (!t)
     return ORDO_ENOMEM;
+  /* An owner value must be unguessable: without the kernel's random bits
+   * there is no txn (ordo__rs_new_owner says why). */
+  if (ordo__rs_new_owner(t->owner) != 0) {
+    note_err(p, "owner", "getrandom(2) gave no random bits");
+    free(t);
+    return ORDO_EBACKEND;
+  }
   for (size_t i = 0; i < RL_MAX_NODES; i++)
     ordo__rs_conn_init(&t->c[i]);
-  ordo__rs_new_owner(t->owner);
   t->base.id = atomic_fetch_add(&p->next_id, 1);
   ordo__mutex_init(&t->mu);
   atomic_init(&t->lease_lost, false);
@@ -629,17 +1033,18 @@ static void record_grant(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
 
 /*
  * undo_try -- what a failed try may have taken on some nodes, given back on
- * every node: the keys of r that t did not hold before are released, and a
- * key t held in S and asked for in X (an upgrade some nodes may have
- * granted) is set back to S by EXTEND with modes, so that readers are not
- * shut out of those nodes by an upgrade no majority granted.
+ * the nodes in mask (those that granted it or did not answer): the keys of
+ * r that t did not hold before are released, and a key t held in S and
+ * asked for in X (an upgrade some nodes may have granted) is set back to S
+ * by EXTEND with modes, so that readers are not shut out of those nodes by
+ * an upgrade no majority granted. Nothing waits for a reply (quorum_send).
  */
 static void undo_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
-                     uint8_t **copies) ORDO_REQUIRES(t->mu) {
+                     uint8_t **copies, const bool *mask) ORDO_REQUIRES(t->mu) {
   const char **av = malloc((n + 3) * sizeof *av);
   size_t *al = malloc((n + 3) * sizeof *al);
   char *modes = malloc(n + 1);
-  size_t m = 0, c, a;
+  size_t m = 0;
   if (!av || !al || !modes)
     goto out;
   for (size_t i = n; i-- > 0;)
@@ -647,7 +1052,14 @@ static void undo_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
       av[m] = r[i].key;
       al[m++] = r[i].len;
     }
-  release_keys(p, t, (const void *const *)av, al, m, &c, &a);
+  if (m > 0) {
+    av[m] = t->owner;
+    al[m] = 32;
+    av[m + 1] = p->chan;
+    al[m + 1] = p->chanlen;
+    quorum_send(p, t, ORDO__RS_RELEASE, (int)m, (int)m + 2, av, al, mask,
+                false);
+  }
   m = 0;
   for (size_t i = 0; i < n; i++) {
     long at = copies[i] ? -1 : hold_find(t, r[i].key, r[i].len);
@@ -665,10 +1077,7 @@ static void undo_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
     al[m + 1] = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
     av[m + 2] = modes;
     al[m + 2] = m;
-    redisReply *out[RL_MAX_NODES];
-    quorum_eval(p, t, ORDO__RS_EXTEND, (int)m, (int)m + 3, av, al,
-                ordo__now_ns() + p->io_ns, EX_FLUSHED, out);
-    free_replies(out, p->u.n);
+    quorum_send(p, t, ORDO__RS_EXTEND, (int)m, (int)m + 3, av, al, mask, false);
   }
 out:
   free(av);
@@ -724,6 +1133,42 @@ static void sequential_try(rl_place *p, rl_txn *t, const ordo_req_t *r,
 }
 
 /*
+ * write_back -- raises every node's fence counter of each granted key to
+ * the grant's token (FENCEMAX, a max), without waiting for replies. A try
+ * that failed still INCRed the nodes that granted it, so the counters of
+ * a key drift apart, and the max over a later majority could be lower than
+ * a token handed out before (W got 17, then Z got 3). Every later grant of
+ * the key needs a majority that shares a node with this grant's majority;
+ * on that node this write comes before this txn's release (one connection,
+ * in order), so the later grant's INCR there, and its token, exceed this
+ * one. Sent as EVAL (the text), so a node that lost its scripts still
+ * takes it. av and al are lock_all's (each key's counter at 2i + 1).
+ */
+static void write_back(rl_place *p, rl_txn *t, size_t n, const char **av,
+                       const size_t *al, const uint64_t *tokens)
+    ORDO_REQUIRES(t->mu) {
+  const char **v = malloc(2 * n * sizeof *v);
+  size_t *l = malloc(2 * n * sizeof *l);
+  char(*num)[24] = malloc(n * sizeof *num);
+  if (v && l && num) {
+    bool all[RL_MAX_NODES];
+    for (size_t i = 0; i < p->u.n; i++)
+      all[i] = true;
+    for (size_t i = 0; i < n; i++) {
+      v[i] = av[2 * i + 1];
+      l[i] = al[2 * i + 1];
+      v[n + i] = num[i];
+      l[n + i] = (size_t)snprintf(num[i], sizeof num[i], "%llu",
+                                  (unsigned long long)tokens[i]);
+    }
+    quorum_send(p, t, ORDO__RS_FENCEMAX, (int)n, (int)(2 * n), v, l, all, true);
+  }
+  free(v);
+  free(l);
+  free(num);
+}
+
+/*
  * one_try -- ACQUIRE on every node at once, decided by the first majority.
  * On TRY_GRANTED the grant is recorded; otherwise what was taken is
  * released on every node. *rc is set on TRY_FAILED (error replies from a
@@ -736,6 +1181,10 @@ static int one_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
   uint64_t sent = ordo__now_ns();
   size_t ok = 0, answered = 0, errs = 0;
   int err = 0;
+  /* The nodes an undo goes to: those that granted or did not answer. */
+  bool mask[RL_MAX_NODES];
+  for (size_t i = 0; i < p->u.n; i++)
+    mask[i] = true;
   memset(tokens, 0, n * sizeof *tokens);
   if (p->u.sequential) {
     sequential_try(p, t, r, n, av, al, out, tokens, &ok);
@@ -752,9 +1201,13 @@ static int one_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
           err = ORDO_EAUTH;
         continue;
       }
-      if (!x)
+      if (!x) {
+        if (node_out(p, i))
+          answered++; /* it may answer, but cannot grant for a lease */
         continue;
+      }
       if (x->type == REDIS_REPLY_ERROR) {
+        mask[i] = false; /* refused: the script wrote nothing */
         errs++;
         if (!err)
           err = ordo__rs_err_code(x);
@@ -762,6 +1215,7 @@ static int one_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
         continue;
       }
       answered++;
+      mask[i] = reply_ok(x, ORDO__RS_ACQUIRE);
       if (reply_ok(x, ORDO__RS_ACQUIRE) && x->elements == n + 2) {
         ok++;
         for (size_t j = 0; j < n; j++) {
@@ -777,9 +1231,10 @@ static int one_try(rl_place *p, rl_txn *t, const ordo_req_t *r, size_t n,
   uint64_t elapsed = ordo__now_ns() - sent;
   if (ok >= p->quorum && elapsed + p->drift_ns < p->lease_ns) {
     record_grant(p, t, r, n, tokens, copies);
+    write_back(p, t, n, av, al, tokens);
     return TRY_GRANTED;
   }
-  undo_try(p, t, r, n, copies);
+  undo_try(p, t, r, n, copies, mask);
   if (errs >= p->quorum) {
     *rc = err == ORDO_EAUTH || err == ORDO_EINVAL || err == ORDO_ELIMIT
               ? err
@@ -853,6 +1308,7 @@ static int rl_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
       atomic_fetch_add(&p->acquired, 1);
       if (!was_holding) {
         atomic_store(&t->renewed_ns, sent);
+        atomic_store(&t->rn.lease_end_ns, sent + p->lease_ns - p->drift_ns);
         atomic_store(&t->rn.due_ns, sent + p->lease_ns / 3);
         atomic_store(&t->rn.holding, true);
         ordo__rn_kick(&p->rn, sent + p->lease_ns / 3);
@@ -1003,6 +1459,24 @@ static void rl_dump(ordo_t *o, int fd) {
     len = (int)sizeof buf - 1;
   if (len > 0)
     ordo__write_all(fd, buf, (size_t)len);
+  /* Each node's run_id as this place knows it, and whether it is left out
+   * (restarted less than a lease ago). */
+  uint64_t now = ordo__now_ns();
+  for (size_t i = 0; i < p->u.n; i++) {
+    char what[80], id[41];
+    node_name(p, i, what, sizeof what);
+    ordo__mutex_lock(&p->ids_mu);
+    memcpy(id, p->run_id[i], sizeof id);
+    ordo__mutex_unlock(&p->ids_mu);
+    uint64_t out = atomic_load(&p->out_until[i]);
+    len = snprintf(buf, sizeof buf, "%s: run_id %s%s\n", what,
+                   id[0] ? id : "(not seen yet)",
+                   out > now ? ", restarted: left out of decisions" : "");
+    if (len > (int)sizeof buf - 1)
+      len = (int)sizeof buf - 1;
+    if (len > 0)
+      ordo__write_all(fd, buf, (size_t)len);
+  }
 }
 
 static void rl_on_lease_lost(ordo_t *o, rl_lost_cb cb, void *arg) {

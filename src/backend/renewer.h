@@ -7,15 +7,21 @@
  * due, then calls the backend's renew hook for each due txn whose mu it can
  * take without waiting (a txn inside a call is looked at again soon), and
  * calls the place's lease-lost callback, with no lock held, for a txn whose
- * renewal says the lease is gone. The same mutex guards the place's txn
- * list, so a backend's dump walks the list under it, and the text of the
- * place's last failure (ordo__rn_note), which is written from under a txn's
- * mu.
+ * renewal says the lease is gone. A backend that gives renew_many renews
+ * every due txn (and those due within early) at once, on all their
+ * connections together, instead of one after another: one renewal that
+ * waits for a stopped server then delays no other txn's (issue 18, item
+ * 13: with 8 holders, the 8th heard of its lost lease 4.5 leases late). The
+ * same mutex guards the place's txn list, so a backend's dump walks the list
+ * under it, and the text of the place's last failure (ordo__rn_note), which is
+ * written from under a txn's mu.
  *
  * Lock order: a txn's mu, then the renewer's mu. With the renewer's mu held
  * a txn's mu is only ever tried, never waited for; the renew hook runs with
  * the txn's mu held and the renewer's mu not held; the callback runs with
- * neither.
+ * neither. A batch (renew_many) holds the mus of several txns at once, each
+ * taken by a try, so no thread waits for one of them while holding
+ * another, and no cycle can go through them.
  *
  * The mutexes are ordo__mutex (ordo_tsa.h), checked by Clang's analysis
  * where it can follow them: the functions below say which lock their
@@ -43,8 +49,9 @@ struct ordo__rn_txn {
   /* Guarded by the renewer's mu (not named in attributes: it is another
    * struct's). */
   ordo__rn_txn *next, *prev;
-  bool linked;     /* in the list: the thread may visit it */
-  bool cb_running; /* the lease-lost callback runs for it now */
+  bool linked;      /* in the list: the thread may visit it */
+  bool cb_running;  /* the lease-lost callback runs for it now */
+  uint64_t batched; /* the pass that last renewed it (renew_many) */
   /* Read-only while linked. */
   ordo_txn_t *txn; /* the backend's txn, given to the hooks */
   ordo__mutex *mu; /* the txn's mu: held by renew, only tried here */
@@ -52,6 +59,10 @@ struct ordo__rn_txn {
    * analysis does not check. */
   _Atomic bool holding;    /* some key is held: renewals are due */
   _Atomic uint64_t due_ns; /* the next renewal (unless a due hook says) */
+  /* When the lease runs out by the client's count, 0 when the backend does
+   * not say: a batch of renewals is cut before another txn's renewal would
+   * come too late (renewer.c, "pass"). */
+  _Atomic uint64_t lease_end_ns;
 };
 
 typedef struct ordo__rn_ops {
@@ -66,11 +77,24 @@ typedef struct ordo__rn_ops {
   /* How long to wait before looking again at a due txn that is inside a
    * call (its mu is taken). */
   uint64_t (*busy)(void *place, ordo__rn_txn *t);
+  /* Optional (NULL: renew, one txn after another). Renews ts[0..n) at
+   * once, each with its mu held by the caller (and nothing else), no
+   * exchange going on past until_ns where the backend can cut one short
+   * (ordod.c cannot: a reply cut short leaves the session out of step, so
+   * it runs each exchange to its own bound); sets lost[i] as renew's
+   * result for ts[i]. A lease whose end (by the client's count) passes
+   * meanwhile is lost then, whatever the server does. */
+  void (*renew_many)(void *place, ordo_txn_t *const *ts, size_t n,
+                     uint64_t until_ns, bool *lost);
+  /* With renew_many: how much before its due time a txn's renewal may be
+   * made, to join a batch (NULL: 0). */
+  uint64_t (*early)(void *place);
 } ordo__rn_ops;
 
 typedef struct ordo__renewer {
   /*
-   * mu guards: txns and every link's next, prev, linked and cb_running;
+   * mu guards: txns and every link's next, prev, linked, cb_running and
+   * batched;
    * the callback (lost_cb, lost_arg); the thread's state (stop, in_pass,
    * kicked, sleep_until); and err. wake wakes the thread (its clock is
    * CLOCK_MONOTONIC); cb_done wakes an unlink waiting for a callback on its
@@ -85,6 +109,8 @@ typedef struct ordo__renewer {
       kicked ORDO_GUARDED_BY(mu);
   /* The thread's wake-up, UINT64_MAX: none. */
   uint64_t sleep_until ORDO_GUARDED_BY(mu);
+  /* Passes begun (renew_many's batches are stamped with it). */
+  uint64_t passes ORDO_GUARDED_BY(mu);
   /* The place's last failure, for dumps. */
   char err[320] ORDO_GUARDED_BY(mu);
   /* Read-only after start. */

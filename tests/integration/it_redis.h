@@ -29,6 +29,22 @@
  *                               child runs again and is reaped whatever
  *                               fails (no assertion between its SIGSTOP
  *                               and its SIGCONT)
+ *   it_proxy_start(p, port)     a TCP proxy on a free loopback port
+ *                               (p->port) to 127.0.0.1:port, on a thread of
+ *                               its own: it passes bytes both ways until
+ *                               told otherwise (p->mode): IT_CUT_REPLY
+ *                               passes the next request of any connection
+ *                               on, throws its reply away and closes both
+ *                               sides (a reply lost with its connection);
+ *                               IT_BLACKHOLE accepts new connections and
+ *                               never reads from or writes to them (a
+ *                               black-holed node). it_proxy_stop ends it.
+ *   getrandom(buf, len, flags)  the program's own getrandom(2), which the
+ *                               library (linked in statically) calls
+ *                               instead of libc's: it counts the calls
+ *                               (it_getrandom_calls) and fails with ENOSYS,
+ *                               as a kernel without the call does, while
+ *                               it_no_getrandom is set
  */
 #ifndef ORDO_IT_REDIS_H
 #define ORDO_IT_REDIS_H
@@ -46,8 +62,172 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <stdio.h>
+#include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+enum { IT_PASS, IT_CUT_REPLY, IT_BLACKHOLE };
+#define IT_PROXY_MAX 32
+
+typedef struct it_proxy {
+  int lfd, port, target;
+  pthread_t th;
+  _Atomic bool stop;
+  _Atomic int mode;
+  _Atomic unsigned accepted, cuts;
+  /* The thread's own: connection pairs (client, server), -1 when unused;
+   * a pair whose reply is to be thrown away; black-holed sockets. */
+  int cl[IT_PROXY_MAX], sv[IT_PROXY_MAX];
+  bool cut[IT_PROXY_MAX];
+  int hole[IT_PROXY_MAX];
+} it_proxy;
+
+static inline void it_proxy_close_pair(it_proxy *p, int i) {
+  close(p->cl[i]);
+  close(p->sv[i]);
+  p->cl[i] = p->sv[i] = -1;
+  p->cut[i] = false;
+}
+
+/* Passes what one side sent to the other; false when the pair is done. */
+static inline bool it_proxy_pass(it_proxy *p, int i, bool from_client) {
+  char buf[65536];
+  int from = from_client ? p->cl[i] : p->sv[i];
+  int to = from_client ? p->sv[i] : p->cl[i];
+  ssize_t n = read(from, buf, sizeof buf);
+  if (n <= 0)
+    return false;
+  if (!from_client && p->cut[i]) {
+    atomic_fetch_add(&p->cuts, 1); /* the reply is lost with the pair */
+    return false;
+  }
+  if (from_client) {
+    int want = IT_CUT_REPLY;
+    if (atomic_compare_exchange_strong(&p->mode, &want, IT_PASS))
+      p->cut[i] = true;
+  }
+  for (ssize_t o = 0; o < n;) {
+    ssize_t w = send(to, buf + o, (size_t)(n - o), MSG_NOSIGNAL);
+    if (w <= 0)
+      return false;
+    o += w;
+  }
+  return true;
+}
+
+static inline void *it_proxy_main(void *arg) {
+  it_proxy *p = arg;
+  while (!atomic_load(&p->stop)) {
+    struct pollfd fds[1 + 2 * IT_PROXY_MAX];
+    int who[1 + 2 * IT_PROXY_MAX];
+    nfds_t m = 0;
+    fds[m].fd = p->lfd;
+    fds[m].events = POLLIN;
+    who[m++] = -1;
+    for (int i = 0; i < IT_PROXY_MAX; i++)
+      if (p->cl[i] >= 0) {
+        fds[m].fd = p->cl[i];
+        fds[m].events = POLLIN;
+        who[m++] = 2 * i;
+        fds[m].fd = p->sv[i];
+        fds[m].events = POLLIN;
+        who[m++] = 2 * i + 1;
+      }
+    if (poll(fds, m, 20) <= 0)
+      continue;
+    for (nfds_t j = 1; j < m; j++) {
+      int i = who[j] / 2;
+      if (fds[j].revents && p->cl[i] >= 0 &&
+          !it_proxy_pass(p, i, who[j] % 2 == 0))
+        it_proxy_close_pair(p, i);
+    }
+    if (fds[0].revents & POLLIN) {
+      int c = accept(p->lfd, NULL, NULL);
+      if (c < 0)
+        continue;
+      atomic_fetch_add(&p->accepted, 1);
+      int slot = -1;
+      bool hole = atomic_load(&p->mode) == IT_BLACKHOLE;
+      for (int i = 0; i < IT_PROXY_MAX && slot < 0; i++)
+        if (hole ? p->hole[i] < 0 : p->cl[i] < 0)
+          slot = i;
+      if (slot < 0) {
+        close(c);
+        continue;
+      }
+      if (hole) {
+        p->hole[slot] = c; /* kept open, never read */
+        continue;
+      }
+      int s = socket(AF_INET, SOCK_STREAM, 0);
+      struct sockaddr_in a = {0};
+      a.sin_family = AF_INET;
+      a.sin_port = htons((uint16_t)p->target);
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (s >= 0)
+          close(s);
+        close(c);
+        continue;
+      }
+      p->cl[slot] = c;
+      p->sv[slot] = s;
+    }
+  }
+  for (int i = 0; i < IT_PROXY_MAX; i++) {
+    if (p->cl[i] >= 0)
+      it_proxy_close_pair(p, i);
+    if (p->hole[i] >= 0)
+      close(p->hole[i]);
+  }
+  close(p->lfd);
+  return NULL;
+}
+
+static inline void it_proxy_start(it_proxy *p, int target) {
+  memset(p, 0, sizeof *p);
+  for (int i = 0; i < IT_PROXY_MAX; i++)
+    p->cl[i] = p->sv[i] = p->hole[i] = -1;
+  p->target = target;
+  p->lfd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(p->lfd >= 0);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t al = sizeof a;
+  assert_int_equal(bind(p->lfd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(p->lfd, 64), 0);
+  assert_int_equal(getsockname(p->lfd, (struct sockaddr *)&a, &al), 0);
+  p->port = ntohs(a.sin_port);
+  assert_int_equal(pthread_create(&p->th, NULL, it_proxy_main, p), 0);
+}
+
+static inline void it_proxy_stop(it_proxy *p) {
+  atomic_store(&p->stop, true);
+  pthread_join(p->th, NULL); /* its poll wakes every 20 ms */
+}
+
+/* Owner values must come from the kernel (getrandom), never from a
+ * predictable generator: these let a case see that they do, and that a
+ * txn is refused when the kernel gives none. */
+static _Atomic bool it_no_getrandom;
+static _Atomic unsigned it_getrandom_calls;
+ssize_t getrandom(void *buf, size_t len, unsigned int flags) {
+  atomic_fetch_add(&it_getrandom_calls, 1);
+  if (atomic_load(&it_no_getrandom)) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return syscall(SYS_getrandom, buf, len, flags);
+}
 
 static inline const char *it_env(const char *name, const char *wrapper) {
   const char *s = getenv(name);

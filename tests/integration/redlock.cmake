@@ -4,7 +4,9 @@
 # (URLs, unreachable nodes, passwords and users, a database, Unix-socket
 # nodes and the two modes run against the nodes, a single owner's tokens
 # across a forgotten counter and a stopped node, a stale holder, an upgrade
-# no majority granted, a node stopped past the lease under an owner
+# no majority granted, owner values from getrandom, SCRIPT FLUSH, the
+# per-node timeout, a black-holed node, lost leases told in time, a node
+# restarted empty, a node stopped past the lease under an owner
 # register). Included from tests/CMakeLists.txt.
 set(ORDO_ITRL ${CMAKE_CURRENT_LIST_DIR})
 

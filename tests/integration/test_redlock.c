@@ -15,7 +15,12 @@
  * forgot its counters and another is stopped; a stale holder (its process
  * stopped past its lease) that can neither unlock nor extend the next
  * holder's lock, on any node; an upgrade from S to X that some nodes
- * granted but no majority did, taken back to S; and one node stopped
+ * granted but no majority did, taken back to S; owner values from
+ * getrandom(2) only; an unlock after SCRIPT FLUSH; the per-node timeout
+ * with one node stopped (a try returns at once); a black-holed node; 8
+ * holders whose leases are lost with two nodes of three stopped, each told
+ * within a lease; a node restarted empty (a redis-server of the case's
+ * own), left out for a lease; and one node stopped
  * (SIGSTOP) for longer than the lease under six workers, with an owner
  * register that checks every grant and its token: never two holders of a
  * key at once, every token a node's counter, every grant counted by a
@@ -44,6 +49,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -222,6 +228,33 @@ static void lock_fails(const char *url, int want, uint64_t bound_ms,
   ordo_close(o);
 }
 
+/* Owner values guard release and extend (issue 18, item 1): they come
+ * from getrandom(2), and without it (ENOSYS, it_redis.h's getrandom) the
+ * txn is refused, never named by a predictable generator. */
+static void test_owner_random(void **state) {
+  (void)state;
+  need_plain(3);
+  char url[512];
+  url_of(url, sizeof url, PORT, 3, NULL, NULL);
+  ordo_t *o = open_url(url);
+  unsigned before = atomic_load(&it_getrandom_calls);
+  ordo_txn_t *t = txn(o);
+  assert_true(atomic_load(&it_getrandom_calls) > before);
+  ordo_txn_end(t);
+  atomic_store(&it_no_getrandom, true);
+  ordo_txn_t *u = NULL;
+  int rc = ordo_txn_begin(o, &u, NULL);
+  atomic_store(&it_no_getrandom, false);
+  if (rc == 0)
+    ordo_txn_end(u);
+  if (rc != ORDO_EBACKEND)
+    print_error("ordo_txn_begin without getrandom -> %s, not EBACKEND\n",
+                rc == 0 ? "0 (an owner from a predictable generator)"
+                        : ordo_err_name(rc));
+  assert_int_equal(rc, ORDO_EBACKEND);
+  ordo_close(o);
+}
+
 static void test_unreachable(void **state) {
   (void)state;
   need_plain(2);
@@ -231,7 +264,8 @@ static void test_unreachable(void **state) {
   char url[512];
   /* No node at all: TEST-NET-1 (no answer, or no route), nothing
    * listening, a listener that never answers. The acquisition timeout
-   * (400 ms) bounds it, plus one exchange (a third of the lease). */
+   * (400 ms) bounds it, plus one exchange (node_timeout_ms, 50 ms by
+   * default for this lease). */
   snprintf(url, sizeof url,
            "redlock://192.0.2.1:6379,127.0.0.1:%d,127.0.0.1:%d"
            "?lease_ms=600&timeout_ms=400",
@@ -244,14 +278,13 @@ static void test_unreachable(void **state) {
            PORT[0], refused, silent);
   lock_fails(url, ORDO_EQUORUM, 400 + 200 + 300, NULL);
   /* Two of three are: granted as soon as they answer, the silent node not
-   * waited for. With a 6 s lease an exchange's bound is 2 s (a third of
-   * the lease, at most 2 s), and the silent node would hold the try that
-   * long: the call must return before that event. This is no speed: two
-   * local nodes answer in milliseconds, and the 2 s is the design's, the
-   * same on any machine. */
+   * waited for. With node_timeout_ms=2000 an exchange's bound is 2 s, and
+   * the silent node would hold the try that long: the call must return
+   * before that event. This is no speed: two local nodes answer in
+   * milliseconds, and the 2 s is the URL's, the same on any machine. */
   snprintf(url, sizeof url,
            "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d"
-           "?lease_ms=6000&timeout_ms=400",
+           "?lease_ms=6000&timeout_ms=400&node_timeout_ms=2000",
            PORT[0], PORT[1], silent);
   ordo_t *o = open_url(url);
   ordo_txn_t *t = txn(o);
@@ -474,6 +507,359 @@ static bool await_keys(int port, int db, const char *const *keys, int n,
   return have == want;
 }
 
+/*
+ * The per-node timeout (issue 18, item 11): with one node of three stopped
+ * (SIGSTOP), a try (timeout 0) of a key someone holds returns at once, and
+ * a lock with a 1 s timeout returns at its timeout plus at most one small
+ * exchange. The lease is 6 s: the exchange's bound was a third of it, 2 s,
+ * and the undo of each failed try waited that long for confirmations that
+ * never came (nodes that never granted answer 0, the stopped one nothing):
+ * the try took 2 s and the lock 3 s. The default per-node timeout is a
+ * two-hundredth of the lease within [50 ms, 250 ms]; node_timeout_ms sets
+ * it. Nothing is asserted while the node is stopped. The bounds are
+ * against hangs (scaled), far above what the fix takes (milliseconds).
+ */
+static void test_node_timeout(void **state) {
+  (void)state;
+  need_plain(3);
+  char url[512];
+  url_of(url, sizeof url, PORT, 3, NULL, "?lease_ms=6000");
+  ordo_t *o = open_url(url);
+  ordo_txn_t *a = txn(o), *b = txn(o);
+  assert_int_equal(ordo_lock(a, "n11", 3, ORDO_MODE_X, (long)tu_ms(2000)), 0);
+  /* b's connections are open before the node stops. */
+  assert_int_equal(ordo_lock(b, "n11:b", 5, ORDO_MODE_X, (long)tu_ms(2000)), 0);
+  assert_int_equal(kill(PID[2], SIGSTOP), 0);
+  uint64_t t0 = tu_now_ns();
+  int try_rc = ordo_lock(b, "n11", 3, ORDO_MODE_X, 0);
+  uint64_t try_ms = it_ms_since(t0);
+  t0 = tu_now_ns();
+  int lock_rc = ordo_lock(b, "n11", 3, ORDO_MODE_X, 1000);
+  uint64_t lock_ms = it_ms_since(t0);
+  t0 = tu_now_ns();
+  int unlock_rc = ordo_unlock_all(a);
+  uint64_t unlock_ms = it_ms_since(t0);
+  int cont_rc = kill(PID[2], SIGCONT);
+  print_message("one node of three stopped: try %s in %llu ms, lock (1 s) %s "
+                "in %llu ms, unlock_all %d in %llu ms\n",
+                ordo_err_name(try_rc), (unsigned long long)try_ms,
+                ordo_err_name(lock_rc), (unsigned long long)lock_ms, unlock_rc,
+                (unsigned long long)unlock_ms);
+  assert_int_equal(cont_rc, 0);
+  assert_int_equal(try_rc, ORDO_ETIMEDOUT);
+  assert_true(try_ms < tu_ms(500));
+  assert_int_equal(lock_rc, ORDO_ETIMEDOUT);
+  assert_true(lock_ms >= 1000);
+  assert_true(lock_ms < 1000 + tu_ms(500));
+  assert_int_equal(unlock_rc, 1);
+  assert_true(unlock_ms < tu_ms(500));
+  assert_int_equal(ordo_unlock_all(b), 1);
+  ordo_txn_end(a);
+  ordo_txn_end(b);
+  ordo_close(o);
+  /* The option: a number of milliseconds, at least 1. */
+  url_of(url, sizeof url, PORT, 3, NULL, "?lease_ms=6000&node_timeout_ms=30");
+  o = open_url(url);
+  ordo_close(o);
+  url_of(url, sizeof url, PORT, 3, NULL, "?node_timeout_ms=0");
+  assert_int_equal(ordo_open(&o, url, NULL), ORDO_EURL);
+}
+
+/*
+ * A black-holed node (issue 18, item 16): the proxy (it_redis.h) accepts
+ * its connections and never reads or writes. Two real nodes decide every
+ * call, and the silent one's connection owed a reply for every exchange,
+ * for ever: it was never closed, and hiredis's output buffer grew with
+ * each request. Now a connection that owes more than a few replies is
+ * closed and opened again at the next exchange: over 30 lock/unlock
+ * rounds the proxy sees more than one connection, and every round still
+ * succeeds. About 0.1 s.
+ */
+static void test_black_hole(void **state) {
+  (void)state;
+  need_plain(2);
+  static it_proxy px;
+  it_proxy_start(&px, PORT[0]);
+  atomic_store(&px.mode, IT_BLACKHOLE);
+  int ports[3] = {PORT[0], PORT[1], px.port};
+  char url[512];
+  url_of(url, sizeof url, ports, 3, NULL, "?lease_ms=2000");
+  ordo_t *o = open_url(url);
+  ordo_txn_t *t = txn(o);
+  int bad = 0, last = 0;
+  for (int i = 0; i < 30; i++) {
+    int rc = ordo_lock(t, "bh:1", 4, ORDO_MODE_X, (long)tu_ms(1000));
+    int un = rc == 0 ? ordo_unlock_all(t) : rc;
+    if (rc != 0 || un != 1) {
+      bad++;
+      last = rc != 0 ? rc : un;
+    }
+  }
+  char dump[4096];
+  it_dump_text(o, dump, sizeof dump);
+  ordo_txn_end(t);
+  ordo_close(o);
+  unsigned conns = atomic_load(&px.accepted);
+  it_proxy_stop(&px);
+  print_message("30 rounds beside a black-holed node: %d failed (last %s), "
+                "%u connections to it\n",
+                bad, ordo_err_name(last), conns);
+  assert_int_equal(bad, 0);
+  assert_true(conns >= 2);
+  assert_non_null(strstr(dump, "no reply to the last exchanges"));
+}
+
+#define LL_HOLDERS 8
+
+/* When each lease-lost callback came (test_lost_in_time). */
+typedef struct ll_log {
+  _Atomic int n;
+  _Atomic uint64_t at[LL_HOLDERS];
+} ll_log;
+
+static void on_lost_at(ordo_txn_t *t, void *arg) {
+  (void)t;
+  ll_log *l = arg;
+  int i = atomic_fetch_add(&l->n, 1);
+  if (i < LL_HOLDERS)
+    atomic_store(&l->at[i], tu_now_ns());
+}
+
+/*
+ * A lost lease is reported in time however many txns hold (issue 18, item
+ * 13): 8 holders of a 600 ms lease on 3 nodes, two of them stopped
+ * (SIGSTOP), so no majority confirms any renewal. Renewed one after
+ * another, each renewal waited for the stopped nodes, and the later
+ * holders heard late; now they are renewed at once and every lease is lost
+ * at its end, without waiting for the nodes any longer: every callback
+ * comes within one lease of the stop (each holder's last renewal was
+ * before it). The bound allows the scheduler 300 ms (scaled): one after
+ * another, the second holder heard 1.2 s after the stop. Nothing is
+ * asserted while the nodes are stopped; about 0.6 s.
+ */
+static void test_lost_in_time(void **state) {
+  (void)state;
+  need_plain(3);
+  const long lease_ms = 600;
+  char url[512], q[64];
+  snprintf(q, sizeof q, "?lease_ms=%ld", lease_ms);
+  url_of(url, sizeof url, PORT, 3, NULL, q);
+  ordo_t *o = open_url(url);
+  static ll_log log;
+  memset(&log, 0, sizeof log);
+  ordo_on_lease_lost(o, on_lost_at, &log);
+  ordo_txn_t *t[LL_HOLDERS];
+  for (int i = 0; i < LL_HOLDERS; i++) {
+    char key[16];
+    snprintf(key, sizeof key, "rll:%d", i);
+    t[i] = txn(o);
+    assert_int_equal(ordo_lock(t[i], key, strlen(key), ORDO_MODE_X, 1000), 0);
+  }
+  assert_int_equal(kill(PID[0], SIGSTOP), 0);
+  int stop2 = kill(PID[1], SIGSTOP);
+  uint64_t stop = tu_now_ns();
+  uint64_t end = stop + tu_ms(10000) * 1000000u;
+  while (stop2 == 0 && atomic_load(&log.n) < LL_HOLDERS && tu_now_ns() < end)
+    tu_sleep_us(2000); /* a bounded wait for the callbacks */
+  int cont = kill(PID[0], SIGCONT) | kill(PID[1], SIGCONT);
+  int n = atomic_load(&log.n);
+  uint64_t worst = 0;
+  for (int i = 0; i < n && i < LL_HOLDERS; i++) {
+    uint64_t ms = (atomic_load(&log.at[i]) - stop) / 1000000u;
+    print_message("lease-lost callback %d: %llu ms after the stop\n", i + 1,
+                  (unsigned long long)ms);
+    worst = ms > worst ? ms : worst;
+  }
+  assert_int_equal(stop2, 0);
+  assert_int_equal(cont, 0);
+  assert_int_equal(n, LL_HOLDERS);
+  assert_true(worst <= (uint64_t)lease_ms + tu_ms(300));
+  for (int i = 0; i < LL_HOLDERS; i++) {
+    assert_int_equal(ordo_unlock_all(t[i]), ORDO_ELEASE);
+    ordo_txn_end(t[i]);
+  }
+  ordo_close(o);
+}
+
+/* A redis-server of this case's own on port, in dir, without persistence
+ * (as the fixture's), killed with the test if the test dies
+ * (PR_SET_PDEATHSIG). Waits (bounded) until it answers PING; returns its
+ * pid, or -1 with why printed. */
+static pid_t own_node(int port, const char *dir) {
+  pid_t pid = fork();
+  if (pid < 0)
+    return -1;
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    char ps[16], logf[300];
+    snprintf(ps, sizeof ps, "%d", port);
+    snprintf(logf, sizeof logf, "%s/log", dir);
+    FILE *f = freopen(logf, "a", stdout);
+    (void)f;
+    dup2(1, 2);
+    execlp("redis-server", "redis-server", "--port", ps, "--save", "",
+           "--appendonly", "no", "--dir", dir, "--bind", "127.0.0.1",
+           "--daemonize", "no", (char *)NULL);
+    _exit(127);
+  }
+  uint64_t end = tu_now_ns() + tu_ms(10000) * 1000000u;
+  while (tu_now_ns() < end) {
+    struct timeval tv = {1, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c && !c->err) {
+      redisReply *r = redisCommand(c, "PING");
+      bool up = r && r->type == REDIS_REPLY_STATUS;
+      if (r)
+        freeReplyObject(r);
+      redisFree(c);
+      if (up)
+        return pid;
+    } else if (c) {
+      redisFree(c);
+    }
+    if (waitpid(pid, NULL, WNOHANG) == pid) {
+      print_error("redis-server on port %d exited at start (log in %s)\n", port,
+                  dir);
+      return -1;
+    }
+    tu_sleep_us(20000);
+  }
+  print_error("redis-server on port %d did not answer PING\n", port);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  return -1;
+}
+
+/*
+ * A node restarted empty (issue 18, item 16): w holds "rst" on nodes B and
+ * C (A lost its entry, as a node that never heard of the grant), then C is
+ * killed and started again, empty, on the same port. Counting C's vote at
+ * once, z got A and C, a majority, while w still held the key. C's run_id
+ * changed: it is left out of every decision for one lease, so z's try
+ * fails; after that lease (w's lock lapsed everywhere) it is counted
+ * again. C is this case's own redis-server, so that it can restart it.
+ * About 1.3 s.
+ */
+static void test_node_restarted(void **state) {
+  (void)state;
+  need_plain(2);
+  char dir[] = "/tmp/ordo-rl-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  int s0 = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof a;
+  assert_int_equal(bind(s0, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(getsockname(s0, (struct sockaddr *)&a, &alen), 0);
+  int cport = ntohs(a.sin_port);
+  close(s0);
+  pid_t c = own_node(cport, dir);
+  assert_true(c > 0);
+  int ports[3] = {PORT[0], PORT[1], cport};
+  char url[512];
+  url_of(url, sizeof url, ports, 3, NULL, "?lease_ms=1000");
+  ordo_t *o = open_url(url);
+  ordo_txn_t *w = txn(o), *z = txn(o);
+  /* The place must have seen C's run_id before the restart (a node's
+   * INFO may come after the call it went with was decided, and is read
+   * by the next exchange): w locks and unlocks another key until the dump
+   * names it, bounded (that it did is asserted at the end: the parent
+   * commit names none, and its failure is the double grant below). */
+  char dump[4096], cname[64];
+  snprintf(cname, sizeof cname, "node 127.0.0.1:%d: run_id ", cport);
+  uint64_t end = tu_now_ns() + tu_ms(2000) * 1000000u;
+  bool seen = false;
+  while (!seen && tu_now_ns() < end) {
+    assert_int_equal(ordo_lock(w, "rst:w", 5, ORDO_MODE_X, (long)tu_ms(2000)),
+                     0);
+    assert_int_equal(ordo_unlock_all(w), 1);
+    it_dump_text(o, dump, sizeof dump);
+    const char *at = strstr(dump, cname);
+    seen = at && at[strlen(cname)] != '(';
+    if (!seen)
+      tu_sleep_us(5000);
+  }
+  int w_rc = ordo_lock(w, "rst", 3, ORDO_MODE_X, (long)tu_ms(2000));
+  redisContext *ca = it_side(PORT[0], NULL);
+  long long del = it_int(ca, "DEL rst"); /* A never heard of it */
+  redisFree(ca);
+  kill(c, SIGKILL);
+  waitpid(c, NULL, 0);
+  pid_t c2 = own_node(cport, dir); /* the same port, empty */
+  int z_rc = c2 > 0 ? ordo_lock(z, "rst", 3, ORDO_MODE_X, 0) : 1;
+  it_dump_text(o, dump, sizeof dump);
+  int w_un = ordo_unlock_all(w);
+  /* A lease later C counts again: z takes the key (w let it go). */
+  int z_later =
+      c2 > 0 ? ordo_lock(z, "rst", 3, ORDO_MODE_X, (long)tu_ms(3000)) : 1;
+  ordo_txn_end(w);
+  ordo_txn_end(z);
+  ordo_close(o);
+  if (c2 > 0) {
+    kill(c2, SIGKILL);
+    waitpid(c2, NULL, 0);
+  }
+  char logf[300];
+  snprintf(logf, sizeof logf, "%s/log", dir);
+  unlink(logf);
+  rmdir(dir);
+  print_message("after node C restarted empty: z's try %s, w's unlock %d, "
+                "z a lease later %s\n",
+                z_rc == 1 ? "not run" : ordo_err_name(z_rc), w_un,
+                z_later == 1 ? "not run" : ordo_err_name(z_later));
+  assert_int_equal(w_rc, 0);
+  assert_int_equal(del, 1);
+  assert_true(c2 > 0);
+  assert_int_equal(z_rc, ORDO_ETIMEDOUT); /* never two holders */
+  assert_true(seen);
+  assert_non_null(strstr(dump, "restarted: left out of decisions"));
+  assert_int_equal(z_later, 0);
+}
+
+/* SCRIPT FLUSH on the first n nodes: the scripts are gone from their
+ * caches, as after a restart or a failover. */
+static void flush_scripts(int n) {
+  for (int i = 0; i < n; i++) {
+    redisContext *c = it_side(PORT[i], NULL);
+    ok_reply(c, "SCRIPT FLUSH");
+    redisFree(c);
+  }
+}
+
+/*
+ * An unlock after SCRIPT FLUSH (issue 18, item 12) must release: every node
+ * answers NOSCRIPT to the EVALSHA, and the release must then send the
+ * script's text (EVAL). Counted as "did not answer", the NOSCRIPTs let the
+ * unlock succeed inside the validity while the keys stayed locked on every
+ * node for the whole lease (30 s here: far past the 3 s await_keys waits).
+ * A lock after the flush is granted too, and so is an unlock_all.
+ */
+static void test_script_flush(void **state) {
+  (void)state;
+  need_plain(3);
+  char url[512];
+  url_of(url, sizeof url, PORT, 3, NULL, NULL);
+  ordo_t *o = open_url(url);
+  ordo_txn_t *t = txn(o);
+  const char *k1[1] = {"nsf:1"}, *k2[1] = {"nsf:2"};
+  assert_int_equal(ordo_lock(t, "nsf:1", 5, ORDO_MODE_X, (long)tu_ms(2000)), 0);
+  flush_scripts(3);
+  assert_int_equal(ordo_unlock(t, "nsf:1", 5), 0);
+  for (int i = 0; i < 3; i++)
+    assert_true(await_keys(PORT[i], 0, k1, 1, 0));
+  flush_scripts(3);
+  assert_int_equal(ordo_lock(t, "nsf:2", 5, ORDO_MODE_X, (long)tu_ms(2000)), 0);
+  for (int i = 0; i < 3; i++)
+    assert_true(await_keys(PORT[i], 0, k2, 1, 1));
+  flush_scripts(3);
+  assert_int_equal(ordo_unlock_all(t), 1);
+  for (int i = 0; i < 3; i++)
+    assert_true(await_keys(PORT[i], 0, k2, 1, 0));
+  ordo_txn_end(t);
+  ordo_close(o);
+}
+
 /* A database on every node ("/3"): the keys go there, never to db 0, and
  * the release takes them from there. */
 static void test_url_db(void **state) {
@@ -553,13 +939,14 @@ static long long await_scripts(redisContext *c, long long want) {
 /* mode=sequential takes key by key, node by node: a lock_all of three keys
  * is three script calls on every node, and its tokens are the greatest of
  * every node's (each is asked). mode=parallel (the default) sends one
- * script to each node for the lot. The lease is 10 min: no renewal (a
- * script call too) comes in between. */
+ * script to each node for the lot. Either way the grant's tokens are then
+ * written back to every node (FENCEMAX: one more script call). The lease
+ * is 10 min: no renewal (a script call too) comes in between. */
 static void test_url_modes(void **state) {
   (void)state;
   need_plain(3);
   static const char *const modes[] = {"sequential", "parallel"};
-  static const long long per_lock[] = {3, 1};
+  static const long long per_lock[] = {3 + 1, 1 + 1};
   for (int m = 0; m < 2; m++) {
     char q[64], url[512], keys[3][8];
     snprintf(q, sizeof q, "?lease_ms=600000&mode=%s", modes[m]);
@@ -577,12 +964,13 @@ static void test_url_modes(void **state) {
       ok_reply(c[i], "CONFIG RESETSTAT");
     }
     /* First connected, the scripts loaded, and that lock and unlock run
-     * on every node (the ACQUIREs, then one RELEASE); then counted from
-     * nought. */
+     * on every node (the ACQUIREs, the FENCEMAX, then one RELEASE, and one
+     * EVAL more where a NOSCRIPT came: the sequential mode does not load
+     * the scripts first); then counted from nought. */
     assert_int_equal(ordo_lock_all(t, r, 3, 1000), 0);
     assert_int_equal(ordo_unlock_all(t), 3);
     for (int i = 0; i < 3; i++) {
-      assert_int_equal(await_scripts(c[i], per_lock[m] + 1), per_lock[m] + 1);
+      assert_true(await_scripts(c[i], per_lock[m] + 1) >= per_lock[m] + 1);
       ok_reply(c[i], "CONFIG RESETSTAT");
     }
     /* Node 3 says a key's counter is far ahead (as after grants the
@@ -768,8 +1156,8 @@ static void *sr_main(void *arg) {
         atomic_fetch_add(&s->bad_tokens, 1);
         sr_note(s, "worker %d: no token for %s", w->id, names[i]);
       }
-      /* Best effort (test_node_stopped says why): counted, and the
-       * greatest kept for the check against the nodes' counters. */
+      /* Counted (they must not happen: test_node_stopped says why), and
+       * the greatest kept for the check against the nodes' counters. */
       uint64_t prev = atomic_exchange(&s->reg[ks[i]].token, tok);
       if (tok <= prev)
         atomic_fetch_add(&s->regressions, 1);
@@ -833,19 +1221,19 @@ static void sr_counters(long long out[5][SR_KEYS]) {
 }
 
 /*
- * Tokens are best effort here, and go back by design: six workers contend,
- * and a try that no majority granted leaves its INCR on the nodes that did
- * grant it, so the nodes' counters of a key drift apart; a grant is then
- * decided by the first three of the four live nodes to answer, and when
- * the one ahead is the fourth, its token is lower than the last
- * (docs/backend-redlock.md: "the max over one majority can then be lower
- * than a token handed out before"; a run sees dozens). So the regressions
- * are counted and shown, not asserted away; what the design does promise
- * is asserted against the nodes' own counters afterwards: a grant reports
- * a counter of a node that granted it, so no token is above the greatest
+ * Six workers contend on a few keys while node 5 of 5 is stopped for 1.5
+ * leases. A try that no majority granted still INCRs the nodes that
+ * granted it, so the nodes' counters of a key drift apart; before issue
+ * 18 (item 15) a grant decided by three nodes that were behind took a
+ * token below the last one (13 to 36 such regressions a run). Each grant
+ * now writes its token back to every node's counter (FENCEMAX, a max), so
+ * every later majority shares a node whose counter is at least that
+ * token: the register must see the tokens of each key strictly increase
+ * (regressions 0). What the design promises besides is asserted against
+ * the nodes' own counters afterwards: no token is above the greatest
  * counter of its key; and every grant took a token (INCR) on a majority,
  * so a key's counters moved, summed over the nodes, by three per grant at
- * least. (test_tokens_one_owner has the case where tokens must increase.)
+ * least. (test_tokens_one_owner has the case of a single owner.)
  */
 static void test_node_stopped(void **state) {
   (void)state;
@@ -907,6 +1295,7 @@ static void test_node_stopped(void **state) {
   assert_true(stopped_ms >= (uint64_t)lease_ms);
   assert_int_equal(atomic_load(&s.violations), 0);
   assert_int_equal(atomic_load(&s.bad_tokens), 0);
+  assert_int_equal(atomic_load(&s.regressions), 0);
   assert_int_equal(atomic_load(&s.errors), 0);
   ordo_close(s.o);
   sr_counters(after);
@@ -960,8 +1349,13 @@ int main(int argc, char **argv) {
   NAUTH = parse_list("ORDO_RL_AUTH_PORTS", v, 3);
   for (int i = 0; i < NAUTH; i++)
     AUTH[i] = (int)v[i];
+  /* ORDO_TEST_FILTER=pattern runs only the cases it names (cmocka's
+   * wildcards), for a quick run of one case. */
+  if (getenv("ORDO_TEST_FILTER"))
+    cmocka_set_test_filter(getenv("ORDO_TEST_FILTER"));
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_urls),
+      cmocka_unit_test(test_owner_random),
       cmocka_unit_test(test_unreachable),
       cmocka_unit_test(test_password),
       cmocka_unit_test(test_url_db),
@@ -970,6 +1364,11 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_tokens_one_owner),
       cmocka_unit_test(test_stale_holder),
       cmocka_unit_test(test_partial_upgrade),
+      cmocka_unit_test(test_script_flush),
+      cmocka_unit_test(test_node_timeout),
+      cmocka_unit_test(test_black_hole),
+      cmocka_unit_test(test_lost_in_time),
+      cmocka_unit_test(test_node_restarted),
       cmocka_unit_test(test_node_stopped),
   };
   return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
