@@ -25,7 +25,7 @@ It verifies, and prints per fault the violations of:
   register the register's own order: accepted tokens strictly increase.
 --assert names the kinds that fail the run (the backend's promise); the
 others are reported. The run also fails when the history is malformed,
-when fewer than --min-ops locks were invoked, or when a fault family of
+when fewer than --min-ops locks were granted, or when a fault family of
 --families was never injected. Exit 0 when nothing asserted was violated,
 1 otherwise.
 """
@@ -247,9 +247,9 @@ def main():
     if acked != accepted_total:
         errors.append("the clients saw %d writes accepted, the registers "
                       "logged %d" % (acked, accepted_total))
-    if ops < a.min_ops:
-        errors.append("only %d locks invoked, fewer than %d" % (ops,
-                                                                a.min_ops))
+    if granted < a.min_ops:
+        errors.append("only %d locks granted, fewer than %d" % (granted,
+                                                               a.min_ops))
     fam = {}
     for fs, fe, k, _ in faults:
         fam.setdefault(FAMILY.get(k, k), {}).setdefault(k, 0)
@@ -262,6 +262,16 @@ def main():
         if c["call"] == "lock" and c["rc"] != 0:
             rcs[c["rc"]] = rcs.get(c["rc"], 0) + 1
 
+    # What each kind of fault did to the clients: lock calls that failed
+    # while it was on (a check that the fault reached them at all).
+    felt = {}
+    for fs, fe, k, _ in faults:
+        felt.setdefault(k, 0)
+    for c in calls:
+        if c["call"] == "lock" and c["rc"] != 0:
+            for fs, fe, k, _ in faults:
+                if fs <= c["e"] and c["s"] <= fe:
+                    felt[k] += 1
     counts = {}
     for v in violations:
         counts.setdefault(v["kind"], {}).setdefault(v["faults"], 0)
@@ -271,12 +281,14 @@ def main():
         "writes_accepted": accepted_total, "writes_refused": rejected_total,
         "lock_failures": rcs, "faults": fam,
         "faults_total": len(faults), "violations": counts,
+        "failed_locks_during": felt,
         "asserted": sorted(asserted)}
     print("check %s: %d locks invoked, %d granted, %d writes accepted, %d "
           "refused; lock failures by code %s" % (a.backend, ops, granted,
                                                   accepted_total,
                                                   rejected_total, rcs))
-    print("check %s: %d faults: %s" % (a.backend, len(faults), json.dumps(fam)))
+    print("check %s: %d faults: %s; failed locks during each kind: %s"
+          % (a.backend, len(faults), json.dumps(fam), json.dumps(felt)))
     failed = list(errors)
     shown = {}
     for v in violations:

@@ -6,14 +6,18 @@
  * and unlock, logging every call to a history file that check.py reads.
  *
  *   fclient --url URL --dir DIR --proc N [--threads T] [--keys K]
- *           [--ops N] [--max-s S] [--lock-ms L] [--lease-ms L] [--hang-s S]
+ *           [--max-s S] [--lock-ms L] [--lease-ms L] [--hang-s S]
  *
  * Each thread writes DIR/hist-N-T.txt, one line per call:
  *   proc thread op call start_ns end_ns rc key token value txn
  * (CLOCK_MONOTONIC; call is begin, lock, read, write, skip, unlock, end;
  * rc an ordo code, or for write 1 accepted and 0 refused). The lease-lost
- * callback writes DIR/lost-N.txt ("t_ns txn"). The process stops when all
- * its threads together have invoked --ops locks, or after --max-s seconds.
+ * callback writes DIR/lost-N.txt ("t_ns txn"). DIR/progress-N holds the
+ * number of locks granted so far (a decimal number, rewritten every 64
+ * grants), for the schedule to know when enough were. The process stops
+ * when the file DIR/stop appears (run.sh makes it once the schedule is
+ * done), or after --max-s seconds. A failed lock is tried again after a
+ * jittered 1-10 ms, as a program using ordo_retry would.
  *
  * A holder writes only while its lease is surely valid: no later than half
  * a lease after it sent the lock request (the client's own count, which
@@ -30,6 +34,7 @@
 #include <ordo.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -44,10 +49,11 @@
 
 static const char *g_url, *g_dir;
 static int g_proc, g_threads = 4, g_keys = 4;
-static long g_ops = 1000, g_max_s = 60, g_lock_ms = 300, g_lease_ms = 1000,
-            g_hang_s = 20;
+static long g_max_s = 60, g_lock_ms = 300, g_lease_ms = 1000, g_hang_s = 20;
 static ordo_t *g_o;
-static atomic_long g_invoked;
+static atomic_long g_granted;
+static int g_progress_fd = -1;
+static char g_stop[4096];
 static uint64_t g_deadline;
 static freg_t g_reg[MAX_KEYS];
 static pthread_mutex_t g_lost_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -143,7 +149,7 @@ static void *worker(void *arg) {
         continue;
       }
     }
-    if (atomic_fetch_add(&g_invoked, 1) >= g_ops)
+    if (access(g_stop, F_OK) == 0)
       break;
     w->op++;
     int k = (int)(rnd(w) % (uint64_t)g_keys);
@@ -159,7 +165,17 @@ static void *worker(void *arg) {
     if (rc) {
       if (rc != ORDO_ETIMEDOUT && rc != ORDO_EDEADLK && rc != ORDO_EQUORUM)
         end_txn(w, &t);
+      sleep_us(1000 + (long)(rnd(w) % 9000));
       continue;
+    }
+    long n = atomic_fetch_add(&g_granted, 1) + 1;
+    if (n % 64 == 0) {
+      char num[32];
+      int len = snprintf(num, sizeof num, "%ld\n", n);
+      if (pwrite(g_progress_fd, num, (size_t)len, 0) != len) {
+        perror("fclient: progress");
+        exit(2);
+      }
     }
     uint64_t lease_end = s + (uint64_t)g_lease_ms * 500000u;
     int64_t v = 0;
@@ -248,8 +264,6 @@ int main(int argc, char **argv) {
       g_threads = (int)arg_long(v, a);
     else if (!strcmp(a, "--keys"))
       g_keys = (int)arg_long(v, a);
-    else if (!strcmp(a, "--ops"))
-      g_ops = arg_long(v, a);
     else if (!strcmp(a, "--max-s"))
       g_max_s = arg_long(v, a);
     else if (!strcmp(a, "--lock-ms"))
@@ -266,7 +280,7 @@ int main(int argc, char **argv) {
   if (!g_url || !g_dir || g_threads < 1 || g_threads > MAX_THREADS ||
       g_keys < 1 || g_keys > MAX_KEYS) {
     fprintf(stderr, "usage: fclient --url URL --dir DIR --proc N [--threads "
-                    "1..64] [--keys 1..64] [--ops N] [--max-s S] [--lock-ms "
+                    "1..64] [--keys 1..64] [--max-s S] [--lock-ms "
                     "L] [--lease-ms L] [--hang-s S]\n");
     return 64;
   }
@@ -278,6 +292,13 @@ int main(int argc, char **argv) {
       fprintf(stderr, "fclient: %s: %s\n", path, strerror(-rc));
       return 2;
     }
+  }
+  snprintf(g_stop, sizeof g_stop, "%s/stop", g_dir);
+  snprintf(path, sizeof path, "%s/progress-%d", g_dir, g_proc);
+  g_progress_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (g_progress_fd < 0) {
+    perror(path);
+    return 2;
   }
   snprintf(path, sizeof path, "%s/lost-%d.txt", g_dir, g_proc);
   g_lost = fopen(path, "w");
@@ -321,7 +342,7 @@ int main(int argc, char **argv) {
   pthread_mutex_unlock(&g_lost_mu);
   for (int k = 0; k < g_keys; k++)
     freg_close(&g_reg[k]);
-  printf("fclient %d: %ld locks invoked\n", g_proc,
-         atomic_load(&g_invoked) < g_ops ? atomic_load(&g_invoked) : g_ops);
+  close(g_progress_fd);
+  printf("fclient %d: %ld locks granted\n", g_proc, atomic_load(&g_granted));
   return 0;
 }
