@@ -184,10 +184,9 @@ def main():
     # The registers: stale, lost, register.
     grant_of = {(g["proc"], g["thr"], g["op"]): g
                 for gs in grants.values() for g in gs}
-    by_token = {}
-    for gs in grants.values():
-        for g in gs:
-            by_token.setdefault((g["key"], g["token"]), []).append(g)
+    # A register's decision is timed by the register itself, and the
+    # client logs that time as its write's end: the join of the two.
+    write_at = {(w["key"], w["e"], w["token"]): w for w in writes.values()}
     accepted_total = 0
     rejected_total = 0
     nkeys = 0
@@ -217,19 +216,23 @@ def main():
                             "register %d: the write of token %d read %d but "
                             "replaced %d: %d increment(s) lost"
                             % (key, tok, rd, prev, prev - rd))
-                for g in by_token.get((key, tok), []):
-                    if latest_grant is not None and \
-                            g["e"] < latest_grant["s"]:
-                        violate("stale", g["s"], t,
-                                "register %d accepted token %d (proc %d "
-                                "thread %d op %d) after token %d of a later "
-                                "grant (proc %d thread %d op %d)"
-                                % (key, tok, g["proc"], g["thr"], g["op"],
-                                   latest_grant["token"],
-                                   latest_grant["proc"], latest_grant["thr"],
-                                   latest_grant["op"]))
-                    if latest_grant is None or g["s"] > latest_grant["s"]:
-                        latest_grant = g
+                w = write_at.get((key, t, tok))
+                if w is None:
+                    errors.append("register %d: an accepted write (token %d "
+                                  "at %d) that no client logged" % (key, tok,
+                                                                    t))
+                    continue
+                g = grant_of[(w["proc"], w["thr"], w["op"])]
+                if latest_grant is not None and g["e"] < latest_grant["s"]:
+                    violate("stale", g["s"], t,
+                            "register %d accepted token %d (proc %d thread %d"
+                            " op %d) after token %d of a later grant (proc %d"
+                            " thread %d op %d)"
+                            % (key, tok, g["proc"], g["thr"], g["op"],
+                               latest_grant["token"], latest_grant["proc"],
+                               latest_grant["thr"], latest_grant["op"]))
+                if latest_grant is None or g["s"] > latest_grant["s"]:
+                    latest_grant = g
         accepted_total += accepted
         with open(path[:-4], "rb") as f:
             raw = f.read()

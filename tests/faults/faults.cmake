@@ -20,4 +20,9 @@ if(ORDO_SANITIZE STREQUAL "")
               $<TARGET_FILE:ordod>)
     set_tests_properties(faults_${b} PROPERTIES TIMEOUT 150 LABELS faults)
   endforeach()
+  # check.py catches each kind of violation in a made-up history.
+  add_test(NAME faults_check_selftest
+    COMMAND python3 ${ORDO_FLT}/check_selftest.py)
+  set_tests_properties(faults_check_selftest PROPERTIES TIMEOUT 60
+    LABELS faults)
 endif()
