@@ -241,6 +241,12 @@ fx_pg_kill9() {
 # as pg_start does, and waits (bounded) for it to answer.
 fx_pg_restart() {
   local dir=$PG_DIR data=$PG_DIR/data launcher pid end
+  # The killed postmaster may linger as a zombie (its parent, runuser, was
+  # killed too, and a container's first process need not reap): its pid
+  # then still answers kill -0, and the new postmaster would take
+  # postmaster.pid (and the socket's lock file) for a live server's.
+  # fx_pg_kill9 has seen it gone.
+  rm -f "$data/postmaster.pid" "$dir/sock/.s.PGSQL.$PG_PORT.lock"
   (cd "$dir" && exec setsid -w runuser -u postgres -- \
     "$_pg_bin/postgres" -D "$data") >>"$dir/log" 2>&1 </dev/null &
   launcher=$!
