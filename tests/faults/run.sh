@@ -31,6 +31,11 @@ LOCK_MS=300
 NPROC=2
 THREADS=4
 KEYS=4
+# The fixtures' guards kill a server after a fixed time, whatever the
+# traps do: a long run (make faults) needs them past its own end.
+: "${ORDOD_FIXTURE_MAX_S:=$((MAXS + 120))}" "${REDIS_FIXTURE_MAX_S:=$((MAXS + 120))}"
+: "${PG_FIXTURE_MAX_S:=$((MAXS + 120))}"
+export ORDOD_FIXTURE_MAX_S REDIS_FIXTURE_MAX_S PG_FIXTURE_MAX_S
 FX_RUN=$(mktemp -d "${TMPDIR:-/tmp}/ordo-faults.XXXXXX")
 chmod 755 "$FX_RUN"
 CLIENTS=()
