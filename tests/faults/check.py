@@ -261,9 +261,12 @@ def main():
         if f and f not in fam:
             errors.append("no fault of family %s was injected" % f)
     rcs = {}
+    urcs = {}
     for c in calls:
         if c["call"] == "lock" and c["rc"] != 0:
             rcs[c["rc"]] = rcs.get(c["rc"], 0) + 1
+        elif c["call"] == "unlock" and c["rc"] != 0:
+            urcs[c["rc"]] = urcs.get(c["rc"], 0) + 1
 
     # What each kind of fault did to the clients: lock calls that failed
     # while it was on (a check that the fault reached them at all).
@@ -282,14 +285,14 @@ def main():
     summary = {
         "backend": a.backend, "ops": ops, "granted": granted,
         "writes_accepted": accepted_total, "writes_refused": rejected_total,
-        "lock_failures": rcs, "faults": fam,
+        "lock_failures": rcs, "unlock_failures": urcs, "faults": fam,
         "faults_total": len(faults), "violations": counts,
         "failed_locks_during": felt,
         "asserted": sorted(asserted)}
     print("check %s: %d locks invoked, %d granted, %d writes accepted, %d "
-          "refused; lock failures by code %s" % (a.backend, ops, granted,
-                                                  accepted_total,
-                                                  rejected_total, rcs))
+          "refused; failures by code: lock %s, unlock %s"
+          % (a.backend, ops, granted, accepted_total, rejected_total, rcs,
+             urcs))
     print("check %s: %d faults: %s; failed locks during each kind: %s"
           % (a.backend, len(faults), json.dumps(fam), json.dumps(felt)))
     failed = list(errors)
