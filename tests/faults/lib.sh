@@ -164,7 +164,9 @@ fx_mark() { fx_proxy mark "$@"; }
 
 fx_proxy_stop() {
   if [ -n "$FX_PROXY_PID" ]; then
-    exec 6>&- 7>&- 2>/dev/null || true
+    # Closing a descriptor cannot fail; no 2>/dev/null here, which exec
+    # would make this shell's stderr for good.
+    exec 6>&- 7>&-
     kill -TERM "$FX_PROXY_PID" 2>/dev/null || true
     local i
     for ((i = 0; i < 50; i++)); do
@@ -211,7 +213,7 @@ fx_ordod_kill9() {
   kill -KILL "$ORDOD_GUARD" 2>/dev/null || true
   wait "$ORDOD_GUARD" 2>/dev/null || true
   ORDOD_GUARD=
-  exec 8<&- 2>/dev/null || true
+  exec 8<&-
   # Keep the killed server's stderr for a failure's message.
   cat "$ORDOD_DIR/stderr" >>"$FX_RUN/ordod-killed.stderr" 2>/dev/null || true
   rm -rf "$ORDOD_DIR"
