@@ -19,8 +19,8 @@
 #   fx_mark start|end KIND TARGET
 #                        the schedule's log line, timed by the proxy;
 #   fx_proxy_stop;
-#   fx_pause PID / fx_resume PID (SIGSTOP/SIGCONT of PID's process group
-#                        when it leads one, else of PID);
+#   fx_pause PID / fx_resume (SIGSTOP/SIGCONT of PID and every process
+#                        under it);
 #   fx_ordod_kill9, fx_redis_kill9 PID, fx_pg_kill9, and their restarts
 #                        (fx_ordod_restart BIN ARGS..., fx_pg_restart),
 #                        keeping the server's data folder.
@@ -190,6 +190,39 @@ _fx_group() {
   fi
 }
 
+# fx_tree PID: PID and all its descendants, parents first.
+fx_tree() {
+  local all=("$1") i=0 c
+  while [ "$i" -lt ${#all[@]} ]; do
+    for c in $(ps -o pid= --ppid "${all[$i]}" 2>/dev/null); do
+      all+=("$c")
+    done
+    i=$((i + 1))
+  done
+  echo "${all[@]}"
+}
+
+# fx_pause PID / fx_resume: SIGSTOP PID and every descendant (the list
+# kept for the resume), SIGCONT them. A process group would not do:
+# PostgreSQL's backends each call setsid(), so a stopped postmaster's
+# backends would go on serving their connections. A stopped parent forks
+# nothing new meanwhile.
+FX_PAUSED=()
+fx_pause() {
+  local p
+  read -r -a FX_PAUSED <<<"$(fx_tree "$1")"
+  for p in "${FX_PAUSED[@]}"; do
+    kill -STOP "$p" 2>/dev/null || true
+  done
+  kill -0 "$1" # the server itself must have been there
+}
+fx_resume() {
+  local p
+  for p in "${FX_PAUSED[@]}"; do
+    kill -CONT "$p" 2>/dev/null || true
+  done
+  FX_PAUSED=()
+}
 fx_signal() {
   local g
   g=$(_fx_group "$2")
@@ -199,8 +232,6 @@ fx_signal() {
     kill "-$1" "$2"
   fi
 }
-fx_pause() { fx_signal STOP "$1"; }
-fx_resume() { fx_signal CONT "$1"; }
 
 # fx_ordod_kill9: kill -9 of the fixture's ordod, then the fixture's state
 # cleared (its folder; --dir is the caller's and stays), so that

@@ -6,7 +6,7 @@
 # says keeps its counters; three such nodes for redlock), puts fproxy.py in
 # front of each, starts two fclient processes, each in a network namespace
 # of its own (lib.sh), and, while they run, a schedule of faults, one at a
-# time, in turn: pause a server (SIGSTOP, 0.3-1.3 s), kill -9 and restart it
+# time, in turn: pause a server (SIGSTOP, 0.5-2.5 s), kill -9 and restart it
 # (on its data), a proxy fault (drop every connection; delay 50-200 ms; cut
 # replies; black hole; 0.3-1.3 s each), and a partition of one client's
 # namespace; then check.py over the history, asserting what the backend's
@@ -231,9 +231,11 @@ while alive && [ "$RC" -eq 0 ]; do
   hold=$(ms 300 1300)
   case $((step % 4)) in
     0)
+      # Longer than the others: past the lease, and past a call's bound.
+      hold=$(ms 500 2500)
       fx_mark start pause "$t" &&
         fx_pause "$(pid_of "$t")" && sleep "$hold" &&
-        fx_resume "$(pid_of "$t")" && fx_mark end pause "$t" ||
+        fx_resume && fx_mark end pause "$t" ||
         fail "the pause of $t"
       ;;
     1)
