@@ -46,6 +46,12 @@ def load_history(d):
     for path in sorted(glob.glob(os.path.join(d, "hist-*.txt"))):
         with open(path) as f:
             for n, line in enumerate(f, 1):
+                if not line.endswith("\n"):
+                    # A client that its watchdog ended (run.sh has failed
+                    # the run already) leaves its last line cut short.
+                    print("check: %s:%d: a cut-short last line, left out"
+                          % (path, n))
+                    break
                 p = line.split()
                 if len(p) != 11:
                     raise SystemExit("check: %s:%d: malformed line %r"
