@@ -218,6 +218,13 @@ ms() {
 # The schedule: one fault at a time, each family in turn, the proxy's four
 # kinds in turn, a random target (one node of redlock's three: a minority).
 PROXY_KINDS=(drop delay cut blackhole)
+# FAULTS_ONLY=FAMILY[,FAMILY...] (pause, kill, proxy, partition) keeps the
+# schedule to those, to tell which family a violation needs: for checking
+# one fix.
+FAMILIES=(pause kill proxy partition)
+if [ -n "${FAULTS_ONLY:-}" ]; then
+  IFS=, read -r -a FAMILIES <<<"$FAULTS_ONLY"
+fi
 step=0
 pk=0
 # It ends once FAULTS_CYCLES rounds of the four (4 by default, so each of
@@ -230,8 +237,9 @@ while alive && [ "$RC" -eq 0 ]; do
   fi
   t=${TARGETS[$((RANDOM % ${#TARGETS[@]}))]}
   hold=$(ms 300 1300)
-  case $((step % 4)) in
-    0)
+  k_last=${FAMILIES[$((step % ${#FAMILIES[@]}))]}
+  case $k_last in
+    pause)
       # Longer than the others: past the lease, and past a call's bound.
       hold=$(ms 500 2500)
       fx_mark start pause "$t" &&
@@ -239,11 +247,11 @@ while alive && [ "$RC" -eq 0 ]; do
         fx_resume && fx_mark end pause "$t" ||
         fail "the pause of $t"
       ;;
-    1)
+    kill)
       fx_mark start kill "$t" && kill_restart "$t" "$(ms 100 600)" &&
         fx_mark end kill "$t" || fail "kill -9 and restart of $t"
       ;;
-    2)
+    proxy)
       k=${PROXY_KINDS[$((pk % 4))]}
       pk=$((pk + 1))
       fx_mark start "$k" "$t" || fail "the proxy"
@@ -256,15 +264,22 @@ while alive && [ "$RC" -eq 0 ]; do
       esac || fail "the proxy's $k of $t"
       fx_mark end "$k" "$t" || fail "the proxy"
       ;;
-    3)
+    partition)
       c=$((1 + RANDOM % NPROC))
       fx_mark start partition "client$c" && fx_partition "$c" on &&
         sleep "$hold" && fx_partition "$c" off &&
         fx_mark end partition "client$c" || fail "the partition of client$c"
       ;;
+    *)
+      fail "FAULTS_ONLY: no fault family '${FAMILIES[$((step % ${#FAMILIES[@]}))]}'"
+      ;;
   esac
   step=$((step + 1))
-  alive && sleep "$(ms 300 800)"
+  # The calm after a fault; after a kill, past ordod's restart delay (a
+  # lease with no grant), or kills alone would never let a lock through.
+  calm=$(ms 300 800)
+  [ "$k_last" != kill ] || calm=$(ms $((LEASE + 300)) $((LEASE + 800)))
+  alive && sleep "$calm"
 done
 
 : >"$FX_RUN/stop"
@@ -296,6 +311,7 @@ case $BACKEND in
 esac
 python3 "$HERE/check.py" "$FX_RUN" --backend "$BACKEND" --lease-ms "$LEASE" \
   --lock-ms "$LOCK_MS" --exchange-ms "$EXCH" --min-ops "$OPS" \
+  --families "$(IFS=,; echo "${FAMILIES[*]}")" \
   --assert "$ASSERT" --json "$FX_RUN/summary.json" || RC=1
 # FAULTS_SUMMARY (a folder): check.py's figures, as BACKEND.json, for
 # docs/reliability.md.
