@@ -3,13 +3,14 @@
 # sourced by run.sh and by any test that wants a server under faults. The
 # servers themselves come from tests/integration/*_fixture.sh; this adds:
 #
-#   fx_netns_up N        N client network namespaces, each joined to this
+#   fx_netns_up N        N client network namespaces (first removing those
+#                        of runs whose shell is gone), each joined to this
 #                        one by a veth pair with loopback addresses
 #                        (127.A.i.1 here, 127.A.i.2 inside, route_localnet
 #                        on both ends): FX_NS[i], FX_HOST[i] (the address a
 #                        client in namespace i dials), FX_VETH[i];
 #   fx_partition I on|off  cuts namespace I off (its veth down) or heals it;
-#   fx_netns_down        removes them (also stale ones of dead runs);
+#   fx_netns_down        removes them;
 #   fx_proxy_start LOG NAME=HOST:PORT...
 #                        starts fproxy.py listening on 127.0.0.1 and every
 #                        FX_HOST, one route per NAME: FX_PORT[NAME] is the
@@ -21,9 +22,10 @@
 #   fx_proxy_stop;
 #   fx_pause PID / fx_resume (SIGSTOP/SIGCONT of PID and every process
 #                        under it);
-#   fx_ordod_kill9, fx_redis_kill9 PID, fx_pg_kill9, and their restarts
-#                        (fx_ordod_restart BIN ARGS..., fx_pg_restart),
-#                        keeping the server's data folder.
+#   fx_ordod_kill9, fx_redis_kill9 PID, fx_pg_kill9: kill -9, leaving the
+#                        server's data; the restarts are the fixtures'
+#                        ordod_start and redis_start again (with the same
+#                        --dir), and fx_pg_restart (the same folder and port).
 # Not root (ip netns needs it): fx_require_root exits 77 with "SKIP: ...".
 # Every wait is bounded, times MULT.
 
