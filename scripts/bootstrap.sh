@@ -26,10 +26,13 @@ set -euo pipefail
 #   gnuplot-nox                         the bench's PNG plots
 #   valgrind                            callgrind's instruction counts in the bench
 #   spin                                model-checks the engine's protocols (src/core/*.pml)
+#   iproute2, procps                    the fault harness: ip netns and veth pairs for the
+#                                       partition, ps for the processes a pause stops
 PACKAGES=(build-essential g++ cmake pkg-config libcmocka-dev clang python3
           libclang-rt-14-dev clang-format graphviz libuv1-dev libhiredis-dev
           redis-tools redis-server python3-redis tmux libpq-dev postgresql
-          postgresql-contrib libdb5.3-dev gnuplot-nox valgrind spin)
+          postgresql-contrib libdb5.3-dev gnuplot-nox valgrind spin iproute2
+          procps)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

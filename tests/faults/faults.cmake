@@ -1,0 +1,28 @@
+# faults.cmake -- the fault harness (docs/reliability.md): fclient (the
+# clients of the fenced register) and, in the plain build only, one test
+# per remote backend that runs tests/faults/run.sh: at least 10^4
+# operations under a schedule of all four faults (pause, kill -9 and
+# restart, the proxy's drop, delay, cut and black hole, and a partition
+# made with network namespaces), then check.py over the history. The
+# sanitizer builds build fclient but do not run the harness (label faults):
+# make test's time is spent once. `make faults` runs 10^6 operations per
+# backend. Included from tests/CMakeLists.txt.
+set(ORDO_FLT ${CMAKE_CURRENT_LIST_DIR})
+
+add_executable(fclient ${ORDO_FLT}/fclient.c ${ORDO_FLT}/register.c)
+target_compile_definitions(fclient PRIVATE _GNU_SOURCE)
+target_link_libraries(fclient PRIVATE ordo_static)
+
+if(ORDO_SANITIZE STREQUAL "")
+  foreach(b ordod redis redlock postgres)
+    add_test(NAME faults_${b}
+      COMMAND bash ${ORDO_FLT}/run.sh ${b} $<TARGET_FILE:fclient>
+              $<TARGET_FILE:ordod>)
+    set_tests_properties(faults_${b} PROPERTIES TIMEOUT 150 LABELS faults)
+  endforeach()
+  # check.py catches each kind of violation in a made-up history.
+  add_test(NAME faults_check_selftest
+    COMMAND python3 ${ORDO_FLT}/check_selftest.py)
+  set_tests_properties(faults_check_selftest PROPERTIES TIMEOUT 60
+    LABELS faults)
+endif()
