@@ -1105,6 +1105,10 @@ static int let_go(pg_place *p, pg_txn *t, size_t i) ORDO_REQUIRES(t->mu) {
       rc = ORDO_EBACKEND;
     else
       rc = run_ok(p, t, sql);
+    /* An exchange that lost the connection dropped it, and drop() let go
+     * of every hold, this one included: nothing is left to remove. */
+    if (!t->c)
+      return rc ? rc : ORDO_EBACKEND;
   }
   free(h->k.key);
   memmove(&t->h[i], &t->h[i + 1], (t->nh - i - 1) * sizeof *t->h);

@@ -171,15 +171,10 @@ kill_restart() {
   esac
 }
 
-# postgres:// releases with ordo_unlock_all, an open defect that is none of
-# issue 18's items: when the exchange of ordo_unlock loses the connection,
-# drop() frees every hold (holds_clear) and let_go (src/backend/postgres.c)
-# then frees the released hold's key again and memmoves with t->nh gone to
-# 0 (ASan: "attempting double-free" in let_go, freed by holds_clear from
-# drop from run_ok); ordo_unlock_all clears the holds once. Back to
-# ordo_unlock (UNLOCK_ALL=0) once let_go returns after a drop.
+# Every backend releases key by key with ordo_unlock: a release whose
+# exchange loses the connection is the case the harness must reach
+# (postgres.c's let_go once freed such a hold twice).
 UNLOCK_ALL=0
-[ "$BACKEND" != postgres ] || UNLOCK_ALL=1
 for ((i = 1; i <= NPROC; i++)); do
   ip netns exec "${FX_NS[$((i - 1))]}" "$FCLIENT" --url "$(url "$i")" \
     --dir "$FX_RUN" --proc "$i" --threads "$THREADS" --keys "$KEYS" \

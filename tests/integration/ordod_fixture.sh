@@ -95,7 +95,7 @@ ordod_stop() {
     wait "$ORDOD_GUARD" 2>/dev/null || true
     ORDOD_GUARD=
   fi
-  exec 8<&- 2>/dev/null || true
+  exec 8<&-
   if [ -n "${ORDOD_DIR:-}" ]; then
     rm -rf "$ORDOD_DIR"
     ORDOD_DIR=

@@ -657,8 +657,14 @@ static void test_frozen_server(void **state) {
   pid_t pm = postmaster();
   ordo_t *o = open_url("%s%ctimeout_ms=%ld&lease_ms=600", URL,
                        strchr(URL, '?') ? '&' : '?', tmo);
-  ordo_txn_t *a = txn(o), *b = txn(o);
+  ordo_txn_t *a = txn(o), *b = txn(o), *c = txn(o);
   assert_int_equal(ordo_lock(a, "frz:a", 5, ORDO_MODE_X, 1000), 0);
+  /* c holds two keys and unlocks one while the server is frozen: the
+   * unlock's exchange drops the connection, which lets go of every hold,
+   * and the unlock must not then let go of its key a second time (it did:
+   * a double free in let_go, and a hold count that wrapped). */
+  assert_int_equal(ordo_lock(c, "frz:d", 5, ORDO_MODE_X, 1000), 0);
+  assert_int_equal(ordo_lock(c, "frz:e", 5, ORDO_MODE_X, 1000), 0);
   thaw w = {PTHREAD_MUTEX_INITIALIZER,
             PTHREAD_COND_INITIALIZER,
             false,
@@ -669,8 +675,8 @@ static void test_frozen_server(void **state) {
   int stop_rc = signal_server(pm, SIGSTOP);
   pthread_t th;
   int th_rc = pthread_create(&th, NULL, thaw_main, &w);
-  int rc_b = 0, rc_b2 = 0, rc_a = 0;
-  uint64_t ms_b = 0, ms_b2 = 0, ms_a = 0;
+  int rc_b = 0, rc_b2 = 0, rc_a = 0, rc_c = 0;
+  uint64_t ms_b = 0, ms_b2 = 0, ms_a = 0, ms_c = 0;
   if (stop_rc == 0 && th_rc == 0) {
     uint64_t t0 = tu_now_ns();
     rc_b = ordo_lock(b, "frz:b", 5, ORDO_MODE_X, 200);
@@ -681,6 +687,9 @@ static void test_frozen_server(void **state) {
     t0 = tu_now_ns();
     rc_a = ordo_lock(a, "frz:c", 5, ORDO_MODE_X, 200);
     ms_a = ms_since(t0);
+    t0 = tu_now_ns();
+    rc_c = ordo_unlock(c, "frz:d", 5);
+    ms_c = ms_since(t0);
   }
   if (th_rc == 0) {
     pthread_mutex_lock(&w.mu);
@@ -712,8 +721,15 @@ static void test_frozen_server(void **state) {
   assert_true(rc_a == ORDO_ELEASE || rc_a == ORDO_EBACKEND);
   assert_true(ms_a <= bound + tu_ms((uint64_t)tmo));
   assert_int_equal(ordo_held(a, "frz:a", 5, NULL), 0);
+  print_message("frozen server: c's unlock %s after %llu ms\n",
+                ordo_err_name(rc_c), (unsigned long long)ms_c);
+  assert_true(rc_c == ORDO_EBACKEND || rc_c == ORDO_ELEASE);
+  assert_true(ms_c <= bound + tu_ms((uint64_t)tmo));
+  assert_int_equal(ordo_held(c, "frz:d", 5, NULL), 0);
+  assert_int_equal(ordo_held(c, "frz:e", 5, NULL), 0);
   ordo_txn_end(a);
   ordo_txn_end(b);
+  ordo_txn_end(c);
   ordo_close(o);
   /* Thawed, the server ends a's old session, whose client left: the key is
    * free for another (a bounded wait). */
