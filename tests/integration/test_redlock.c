@@ -40,6 +40,7 @@
 #include <cmocka.h>
 
 #include "it_redis.h"
+#include "../common/lostlease.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -609,22 +610,6 @@ static void test_black_hole(void **state) {
   assert_non_null(strstr(dump, "no reply to the last exchanges"));
 }
 
-#define LL_HOLDERS 8
-
-/* When each lease-lost callback came (test_lost_in_time). */
-typedef struct ll_log {
-  _Atomic int n;
-  _Atomic uint64_t at[LL_HOLDERS];
-} ll_log;
-
-static void on_lost_at(ordo_txn_t *t, void *arg) {
-  (void)t;
-  ll_log *l = arg;
-  int i = atomic_fetch_add(&l->n, 1);
-  if (i < LL_HOLDERS)
-    atomic_store(&l->at[i], tu_now_ns());
-}
-
 /*
  * A lost lease is reported in time however many txns hold (issue 18, item
  * 13): 8 holders of a 600 ms lease on 3 nodes, two of them stopped
@@ -645,39 +630,7 @@ static void test_lost_in_time(void **state) {
   snprintf(q, sizeof q, "?lease_ms=%ld", lease_ms);
   url_of(url, sizeof url, PORT, 3, NULL, q);
   ordo_t *o = open_url(url);
-  static ll_log log;
-  memset(&log, 0, sizeof log);
-  ordo_on_lease_lost(o, on_lost_at, &log);
-  ordo_txn_t *t[LL_HOLDERS];
-  for (int i = 0; i < LL_HOLDERS; i++) {
-    char key[16];
-    snprintf(key, sizeof key, "rll:%d", i);
-    t[i] = txn(o);
-    assert_int_equal(ordo_lock(t[i], key, strlen(key), ORDO_MODE_X, 1000), 0);
-  }
-  assert_int_equal(kill(PID[0], SIGSTOP), 0);
-  int stop2 = kill(PID[1], SIGSTOP);
-  uint64_t stop = tu_now_ns();
-  uint64_t end = stop + tu_ms(10000) * 1000000u;
-  while (stop2 == 0 && atomic_load(&log.n) < LL_HOLDERS && tu_now_ns() < end)
-    tu_sleep_us(2000); /* a bounded wait for the callbacks */
-  int cont = kill(PID[0], SIGCONT) | kill(PID[1], SIGCONT);
-  int n = atomic_load(&log.n);
-  uint64_t worst = 0;
-  for (int i = 0; i < n && i < LL_HOLDERS; i++) {
-    uint64_t ms = (atomic_load(&log.at[i]) - stop) / 1000000u;
-    print_message("lease-lost callback %d: %llu ms after the stop\n", i + 1,
-                  (unsigned long long)ms);
-    worst = ms > worst ? ms : worst;
-  }
-  assert_int_equal(stop2, 0);
-  assert_int_equal(cont, 0);
-  assert_int_equal(n, LL_HOLDERS);
-  assert_true(worst <= (uint64_t)lease_ms + tu_ms(300));
-  for (int i = 0; i < LL_HOLDERS; i++) {
-    assert_int_equal(ordo_unlock_all(t[i]), ORDO_ELEASE);
-    ordo_txn_end(t[i]);
-  }
+  tu_lost_in_time(o, "rll", lease_ms, PID, 2);
   ordo_close(o);
 }
 
