@@ -538,6 +538,37 @@ static void lose(rd_place *p, rd_txn *t, const char *why) ORDO_REQUIRES(t->mu) {
   atomic_store(&t->lease_lost, true);
 }
 
+/*
+ * lease_over -- true when t holds keys and their lease has run out by the
+ * client's count (a lease from its last renewal's sending, never the
+ * longer view). Caller holds t->mu.
+ */
+static bool lease_over(const rd_place *p, rd_txn *t) ORDO_REQUIRES(t->mu) {
+  return t->nh > 0 &&
+         ordo__now_ns() >= atomic_load(&t->renewed_ns) + p->lease_ns;
+}
+
+/*
+ * lose_if_over -- a call's own check of t's lease, for when the renewal
+ * thread has not yet looked at it (a process stopped past its lease and
+ * let run again: its own thread may take t->mu before the renewal thread
+ * does; or a loaded machine). When the lease has run out by the client's
+ * count, does what the renewal thread would (lose) and returns true: the
+ * call then returns ORDO_ELEASE itself, so lease_lost is cleared (said
+ * once) and the callback is not called (the call tells the program).
+ * Without it the call's exchange, bounded by the lease's end (run_script),
+ * would be cut at once and the call would say ORDO_EBACKEND of a server
+ * that answers: a stale holder is told its lease is gone, whichever thread
+ * runs first. Caller holds t->mu.
+ */
+static bool lose_if_over(rd_place *p, rd_txn *t) ORDO_REQUIRES(t->mu) {
+  if (!lease_over(p, t))
+    return false;
+  lose(p, t, "the lease ran out by the client's count (a call found it)");
+  atomic_store(&t->lease_lost, false);
+  return true;
+}
+
 typedef struct rd_lost {
   bool *lost; /* per hold: no longer t's */
   size_t n;   /* how many */
@@ -1320,7 +1351,7 @@ static int rd_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   for (size_t i = 0; i < n; i++)
     busy[n + i] = (long)i + 1;
   ordo__mutex_lock(&t->mu);
-  if (atomic_exchange(&t->lease_lost, false)) {
+  if (atomic_exchange(&t->lease_lost, false) || lose_if_over(p, t)) {
     rc = ORDO_ELEASE;
     goto unlock;
   }
@@ -1386,8 +1417,11 @@ static int rd_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     bool woke = wait_release(p, t, &w, until);
     ordo__mutex_lock(&t->mu);
     atomic_store(&t->in_wait, false);
-    if (atomic_exchange(&t->lease_lost, false)) {
-      rc = ORDO_ELEASE; /* the renewer found the lease lost meanwhile */
+    if (atomic_exchange(&t->lease_lost, false) || lose_if_over(p, t)) {
+      /* The renewer found the lease lost meanwhile, or it ran out before
+       * the renewer could look (the next try's exchange would be cut at
+       * once). */
+      rc = ORDO_ELEASE;
       break;
     }
     if (woke) {
@@ -1422,7 +1456,7 @@ static int rd_unlock(ordo_txn_t *tx, const void *key, size_t len) {
   rd_place *p = rp(tx->o);
   int rc = 0;
   ordo__mutex_lock(&t->mu);
-  if (atomic_exchange(&t->lease_lost, false)) {
+  if (atomic_exchange(&t->lease_lost, false) || lose_if_over(p, t)) {
     rc = ORDO_ELEASE;
     goto out;
   }
@@ -1439,7 +1473,12 @@ static int rd_unlock(ordo_txn_t *tx, const void *key, size_t len) {
   const void *keys[1] = {key};
   size_t lens[1] = {len};
   int n = release_keys(p, t, keys, lens, 1);
-  if (n == 1) {
+  if (n < 0 && lose_if_over(p, t)) {
+    /* The RELEASE was cut at the lease's end (or failed after it): by the
+     * client's count the lease is gone, which is what the holder must
+     * hear, whatever became of the script. */
+    rc = ORDO_ELEASE;
+  } else if (n == 1) {
     hold_remove(p, t, (size_t)at);
   } else if (n == 0) {
     /* Its lease had run out: another may have held it since. */
@@ -1463,7 +1502,7 @@ static int rd_unlock_all(ordo_txn_t *tx) {
   rd_place *p = rp(tx->o);
   int rc = 0;
   ordo__mutex_lock(&t->mu);
-  if (atomic_exchange(&t->lease_lost, false)) {
+  if (atomic_exchange(&t->lease_lost, false) || lose_if_over(p, t)) {
     rc = ORDO_ELEASE;
     goto out;
   }
@@ -1471,7 +1510,9 @@ static int rd_unlock_all(ordo_txn_t *tx) {
   if (t->nh == 0)
     goto out;
   int n = release_all(p, t);
-  if (n >= 0 && (size_t)n == t->nh)
+  if (n < 0 && lose_if_over(p, t))
+    rc = ORDO_ELEASE; /* cut at the lease's end: as in rd_unlock */
+  else if (n >= 0 && (size_t)n == t->nh)
     rc = n;
   else if (n >= 0)
     rc = ORDO_ELEASE; /* some had run out before the release */
