@@ -321,7 +321,9 @@ ORDO_EXTERN int ordo_fence(ordo_txn_t *t, const void *key, size_t len,
  * returns ORDO_ELEASE. It runs on the place's renewal thread with no lock
  * of the library held; it must not block, end t or close the place (the
  * usual use is to tell t's own thread). NULL unregisters. Places without
- * leases (mem://) never call it.
+ * leases (mem://) never call it. On redis://, a call of t's that finds the
+ * lease run out by the client's own count, before the renewal thread has
+ * looked, returns ORDO_ELEASE itself, and no callback comes for that loss.
  */
 ORDO_EXTERN void
 ordo_on_lease_lost(ordo_t *o, void (*cb)(ordo_txn_t *t, void *arg), void *arg);
