@@ -45,6 +45,8 @@
  *                               (it_getrandom_calls) and fails with ENOSYS,
  *                               as a kernel without the call does, while
  *                               it_no_getrandom is set
+ *   it_owner_random(o)          asserts a txn's owner comes from getrandom
+ *                               and that without it ordo_txn_begin fails
  */
 #ifndef ORDO_IT_REDIS_H
 #define ORDO_IT_REDIS_H
@@ -417,6 +419,29 @@ static inline void it_stale_holder(const char *url, const char *key,
   assert_true(tok > child_tok);
   assert_string_equal(last, "unlock ELEASE");
   assert_true(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* A txn of o names its owner from getrandom(2) (the interposed getrandom
+ * above counts the calls), and without the kernel's random bits
+ * ordo_txn_begin fails with ORDO_EBACKEND instead of naming the owner from a
+ * predictable generator (test_owner_random of test_redis and test_redlock). */
+static inline void it_owner_random(ordo_t *o) {
+  unsigned before = atomic_load(&it_getrandom_calls);
+  ordo_txn_t *t = NULL;
+  assert_int_equal(ordo_txn_begin(o, &t, NULL), 0);
+  assert_true(atomic_load(&it_getrandom_calls) > before);
+  ordo_txn_end(t);
+  atomic_store(&it_no_getrandom, true);
+  ordo_txn_t *u = NULL;
+  int rc = ordo_txn_begin(o, &u, NULL);
+  atomic_store(&it_no_getrandom, false);
+  if (rc == 0)
+    ordo_txn_end(u);
+  if (rc != ORDO_EBACKEND)
+    print_error("ordo_txn_begin without getrandom -> %s, not EBACKEND\n",
+                rc == 0 ? "0 (an owner from a predictable generator)"
+                        : ordo_err_name(rc));
+  assert_int_equal(rc, ORDO_EBACKEND);
 }
 
 #endif

@@ -274,21 +274,7 @@ static void test_owner_random(void **state) {
   (void)state;
   NEED_PORT(PORT, "ORDO_REDIS_PORT");
   ordo_t *o = open_url("redis://127.0.0.1:%d", PORT);
-  unsigned before = atomic_load(&it_getrandom_calls);
-  ordo_txn_t *t = txn(o);
-  assert_true(atomic_load(&it_getrandom_calls) > before);
-  ordo_txn_end(t);
-  atomic_store(&it_no_getrandom, true);
-  ordo_txn_t *u = NULL;
-  int rc = ordo_txn_begin(o, &u, NULL);
-  atomic_store(&it_no_getrandom, false);
-  if (rc == 0)
-    ordo_txn_end(u);
-  if (rc != ORDO_EBACKEND)
-    print_error("ordo_txn_begin without getrandom -> %s, not EBACKEND\n",
-                rc == 0 ? "0 (an owner from a predictable generator)"
-                        : ordo_err_name(rc));
-  assert_int_equal(rc, ORDO_EBACKEND);
+  it_owner_random(o);
   char dump[4096];
   it_dump_text(o, dump, sizeof dump);
   assert_non_null(strstr(dump, "getrandom"));
