@@ -488,9 +488,13 @@ static void wake_cb(uv_async_t *a) {
 /* ---- Connections ----------------------------------------------------------
  */
 
+/* Called once for each of the connection's handles (the socket, and the
+ * linger timer if it was started); the last one frees it. */
 static void conn_free_cb(uv_handle_t *h) {
   conn *c = h->data;
   srv *s = c->s;
+  if (--c->open_handles > 0)
+    return;
   if (c->prev)
     c->prev->next = c->next;
   else
@@ -503,7 +507,9 @@ static void conn_free_cb(uv_handle_t *h) {
   free(c);
 }
 
-static void conn_close(conn *c) {
+/* Ends what the connection speaks for: it runs no request more, leaves the
+ * deferred list, and its session ends or, if resumable, detaches. */
+static void conn_detach(conn *c) {
   if (c->closing)
     return;
   c->closing = true;
@@ -524,7 +530,56 @@ static void conn_close(conn *c) {
       srv_sess_drop(c->s, ss);
     }
   }
+}
+
+static void conn_close(conn *c) {
+  if (c->closed)
+    return;
+  conn_detach(c);
+  c->closed = true;
+  if (c->lingering)
+    uv_close((uv_handle_t *)&c->linger, conn_free_cb);
   uv_close(&c->h.handle, conn_free_cb);
+}
+
+static void linger_done(uv_timer_t *t) {
+  conn_close(t->data);
+}
+
+static void linger_shut(uv_shutdown_t *r, int status) {
+  /* UV_ECANCELED: conn_close came first and the handles are closing. */
+  if (status < 0 && status != UV_ECANCELED)
+    conn_close(r->data);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b);
+static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b);
+
+/* Closes c after its last reply (see ORDOD_LINGER_MS): the session ends
+ * now, the reply and a FIN go out, and the connection is freed when the
+ * peer closes its side or the linger bound is reached. */
+static void conn_linger(conn *c) {
+  conn_flush(c);
+  if (c->closing) /* the flush found it cut off */
+    return;
+  conn_detach(c);
+  c->inlen = 0;
+  c->need = 0;
+  if (uv_timer_init(c->s->loop, &c->linger) != 0) {
+    conn_close(c);
+    return;
+  }
+  c->linger.data = c;
+  c->shut.data = c;
+  c->lingering = true;
+  c->open_handles++;
+  uv_timer_start(&c->linger, linger_done, ORDOD_LINGER_MS, 0);
+  if (uv_shutdown(&c->shut, &c->h.stream, linger_shut) != 0) {
+    conn_close(c);
+    return;
+  }
+  /* Reading may have been stopped (a deferred connection); it drains now. */
+  uv_read_start(&c->h.stream, alloc_cb, read_cb);
 }
 
 typedef struct wreq {
@@ -595,9 +650,6 @@ static void conn_flush(conn *c) {
   c->writing += r->n;
   ordo__out_consume(&c->out, c->out.len);
 }
-
-static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b);
-static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b);
 
 /* Puts c on the deferred list: its requests left over run in the next turn
  * (turn_cb), and it reads nothing until they have, so its buffer stays
@@ -680,8 +732,7 @@ static void conn_process(conn *c) {
       else
         ordo__out_error(&c->out, n == ORDO__RESP_ELIMIT ? "LIMIT" : "ERR", "%s",
                         err ? err : "Protocol error");
-      conn_flush(c);
-      conn_close(c);
+      conn_linger(c);
       return;
     }
     off += (size_t)n;
@@ -692,8 +743,7 @@ static void conn_process(conn *c) {
       srv_dispatch(c, argc, s->argv);
       wrote += c->out.len > before ? c->out.len - before : 0;
       if (c->closing_after_reply) {
-        conn_flush(c);
-        conn_close(c);
+        conn_linger(c);
         return;
       }
       size_t lim = c->authed ? s->cfg.max_output : ORDOD_PREAUTH_OUTPUT;
@@ -747,8 +797,7 @@ static void preauth_refuse(conn *c) {
   ordo__out_error(&c->out, "NOAUTH",
                   "before AUTH a request is at most %d bytes; closed",
                   ORDOD_PREAUTH_REQUEST);
-  conn_flush(c);
-  conn_close(c);
+  conn_linger(c);
 }
 
 static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
@@ -760,6 +809,13 @@ static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   }
   if (n == 0)
     return;
+  if (c->lingering) {
+    c->lingered += (size_t)n;
+    c->inlen = 0;
+    if (c->lingered > ORDOD_LINGER_BYTES)
+      conn_close(c);
+    return;
+  }
   c->inlen += (size_t)n;
   if (!c->authed && c->inlen > ORDOD_PREAUTH_REQUEST) {
     /* Bytes past one pre-auth request: process what parses (an AUTH among
@@ -775,8 +831,7 @@ static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   if (c->inlen >= c->incap && c->inlen > c->s->cfg.max_request) {
     ordo__out_error(&c->out, "LIMIT", "request larger than %zu bytes",
                     c->s->cfg.max_request);
-    conn_flush(c);
-    conn_close(c);
+    conn_linger(c);
     return;
   }
   conn_process(c);
@@ -794,6 +849,7 @@ static void on_connection(uv_stream_t *server, int status) {
   c->id = ++s->next_conn_id;
   c->created_ms = srv_now_ms();
   c->h.handle.data = c;
+  c->open_handles = 1;
   bool is_tcp = server == (uv_stream_t *)&s->tcp;
   if (is_tcp)
     uv_tcp_init(s->loop, &c->h.tcp);

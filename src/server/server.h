@@ -44,6 +44,13 @@
  * holds the loop for a whole pipeline. */
 #define ORDOD_TURN_REQUESTS 64
 #define ORDOD_TURN_OUTPUT (128u << 10)
+/* A connection closed after a last reply (QUIT, a protocol error) sends its
+ * reply and a FIN, then reads and drops what the peer still sends, for at
+ * most this long and this much: a close with unread input would send a RST,
+ * and a RST can destroy the reply in the peer's buffer before it reads it
+ * (the "lingering close" of HTTP servers). */
+#define ORDOD_LINGER_MS 1000
+#define ORDOD_LINGER_BYTES 65536
 
 typedef struct srv_config {
   char bind[64];
@@ -87,7 +94,16 @@ struct conn {
   size_t writing; /* bytes handed to libuv, not yet written */
   bool closing, authed;
   bool closing_after_reply; /* QUIT */
-  char user[128];           /* the AUTH user ("default" when AUTH names none) */
+  /* Closing after a last reply (conn_linger): the reply and a FIN are
+   * sent, and what the peer still sends is read and dropped until it
+   * closes, ORDOD_LINGER_BYTES arrive, or ORDOD_LINGER_MS pass. */
+  bool lingering;
+  bool closed;      /* uv_close called on its handles */
+  int open_handles; /* the socket, and the linger timer once started */
+  size_t lingered;  /* bytes dropped while lingering */
+  uv_timer_t linger;
+  uv_shutdown_t shut;
+  char user[128]; /* the AUTH user ("default" when AUTH names none) */
   size_t user_len;
   int resp; /* 2 or 3 */
   uint64_t id;

@@ -970,6 +970,84 @@ def case_bad_input(srv):
     c.close()
 
 
+TCP_CLOSE = 7  # tcpi_state, the first byte of struct tcp_info
+
+
+def tcp_state(sock):
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
+
+
+def case_quit_lingering_close(srv):
+    """A connection closed after its last reply (QUIT, a protocol error)
+    sends the reply and a FIN, then reads and drops what the peer still
+    sends: bytes after the FIN get no RST, which could destroy the reply
+    in the peer's buffer before it is read. The session ends at once, the
+    linger is bounded in time and bytes, and nothing else changes."""
+    probe = srv.client()
+    # Data sent after the server's FIN: the peer's close ends cleanly (its
+    # socket reaches CLOSE with no error) instead of by a reset.
+    for payload in (b"QUIT\r\n", b"*1\r\n$-5\r\n"):
+        s = srv.raw()
+        holder = s.cmd("CLIENT", "ID")
+        assert is_grant(s.cmd("LOCK", 1, "linger", "X", "WAIT", 0), "linger")
+        s.sock.sendall(payload)
+        reply = s.reply()
+        assert reply == "OK" or (isinstance(reply, Err) and
+                                 reply.startswith("ERR Protocol error")), reply
+        assert s.until_closed(T(10)) == b""  # the FIN, right after the reply
+        # The session ended with the reply, while the socket still lingers.
+        other = srv.client()
+        assert lock(other, "linger", wait=0)
+        other.execute_command("UNLOCK")
+        other.close()
+        assert holder in client_list(probe), \
+            "the connection closed before its peer did (no linger)"
+        try:
+            s.sock.sendall(b"PING\r\n")
+            s.sock.shutdown(socket.SHUT_WR)
+            wait_until(lambda: tcp_state(s.sock) == TCP_CLOSE,
+                       what="the connection's close")
+            err = s.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        except OSError as e:
+            err = e.errno
+        assert err == 0, ("bytes after %r were answered by a reset (%s)" %
+                          (payload, os.strerror(err)))
+        s.close()
+        wait_conn_gone(probe, holder)
+    # PING QUIT PING as two writes, the way a pipelining client sends
+    # them: +PONG +OK and EOF each time, never a reset.
+    for _ in range(200):
+        s = srv.raw()
+        s.sock.sendall(b"PING\r\nQUIT\r\n")
+        s.sock.sendall(b"PING\r\n")
+        try:
+            got = s.until_closed(T(10))
+            s.sock.recv(1)  # a reset after the EOF shows here
+        except ConnectionResetError:
+            raise AssertionError("PING QUIT PING: reset before EOF")
+        assert got == b"+PONG\r\n+OK\r\n", got
+        s.close()
+    # A peer that never closes is closed when the linger ends; one that
+    # floods after QUIT is closed by the byte bound; neither holds memory.
+    quiet, flood = srv.raw(), srv.raw()
+    ids = [quiet.cmd("CLIENT", "ID"), flood.cmd("CLIENT", "ID")]
+    quiet.sock.sendall(b"QUIT\r\n")
+    assert quiet.reply() == "OK"
+    flood.sock.sendall(b"QUIT\r\n")
+    assert flood.reply() == "OK"
+    try:
+        for _ in range(64):
+            flood.sock.sendall(b"x" * 65536)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # closed while still writing: the bound did it
+    for i in ids:
+        wait_conn_gone(probe, i)
+    quiet.close()
+    flood.close()
+    ping_ok(srv)
+    probe.close()
+
+
 def check_cut_off(srv, nreq=400):
     """A client that sends requests and never reads the replies is cut off:
     the server closes its connection (seen as EOF or a reset, within a
@@ -1631,6 +1709,7 @@ CASES = [case_lock_release_tokens, case_many_keys_one_session,
          case_priority_victim, case_priority_one_identity,
          case_one_release_wakes_one,
          case_requests_wait_behind_lock, case_client_and_command,
+         case_quit_lingering_close,
          case_memory_steady, case_restart_tokens, case_limits_and_auth,
          case_preauth_limits, case_flood_takes_turns,
          case_long_wait_log_verbose,
