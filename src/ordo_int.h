@@ -80,6 +80,11 @@ struct ordo_s {
   /* The lock-order checker (src/detect/order.c), NULL when opts.order is
    * ORDO_ORDER_OFF. Read-only after open. */
   struct ordo__order *order;
+  /* The engine (src/core) that runs this place in process, NULL for a
+   * remote place: set by mem:// at open, read-only after. The lock server
+   * reaches a txn's holds through it (core/table.h, "The engine behind a
+   * place"), never through a backend. */
+  struct ordo__table *engine;
 };
 
 /* Likewise for a transaction handle. */
@@ -91,6 +96,9 @@ struct ordo_txn_s {
   /* The checker's state of this txn (src/detect/order.c), NULL until its
    * first lock with the checker on. Only the txn's own thread uses it. */
   void *order_state;
+  /* The engine's owner behind this txn (mem://), NULL for a remote place;
+   * set at begin, read-only after. */
+  struct ordo__owner *engine;
 };
 
 /*
@@ -136,22 +144,10 @@ extern const ordo__backend ordo__backend_redis;
 extern const ordo__backend ordo__backend_redlock;
 extern const ordo__backend ordo__backend_postgres;
 
-/*
- * A mem:// txn's holds, for the lock server (src/server), which keeps no copy
- * of its own: ordo__mem_each_hold calls fn on each, in acquisition order,
- * with the key, mode, fencing token and hold count; ordo__mem_nholds counts
- * the keys held. Only the txn's own thread may call them, and fn must not
- * call into ordo. Both read the engine's own records (src/core/table.c,
- * ordo__owner_each_hold).
- */
+/* A hold, as the engine's face (core/table.h, ordo__owner_each_hold) lists
+ * it: key, mode, fencing token and hold count. */
 typedef void (*ordo__hold_fn)(void *arg, const void *key, size_t len,
                               ordo_mode_t mode, uint64_t fence, unsigned count);
-void ordo__mem_each_hold(ordo_txn_t *t, ordo__hold_fn fn, void *arg);
-size_t ordo__mem_nholds(ordo_txn_t *t);
-/* Gives a mem:// txn that holds nothing and waits for nothing a new priority
- * (the lock server's LOCK ... PRIORITY n), keeping its id: 0, or ORDO_EBUSY
- * and nothing changed. Only the txn's own thread may call it. */
-int ordo__mem_set_priority(ordo_txn_t *t, int priority);
 
 /*
  * The model-based tester's view of a mem:// place (tests/model; nothing
@@ -169,8 +165,6 @@ enum {
   ORDO__MEM_NAPPING = 16 /* inside its condition wait right now */
 };
 extern void (*ordo__mem_before_retry)(ordo_txn_t *t);
-struct ordo__table *ordo__mem_table(ordo_t *o);
-uint64_t ordo__mem_owner_id(ordo_txn_t *t);
 int ordo__mem_wait_state(ordo_txn_t *t);
 
 /* Sorts reqs into the canonical order and merges duplicates (the strongest

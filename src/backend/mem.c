@@ -80,6 +80,7 @@ static int mem_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   p->max_spinners = cpus > 1 ? (int)(cpus - 1) : 0;
   p->spin_ns = (uint64_t)opts->spin_us * 1000u;
+  p->base.engine = p->tab;
   *out = &p->base;
   return 0;
 }
@@ -106,6 +107,7 @@ static int mem_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&t->cv, &ca);
   pthread_condattr_destroy(&ca);
+  t->base.engine = &t->ow;
   *out = &t->base;
   return 0;
 }
@@ -340,14 +342,6 @@ static int mem_held(ordo_txn_t *tx, const void *key, size_t len,
 
 void (*ordo__mem_before_retry)(ordo_txn_t *t);
 
-struct ordo__table *ordo__mem_table(ordo_t *o) {
-  return ((mem_place *)o)->tab;
-}
-
-uint64_t ordo__mem_owner_id(ordo_txn_t *tx) {
-  return mt(tx)->ow.id;
-}
-
 int ordo__mem_wait_state(ordo_txn_t *tx) {
   mem_txn *t = mt(tx);
   int st = atomic_load_explicit(&t->wstate, memory_order_acquire);
@@ -358,21 +352,6 @@ int ordo__mem_wait_state(ordo_txn_t *tx) {
   if (atomic_load_explicit(&t->napping, memory_order_acquire))
     st |= ORDO__MEM_NAPPING;
   return st;
-}
-
-void ordo__mem_each_hold(ordo_txn_t *tx, ordo__hold_fn fn, void *arg) {
-  ordo__owner_each_hold(&mt(tx)->ow, fn, arg);
-}
-
-size_t ordo__mem_nholds(ordo_txn_t *tx) {
-  return ordo__owner_nholds(&mt(tx)->ow);
-}
-
-int ordo__mem_set_priority(ordo_txn_t *tx, int priority) {
-  int rc = ordo__owner_set_priority(&mt(tx)->ow, priority);
-  if (rc == 0)
-    tx->priority = priority;
-  return rc;
 }
 
 static int mem_stats(ordo_t *o, ordo_stats_t *out) {

@@ -1133,6 +1133,16 @@ int ordo__owner_set_priority(ordo__owner *w, int priority) {
   return rc;
 }
 
+int ordo__txn_set_priority(ordo_txn_t *t, int priority) {
+  ordo__owner *w = ordo__engine_owner(t);
+  if (!w)
+    return ORDO_ENOTSUP;
+  int rc = ordo__owner_set_priority(w, priority);
+  if (rc == 0)
+    t->priority = priority;
+  return rc;
+}
+
 void ordo__owner_init(ordo__table *tab, ordo__owner *w, uint64_t id,
                       int priority) {
   memset(w, 0, sizeof *w);

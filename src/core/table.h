@@ -236,6 +236,24 @@ int ordo__owner_set_priority(ordo__owner *w, int priority);
 
 void ordo__table_stats(ordo__table *tab, ordo_stats_t *out);
 
+/* ---- The engine behind a place --------------------------------------------
+ * A place that runs this engine in process (mem://) names its table and each
+ * txn's owner in the parts every place shares (ordo_int.h), so that the lock
+ * server (src/server) and the tester reach a txn's holds through the engine's
+ * face alone: ordo__owner_each_hold, ordo__owner_nholds,
+ * ordo__txn_set_priority and ordo__table_key_each. Both are NULL on a remote
+ * place. */
+static inline ordo__table *ordo__engine_table(const ordo_t *o) {
+  return o->engine;
+}
+static inline ordo__owner *ordo__engine_owner(const ordo_txn_t *t) {
+  return t->engine;
+}
+/* ordo__owner_set_priority for a txn, whose own priority then says the new
+ * one too: 0, ORDO_EBUSY (nothing changed), or ORDO_ENOTSUP on a remote
+ * place. */
+int ordo__txn_set_priority(ordo_txn_t *t, int priority);
+
 /* The tester's view (tests/model): ordo__table_tick runs what is due on the
  * manual clock; ordo__table_snapshot lists every lock with holders or
  * waiters. */

@@ -81,9 +81,9 @@ static bool arg_num(const ordo__resp_arg *a, long long lo, long long hi,
 /* ---- Held keys of a session ------------------------------------------------
  *
  * The server keeps no record of its own of what a session holds: the
- * engine's holds are the record (ordo__mem_each_hold, ordo__mem_nholds), so
- * a held lock costs the server nothing beyond the engine's lock object and
- * hold, and the two can never disagree.
+ * engine's holds are the record (ordo__owner_each_hold, ordo__owner_nholds:
+ * core/table.h), so a held lock costs the server nothing beyond the engine's
+ * lock object and hold, and the two can never disagree.
  */
 
 /* A reply about a session's holds. Its items are written to a buffer of
@@ -114,7 +114,7 @@ static void held_item(void *arg, const void *key, size_t len, ordo_mode_t mode,
 
 size_t srv_held_write(ordo__out *out, srv *s, sess *ss, bool lost) {
   held_reply r = {{0}, 0, s->epoch << FENCE_SHIFT, lost};
-  ordo__mem_each_hold(ss->txn, held_item, &r);
+  ordo__owner_each_hold(ordo__engine_owner(ss->txn), held_item, &r);
   if (lost) {
     ordo__out_push(out, 1 + r.n, 3);
     ordo__out_bulk(out, "lease-lost", 10);
@@ -247,7 +247,8 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
     }
     total += k->len;
   }
-  if (ordo__mem_nholds(ss->txn) + (size_t)nk > s->cfg.max_session_locks) {
+  if (ordo__owner_nholds(ordo__engine_owner(ss->txn)) + (size_t)nk >
+      s->cfg.max_session_locks) {
     ordo__out_error(&c->out, "LIMIT",
                     "this session would hold more than %zu keys; UNLOCK some",
                     s->cfg.max_session_locks);
@@ -270,7 +271,7 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
      * had begun with it, and keeps its txn and id (one identity: the id
      * SESSION ID gives is the one GRAPH and -DEADLOCK name, before and
      * after); one that holds keys keeps its priority (ORDO_EBUSY). */
-    (void)ordo__mem_set_priority(ss->txn, (int)prio);
+    (void)ordo__txn_set_priority(ss->txn, (int)prio);
   }
   /* Copies of the keys: the reply, which may come later, needs them. */
   free(ss->req);
@@ -409,7 +410,7 @@ static void cmd_holders(conn *c, size_t argc, ordo__resp_arg *argv) {
    * sees one state of the key. */
   holders_reply r = {{0}, {0}, 0, 0, s->epoch << FENCE_SHIFT};
   if (argv[1].len > 0 && argv[1].len <= s->cfg.max_key_len)
-    ordo__table_key_each(ordo__mem_table(s->o), argv[1].ptr, argv[1].len,
+    ordo__table_key_each(ordo__engine_table(s->o), argv[1].ptr, argv[1].len,
                          holders_item, &r);
   ordo__out_array(&c->out, 2);
   ordo__out_array(&c->out, r.nh);
@@ -484,7 +485,7 @@ static void cmd_session(conn *c, size_t argc, ordo__resp_arg *argv) {
                             "may have run out)");
       return;
     }
-    if (ordo__mem_nholds(ss->txn) > 0 || ss->waiting) {
+    if (ordo__owner_nholds(ordo__engine_owner(ss->txn)) > 0 || ss->waiting) {
       ordo__out_error(&c->out, "ERR",
                       "this connection's own session holds "
                       "keys: UNLOCK them first");
@@ -705,14 +706,15 @@ static void cmd_client(conn *c, size_t argc, ordo__resp_arg *argv) {
     uint64_t now = srv_now_ms();
     for (conn *x = c->s->conns; x; x = x->next) {
       char line[256];
-      int n = snprintf(line, sizeof line,
-                       "id=%llu addr=%s name=%s age=%llu session=%llu "
-                       "holds=%zu waiting=%d resp=%d\n",
-                       (unsigned long long)x->id, x->addr, x->name,
-                       (unsigned long long)((now - x->created_ms) / 1000),
-                       (unsigned long long)(x->sess ? x->sess->id : 0),
-                       x->sess ? ordo__mem_nholds(x->sess->txn) : 0,
-                       x->sess && x->sess->waiting, x->resp);
+      int n = snprintf(
+          line, sizeof line,
+          "id=%llu addr=%s name=%s age=%llu session=%llu "
+          "holds=%zu waiting=%d resp=%d\n",
+          (unsigned long long)x->id, x->addr, x->name,
+          (unsigned long long)((now - x->created_ms) / 1000),
+          (unsigned long long)(x->sess ? x->sess->id : 0),
+          x->sess ? ordo__owner_nholds(ordo__engine_owner(x->sess->txn)) : 0,
+          x->sess && x->sess->waiting, x->resp);
       if (n > 0) {
         size_t want = buf.len + (size_t)n;
         if (want > buf.cap) {

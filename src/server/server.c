@@ -11,6 +11,8 @@
  */
 #include "server/server.h"
 
+#include "core/table.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -310,7 +312,7 @@ static void lease_expire(srv *s, sess *ss) {
   }
   /* Name the keys it loses, for a RESP3 client's push message. */
   conn *c = ss->c;
-  if (c->resp == 3 && ordo__mem_nholds(ss->txn) > 0) {
+  if (c->resp == 3 && ordo__owner_nholds(ordo__engine_owner(ss->txn)) > 0) {
     /* A RESP3 client hears at once which keys it lost. */
     srv_held_write(&c->out, s, ss, true);
   }

@@ -19,7 +19,7 @@
  *      smaller token.
  *
  * Each thread also checks, after every call, that the engine's list of its
- * holds (ordo__mem_each_hold) agrees with
+ * holds (ordo__owner_each_hold) agrees with
  * its own count of what it holds (so a failed call holds nothing new, and
  * a deadlock victim holds nothing). A watchdog dumps the lock table if the
  * run hangs. --selftest feeds the checker histories that break each rule
@@ -29,7 +29,7 @@
  *   model_history [--threads T] [--keys K] [--ops N] [--seed S] [--selftest]
  */
 #include "../common/testutil.h"
-#include "ordo_int.h"
+#include "core/table.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -542,7 +542,7 @@ static void werr(worker *w, const char *fmt, ...) {
   }
 }
 
-/* The engine's list of a txn's holds (ordo__mem_each_hold: key, mode,
+/* The engine's list of a txn's holds (ordo__owner_each_hold: key, mode,
  * token, count). It reads the owner's own records and, unlike ordo_held
  * and ordo_fence, leaves a fast-path hold where the fast path put it, so
  * the checks do not keep every key off the fast path. */
@@ -573,7 +573,7 @@ static void held_cb(void *arg, const void *key, size_t len, ordo_mode_t mode,
 static void agree(worker *w, ordo_txn_t *t, const uint32_t *count,
                   const int *mode, const char *after, heldv *h) {
   memset(h, 0, sizeof *h);
-  ordo__mem_each_hold(t, held_cb, h);
+  ordo__owner_each_hold(ordo__engine_owner(t), held_cb, h);
   if (h->bad)
     werr(w, "after %s, the engine lists a key twice or an unknown one", after);
   for (int k = 0; k < w->nkey; k++)

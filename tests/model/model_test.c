@@ -247,7 +247,7 @@ static void fmt_c_step(sbuf *b, const config *c, const step *st) {
   case ST_ADVANCE:
     sb_printf(b,
               "     ordo__clock_advance(%" PRId32
-              " * 1000000); ordo__table_tick(ordo__mem_table(o));\n",
+              " * 1000000); ordo__table_tick(ordo__engine_table(o));\n",
               st->tmo);
     return;
   }
@@ -541,7 +541,7 @@ static bool begin_txn(run *r, int s) {
   if (rc)
     return fail(r, "ordo_txn_begin: %s", ordo_err_name(rc));
   uint64_t id = ordo_txn_id(t);
-  if (id != ordo__mem_owner_id(t))
+  if (id != ordo__engine_owner(t)->id)
     return fail(r, "ordo_txn_id %" PRIu64 " != engine owner id", id);
   for (int o = 0; o < r->cfg.ntxn; o++)
     if (r->m.t[o].live && r->m.t[o].id >= id)
@@ -574,7 +574,7 @@ static bool run_open(run *r, const config *cfg, double bound_s, counters *c) {
   int rc = ordo_open(&r->o, "mem://", &opt);
   if (rc)
     return fail(r, "ordo_open: %s", ordo_err_name(rc));
-  r->tab = ordo__mem_table(r->o);
+  r->tab = ordo__engine_table(r->o);
   md_init(&r->m, cfg->ntxn, cfg->nkey, ordo__now_ns(),
           (uint64_t)STARVE_US * 1000u);
   for (int s = 0; s < cfg->ntxn; s++) {
@@ -976,11 +976,11 @@ static bool compare_calls(run *r, const char *where) {
   return true;
 }
 
-/* Each txn's holds as the engine lists them (ordo__mem_each_hold: in
+/* Each txn's holds as the engine lists them (ordo__owner_each_hold: in
  * acquisition order, which decides the order of unlock_all's releases),
  * against the model's; and their fencing tokens: each new grant (or
  * upgrade) of a key gets a token above every one the key had, in grant
- * order, and a re-lock keeps its token. ordo__mem_each_hold reads the
+ * order, and a re-lock keeps its token. ordo__owner_each_hold reads the
  * owner's own list under wait_mu; unlike ordo_held or ordo_fence it does
  * not move a fast-path hold onto the lock's list, so the fast path stays
  * as the calls left it. (The worker is idle or waiting: nothing else
@@ -1027,7 +1027,7 @@ static bool compare_holds(run *r, const char *where) {
   for (int s = 0; s < r->cfg.ntxn; s++) {
     md_txn *t = &r->m.t[s];
     ehold_list l = {.cfg = &r->cfg};
-    ordo__mem_each_hold(r->sl[s].t, each_hold_cb, &l);
+    ordo__owner_each_hold(ordo__engine_owner(r->sl[s].t), each_hold_cb, &l);
     bool same = !l.bad && l.n == t->nhold;
     for (int i = 0; same && i < l.n; i++)
       same = l.h[i].key == t->hold[i].key && l.h[i].mode == t->hold[i].mode &&

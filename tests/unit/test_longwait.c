@@ -107,7 +107,7 @@ static size_t one_round(size_t n, size_t cold, size_t m, uint64_t *out,
   ordo_t *o = NULL;
   assert_int_equal(ordo_open(&o, "mem://", &opts), 0);
   tu_watchdog_target(o);
-  ordo__table *tab = ordo__mem_table(o);
+  ordo__table *tab = ordo__engine_table(o);
   size_t hot = n + m + 1, total = hot + cold + 1;
   round_t r = {calloc(total, sizeof(ordo_txn_t *)), total, -1, 0};
   waiter_arg *args = calloc(total, sizeof *args);
