@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sys/queue.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -63,14 +64,14 @@ typedef struct pool_client {
 
   /* The pool's mu guards every field below (not named in attributes: it
    * is another struct's); the functions that touch them require it. */
-  uint64_t claim;                    /* the declared maximum */
-  uint64_t held;                     /* units held now, <= claim */
-  uint64_t want;                     /* units the queued acquire asks */
-  pool_state state;                  /* see pool_state */
-  size_t slot;                       /* index in the pool's cl[] */
-  struct pool_client *wprev, *wnext; /* the FIFO queue, while WAITING */
-  unsigned char done;                /* scratch of textbook_safe */
-  pthread_cond_t cv;                 /* its acquire sleeps here, on mu */
+  uint64_t claim;                 /* the declared maximum */
+  uint64_t held;                  /* units held now, <= claim */
+  uint64_t want;                  /* units the queued acquire asks */
+  pool_state state;               /* see pool_state */
+  size_t slot;                    /* index in the pool's cl[] */
+  TAILQ_ENTRY(pool_client) wlink; /* the FIFO queue, while WAITING */
+  unsigned char done;             /* scratch of textbook_safe */
+  pthread_cond_t cv;              /* its acquire sleeps here, on mu */
 } pool_client;
 
 /* One client as the sorted safety check sees it. */
@@ -98,7 +99,7 @@ struct ordo_pool_s {
   /* The sorted check's workspace. */
   pool_need *scratch ORDO_GUARDED_BY(mu) ORDO_PT_GUARDED_BY(mu);
   /* Waiting clients, oldest first. */
-  pool_client *whead ORDO_GUARDED_BY(mu), *wtail ORDO_GUARDED_BY(mu);
+  TAILQ_HEAD(, pool_client) waiters ORDO_GUARDED_BY(mu);
   size_t nwaiting ORDO_GUARDED_BY(mu); /* clients on the queue */
   uint64_t grants ORDO_GUARDED_BY(mu); /* acquires granted, at once or later */
   uint64_t waits ORDO_GUARDED_BY(mu);  /* acquires that queued */
@@ -228,27 +229,13 @@ static void enqueue(ordo_pool_t *p, pool_client *c, uint64_t n)
     ORDO_REQUIRES(p->mu) {
   c->want = n;
   c->state = CLIENT_WAITING;
-  c->wnext = NULL;
-  c->wprev = p->wtail;
-  if (p->wtail)
-    p->wtail->wnext = c;
-  else
-    p->whead = c;
-  p->wtail = c;
+  TAILQ_INSERT_TAIL(&p->waiters, c, wlink);
   p->nwaiting++;
 }
 
 static void dequeue(ordo_pool_t *p, pool_client *c) ORDO_REQUIRES(p->mu) {
   ORDO_ASSERT(c->state == CLIENT_WAITING);
-  if (c->wprev)
-    c->wprev->wnext = c->wnext;
-  else
-    p->whead = c->wnext;
-  if (c->wnext)
-    c->wnext->wprev = c->wprev;
-  else
-    p->wtail = c->wprev;
-  c->wprev = c->wnext = NULL;
+  TAILQ_REMOVE(&p->waiters, c, wlink);
   c->want = 0;
   p->nwaiting--;
 }
@@ -276,9 +263,9 @@ static void grant(ordo_pool_t *p, pool_client *c, uint64_t n)
  * thread may return, leave the pool and free its record, cv included.
  */
 static void grant_waiters(ordo_pool_t *p) ORDO_REQUIRES(p->mu) {
-  pool_client *c = p->whead;
+  pool_client *c = TAILQ_FIRST(&p->waiters);
   while (c && p->avail > 0) {
-    pool_client *next = c->wnext;
+    pool_client *next = TAILQ_NEXT(c, wlink);
     if (c->want <= p->avail && safe_after(p, c, c->want)) {
       uint64_t n = c->want;
       dequeue(p, c);
@@ -319,6 +306,7 @@ int ordo_pool_create(ordo_pool_t **out, uint64_t units) {
     return ORDO_ENOMEM;
   p->units = units;
   p->avail = units;
+  TAILQ_INIT(&p->waiters);
   if (pthread_condattr_init(&p->cattr) != 0) {
     free(p);
     return ORDO_ENOMEM;
@@ -588,7 +576,8 @@ void ordo__pool_dump(ordo_pool_t *p, int fd) {
     dprintf(fd, "\n");
   }
   dprintf(fd, "  queue (oldest first):");
-  for (const pool_client *c = p->whead; c; c = c->wnext)
+  for (const pool_client *c = TAILQ_FIRST(&p->waiters); c;
+       c = TAILQ_NEXT(c, wlink))
     dprintf(fd, " txn %" PRIu64 " wants %" PRIu64 ";", c->id, c->want);
   dprintf(fd, "\n");
   ordo__mutex_unlock(&p->mu);

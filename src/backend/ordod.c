@@ -1164,7 +1164,8 @@ static void od_dump(ordo_t *o, int fd) {
   ordo__mutex_lock(&p->rn.mu);
   if (p->rn.err[0])
     fprintf(f, "last error: %s\n", p->rn.err);
-  for (ordo__rn_txn *l = p->rn.txns; l; l = l->next) {
+  ordo__rn_txn *l;
+  LIST_FOREACH(l, &p->rn.txns, link) {
     od_txn *t = ot(l->txn);
     fprintf(
         f, "txn %llu%s%s%s (server: txn %llu):", (unsigned long long)t->base.id,

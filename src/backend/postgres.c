@@ -1212,7 +1212,8 @@ static void pg_dump(ordo_t *o, int fd) {
   ordo__mutex_lock(&p->rn.mu);
   if (p->rn.err[0])
     fprintf(f, "last error: %s\n", p->rn.err);
-  for (ordo__rn_txn *l = p->rn.txns; l; l = l->next) {
+  ordo__rn_txn *l;
+  LIST_FOREACH(l, &p->rn.txns, link) {
     pg_txn *t = pt(l->txn);
     fprintf(f, "txn %llu (server pid %d):", (unsigned long long)t->base.id,
             atomic_load(&t->backend_pid));

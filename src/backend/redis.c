@@ -1575,7 +1575,8 @@ static void rd_dump(ordo_t *o, int fd) {
   ordo__mutex_lock(&p->rn.mu);
   if (p->rn.err[0])
     fprintf(f, "last error: %s\n", p->rn.err);
-  for (ordo__rn_txn *l = p->rn.txns; l; l = l->next) {
+  ordo__rn_txn *l;
+  LIST_FOREACH(l, &p->rn.txns, link) {
     rd_txn *t = rt(l->txn);
     fprintf(f,
             "txn %llu%s%s%s (owner %.8s...):", (unsigned long long)t->base.id,

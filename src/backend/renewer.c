@@ -28,23 +28,23 @@ static uint64_t min64(uint64_t a, uint64_t b) {
  */
 static uint64_t pass(ordo__renewer *r) ORDO_REQUIRES(r->mu) {
   uint64_t next = UINT64_MAX;
-  ordo__rn_txn *t = r->txns;
+  ordo__rn_txn *t = LIST_FIRST(&r->txns);
   while (t && !r->stop) {
     uint64_t now = ordo__now_ns();
     if (!atomic_load(&t->holding) || t->cb_running) {
-      t = t->next;
+      t = LIST_NEXT(t, link);
       continue;
     }
     uint64_t due = due_of(r, t);
     if (due > now) {
       next = min64(next, due);
-      t = t->next;
+      t = LIST_NEXT(t, link);
       continue;
     }
     if (!ordo__mutex_trylock(t->mu)) {
       /* Inside a call (bounded by the backend's timeout): look again. */
       next = min64(next, now + r->ops->busy(r->place, t));
-      t = t->next;
+      t = LIST_NEXT(t, link);
       continue;
     }
     /* t's mu keeps t alive: its txn_end takes it before it frees t. */
@@ -52,23 +52,23 @@ static uint64_t pass(ordo__renewer *r) ORDO_REQUIRES(r->mu) {
     bool lost = r->ops->renew(r->place, t->txn);
     ordo__mutex_lock(&r->mu);
     if (!t->linked) {
-      /* Ending: its txn_end waits for t's mu, and t->next is stale. */
+      /* Ending: its txn_end waits for t's mu, and its link is stale. */
       ordo__mutex_unlock(t->mu);
-      t = r->txns;
+      t = LIST_FIRST(&r->txns);
       continue;
     }
     if (!lost) {
       if (atomic_load(&t->holding))
         next = min64(next, due_of(r, t));
       ordo__mutex_unlock(t->mu);
-      t = t->next;
+      t = LIST_NEXT(t, link);
       continue;
     }
     void (*cb)(ordo_txn_t *, void *) = r->lost_cb;
     void *cb_arg = r->lost_arg;
     ordo__mutex_unlock(t->mu);
     if (!cb) {
-      t = t->next;
+      t = LIST_NEXT(t, link);
       continue;
     }
     /* The callback runs with no lock held; cb_running keeps t alive. */
@@ -77,7 +77,7 @@ static uint64_t pass(ordo__renewer *r) ORDO_REQUIRES(r->mu) {
     cb(t->txn, cb_arg);
     ordo__mutex_lock(&r->mu);
     t->cb_running = false;
-    ordo__rn_txn *nx = t->linked ? t->next : r->txns;
+    ordo__rn_txn *nx = t->linked ? LIST_NEXT(t, link) : LIST_FIRST(&r->txns);
     pthread_cond_broadcast(&r->cb_done);
     t = nx;
   }
@@ -123,7 +123,8 @@ static uint64_t pass_many(ordo__renewer *r) ORDO_REQUIRES(r->mu) {
     size_t n = 0;
     uint64_t now = ordo__now_ns(), next = UINT64_MAX, until = UINT64_MAX;
     uint64_t early = r->ops->early ? r->ops->early(r->place) : 0;
-    for (ordo__rn_txn *t = r->txns; t && !r->stop; t = t->next) {
+    for (ordo__rn_txn *t = LIST_FIRST(&r->txns); t && !r->stop;
+         t = LIST_NEXT(t, link)) {
       if (!atomic_load(&t->holding) || t->cb_running)
         continue;
       uint64_t due = due_of(r, t), end = atomic_load(&t->lease_end_ns);
@@ -211,7 +212,7 @@ static void *renewer_main(void *arg) {
 }
 
 int ordo__rn_start(ordo__renewer *r, const ordo__rn_ops *ops, void *place) {
-  r->txns = NULL;
+  LIST_INIT(&r->txns);
   r->lost_cb = NULL;
   r->lost_arg = NULL;
   r->stop = r->in_pass = r->kicked = false;
@@ -246,7 +247,7 @@ int ordo__rn_start(ordo__renewer *r, const ordo__rn_ops *ops, void *place) {
 
 void ordo__rn_stop(ordo__renewer *r) {
   ordo__mutex_lock(&r->mu);
-  ORDO_ASSERT(r->txns == NULL); /* every txn must have ended */
+  ORDO_ASSERT(LIST_EMPTY(&r->txns)); /* every txn must have ended */
   r->stop = true;
   pthread_cond_signal(&r->wake);
   ordo__mutex_unlock(&r->mu);
@@ -266,23 +267,14 @@ void ordo__rn_link(ordo__renewer *r, ordo__rn_txn *t, ordo_txn_t *txn,
   atomic_init(&t->due_ns, UINT64_MAX);
   atomic_init(&t->lease_end_ns, 0);
   ordo__mutex_lock(&r->mu);
-  t->prev = NULL;
-  t->next = r->txns;
-  if (r->txns)
-    r->txns->prev = t;
-  r->txns = t;
+  LIST_INSERT_HEAD(&r->txns, t, link);
   t->linked = true;
   ordo__mutex_unlock(&r->mu);
 }
 
 void ordo__rn_unlink(ordo__renewer *r, ordo__rn_txn *t) {
   ordo__mutex_lock(&r->mu);
-  if (t->prev)
-    t->prev->next = t->next;
-  else
-    r->txns = t->next;
-  if (t->next)
-    t->next->prev = t->prev;
+  LIST_REMOVE(t, link);
   t->linked = false;
   while (t->cb_running)
     ordo__cond_wait(&r->cb_done, &r->mu);

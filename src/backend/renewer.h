@@ -39,6 +39,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "ordo.h"
 #include "ordo_tsa.h"
@@ -48,7 +49,7 @@ typedef struct ordo__rn_txn ordo__rn_txn;
 struct ordo__rn_txn {
   /* Guarded by the renewer's mu (not named in attributes: it is another
    * struct's). */
-  ordo__rn_txn *next, *prev;
+  LIST_ENTRY(ordo__rn_txn) link;
   bool linked;      /* in the list: the thread may visit it */
   bool cb_running;  /* the lease-lost callback runs for it now */
   uint64_t batched; /* the pass that last renewed it (renew_many) */
@@ -93,7 +94,7 @@ typedef struct ordo__rn_ops {
 
 typedef struct ordo__renewer {
   /*
-   * mu guards: txns and every link's next, prev, linked, cb_running and
+   * mu guards: txns and every link's link, linked, cb_running and
    * batched;
    * the callback (lost_cb, lost_arg); the thread's state (stop, in_pass,
    * kicked, sleep_until); and err. wake wakes the thread (its clock is
@@ -102,7 +103,7 @@ typedef struct ordo__renewer {
    */
   ordo__mutex mu;
   pthread_cond_t wake, cb_done;
-  ordo__rn_txn *txns ORDO_GUARDED_BY(mu);
+  LIST_HEAD(, ordo__rn_txn) txns ORDO_GUARDED_BY(mu);
   void (*lost_cb)(ordo_txn_t *t, void *arg) ORDO_GUARDED_BY(mu);
   void *lost_arg ORDO_GUARDED_BY(mu);
   bool stop ORDO_GUARDED_BY(mu), in_pass ORDO_GUARDED_BY(mu),

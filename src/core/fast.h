@@ -89,34 +89,21 @@ static inline uint32_t hash_of(const ordo__lock *l) {
 
 /* Appends h to w's holds (acquisition order). */
 ORDO_HOT void hold_link(ordo__owner *w, ordo__hold *h) {
-  h->tnext = NULL;
-  h->tprev = w->htail;
-  if (w->htail)
-    w->htail->tnext = h;
-  else
-    w->hhead = h;
-  w->htail = h;
+  TAILQ_INSERT_TAIL(&w->holds, h, tlink);
   w->nholds++;
 }
 
 /* Puts hold record h (on no list) back on w's free list. */
 ORDO_HOT void hold_free(ordo__owner *w, ordo__hold *h) {
   h->lock = NULL;
-  h->tnext = w->hfree;
+  h->fnext = w->hfree;
   w->hfree = h;
   w->nfree++;
 }
 
 /* Takes h off its owner's hold list and back to the free list. */
 ORDO_HOT void hold_unlink(ordo__owner *w, ordo__hold *h) {
-  if (h->tprev)
-    h->tprev->tnext = h->tnext;
-  else
-    w->hhead = h->tnext;
-  if (h->tnext)
-    h->tnext->tprev = h->tprev;
-  else
-    w->htail = h->tprev;
+  TAILQ_REMOVE(&w->holds, h, tlink);
   w->nholds--;
   hold_free(w, h);
 }
@@ -232,7 +219,7 @@ ORDO_HOT int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r, size_t n) {
       return 1;
     if (!fast_idle(l) || !fast_take(w, h, l))
       return ORDO__FAST_BUSY;
-    w->hfree = h->tnext;
+    w->hfree = h->fnext;
     w->nfree--;
     if (!fast_match(l, hv, r)) {
       ordo__fast_give_back(w, &h, 1);
@@ -285,7 +272,7 @@ ORDO_HOT int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r, size_t n) {
       break;
     }
     took[got++] = h;
-    h = h->tnext;
+    h = h->fnext;
     if (!fast_match(lk[i], hs[i], &r[i]))
       why = 1;
   }
@@ -325,9 +312,11 @@ ORDO_HOT bool fast_release(ordo__table *tab, ordo__hold *h) {
  * many keys were released. */
 ORDO_HOT int ordo__release_all(ordo__owner *w) {
   int n = 0;
-  while (w->htail && fast_release(w->tab, w->htail))
+  ordo__hold *h;
+  while ((h = TAILQ_LAST(&w->holds, ordo__hold_list)) &&
+         fast_release(w->tab, h))
     n++;
-  return w->htail ? n + ordo__release_rest(w) : n;
+  return h ? n + ordo__release_rest(w) : n;
 }
 
 #endif /* ORDO_CORE_FAST_H */

@@ -106,15 +106,9 @@ ORDO_HOT ordo__lock *lookup(ordo__stripe *st, uint32_t h, const void *key,
 ORDO_HOT void empty_unlink(ordo__stripe *st, ordo__lock *l) {
   if (!l->listed)
     return;
-  if (l->eprev)
-    l->eprev->enext = l->enext;
-  else
-    st->ehead = l->enext;
-  if (l->enext)
-    l->enext->eprev = l->eprev;
-  else
-    st->etail = l->eprev;
-  l->eprev = l->enext = NULL;
+  TAILQ_REMOVE(&st->empty, l, elink);
+  l->holders = NULL; /* the list's links shared their words */
+  l->qhead = NULL;
   l->listed = 0;
   st->nempty--;
 }
@@ -151,7 +145,7 @@ static void bury(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
   empty_unlink(st, l);
   hash_remove(st, l);
   unsigned k = room_class(key_room(l));
-  l->enext = st->grave[k];
+  l->gnext = st->grave[k];
   st->grave[k] = l;
   atomic_fetch_sub_explicit(&tab->live, 1, RELAXED);
 }
@@ -166,10 +160,10 @@ static ordo__lock *unbury(ordo__stripe *st, size_t len) {
   unsigned k = room_class(len);
   for (unsigned c = k; c < ORDO__KCLASSES && c <= k + 1; c++) {
     ordo__lock **pp = &st->grave[c];
-    for (int i = 0; *pp && i < GRAVE_LOOK; i++, pp = &(*pp)->enext) {
+    for (int i = 0; *pp && i < GRAVE_LOOK; i++, pp = &(*pp)->gnext) {
       ordo__lock *l = *pp;
       if (key_room(l) >= len) {
-        *pp = l->enext;
+        *pp = l->gnext;
         return l;
       }
     }
@@ -181,8 +175,8 @@ static ordo__lock *unbury(ordo__stripe *st, size_t len) {
  * lock the fast path holds is on the list too: it is adopted (and so taken
  * off the list) instead. */
 static bool evict_one(ordo__table *tab, ordo__stripe *st) {
-  while (st->ehead) {
-    ordo__lock *l = st->ehead;
+  ordo__lock *l;
+  while ((l = TAILQ_FIRST(&st->empty))) {
     uintptr_t v = atomic_exchange_explicit(&l->fast, ORDO__FAST_DEAD,
                                            memory_order_acq_rel);
     if (v < ORDO__FAST_HOLD) {
@@ -202,13 +196,7 @@ ORDO_HOT void retire(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
   if (l->listed || l->holders || l->qhead || l->pins)
     return;
   l->listed = 1;
-  l->enext = NULL;
-  l->eprev = st->etail;
-  if (st->etail)
-    st->etail->enext = l;
-  else
-    st->ehead = l;
-  st->etail = l;
+  TAILQ_INSERT_TAIL(&st->empty, l, elink);
   /* Release: a fast-path taker sees every write of the lock's last holder
    * and of this stripe's critical sections before this one. */
   atomic_store_explicit(&l->fast, ORDO__FAST_IDLE, memory_order_release);
@@ -283,7 +271,8 @@ ORDO_HOT int lookup_or_create(ordo__table *tab, ordo__stripe *st, uint32_t h,
   l = unbury(st, len);
   if (l) {
     /* The fast path may read its atomics; the rest is this thread's. */
-    l->eprev = l->enext = NULL;
+    l->holders = NULL;
+    l->qhead = NULL;
     l->pins = 0;
     l->xheld = l->listed = l->reordered = 0;
   } else {
@@ -453,7 +442,7 @@ ORDO_HOT void grant_one(ordo__table *tab, ordo__stripe *st, ordo__owner *w,
   }
   h = w->hfree;
   ORDO_ASSERT(h != NULL);
-  w->hfree = h->tnext;
+  w->hfree = h->fnext;
   w->nfree--;
   h->lock = l;
   h->owner = w;
@@ -590,26 +579,12 @@ static void dequeue_all(ordo__owner *w) {
 /* The table's list of waiting owners (caller holds wait_mu). */
 static void waiting_add(ordo__table *tab, ordo__owner *w)
     ORDO_REQUIRES(tab->wait_mu) {
-  w->wnext = NULL;
-  w->wprev = tab->wtail;
-  if (tab->wtail)
-    tab->wtail->wnext = w;
-  else
-    tab->whead = w;
-  tab->wtail = w;
+  TAILQ_INSERT_TAIL(&tab->waiters, w, wlink);
 }
 
 static void waiting_remove(ordo__table *tab, ordo__owner *w)
     ORDO_REQUIRES(tab->wait_mu) {
-  if (w->wprev)
-    w->wprev->wnext = w->wnext;
-  else
-    tab->whead = w->wnext;
-  if (w->wnext)
-    w->wnext->wprev = w->wprev;
-  else
-    tab->wtail = w->wprev;
-  w->wprev = w->wnext = NULL;
+  TAILQ_REMOVE(&tab->waiters, w, wlink);
 }
 
 /* Grants w's whole set (caller holds wait_mu and w's stripes, and has
@@ -1039,6 +1014,7 @@ int ordo__table_create(ordo__table **out, const ordo_options_t *opts) {
     return ORDO_ENOMEM;
   }
   memset(tab->stripe, 0, sizeof(ordo__stripe) * opts->stripes);
+  TAILQ_INIT(&tab->waiters);
   /* The engine's critical sections are a few hundred instructions: a
    * mutex that spins a little before it sleeps keeps a thread that finds
    * one busy off the futex path, where a preempted holder would cost a
@@ -1049,6 +1025,7 @@ int ordo__table_create(ordo__table **out, const ordo_options_t *opts) {
   for (unsigned i = 0; i < opts->stripes; i++) {
     ordo__stripe *st = &tab->stripe[i];
     pthread_mutex_init(&st->mu, &ma);
+    TAILQ_INIT(&st->empty);
     st->bshift = (uint32_t)__builtin_ctz(opts->stripes);
     ordo__bview *bk = bview_new(INITIAL_BUCKETS);
     atomic_init(&st->bk, bk);
@@ -1100,7 +1077,7 @@ void ordo__table_destroy(ordo__table *tab) {
     for (unsigned c = 0; c < ORDO__KCLASSES; c++) {
       while (st->grave[c]) {
         ordo__lock *l = st->grave[c];
-        st->grave[c] = l->enext;
+        st->grave[c] = l->gnext;
         free(l);
       }
     }
@@ -1146,6 +1123,7 @@ int ordo__txn_set_priority(ordo_txn_t *t, int priority) {
 void ordo__owner_init(ordo__table *tab, ordo__owner *w, uint64_t id,
                       int priority) {
   memset(w, 0, sizeof *w);
+  TAILQ_INIT(&w->holds);
   w->tab = tab;
   w->id = id;
   w->priority = priority;
@@ -1153,10 +1131,7 @@ void ordo__owner_init(ordo__table *tab, ordo__owner *w, uint64_t id,
   atomic_init(&w->state, ORDO__IDLE);
   /* Listed for ordo__table_stats, which sums the fast path's counts. */
   ordo__mutex_lock(&tab->own_mu);
-  w->onext = tab->ohead;
-  if (tab->ohead)
-    tab->ohead->oprev = w;
-  tab->ohead = w;
+  LIST_INSERT_HEAD(&tab->owners, w, olink);
   ordo__mutex_unlock(&tab->own_mu);
 }
 
@@ -1184,12 +1159,7 @@ bool ordo__owner_fini(ordo__owner *w) {
   }
   ordo__release_all(w);
   ordo__mutex_lock(&tab->own_mu);
-  if (w->oprev)
-    w->oprev->onext = w->onext;
-  else
-    tab->ohead = w->onext;
-  if (w->onext)
-    w->onext->oprev = w->oprev;
+  LIST_REMOVE(w, olink);
   ADD(tab->fast_acq, GET(w->fast_acq));
   ADD(tab->fast_rel, GET(w->fast_rel));
   ordo__mutex_unlock(&tab->own_mu);
@@ -1242,7 +1212,7 @@ static int reserve(ordo__owner *w, size_t n) {
     w->blocks = b;
     w->nallocated += k;
     for (size_t i = 0; i < k; i++) {
-      b->h[i].tnext = w->hfree;
+      b->h[i].fnext = w->hfree;
       w->hfree = &b->h[i];
     }
     w->nfree += k;
@@ -1555,8 +1525,9 @@ int ordo__release_rest(ordo__owner *w) {
   bool have_wait = false;
   ordo__owner *fire = NULL;
   int n = 0;
-  while (w->htail) {
-    release_hold(tab, w->htail, &have_wait, &fire);
+  ordo__hold *h;
+  while ((h = TAILQ_LAST(&w->holds, ordo__hold_list))) {
+    release_hold(tab, h, &have_wait, &fire);
     n++;
   }
   releases_done(tab, have_wait, fire);
@@ -1566,8 +1537,9 @@ int ordo__release_rest(ordo__owner *w) {
 void ordo__release_holds_locked(ordo__table *tab, ordo__owner *w,
                                 ordo__owner **fire) {
   bool have_wait = true;
-  while (w->htail)
-    release_hold(tab, w->htail, &have_wait, fire);
+  ordo__hold *h;
+  while ((h = TAILQ_LAST(&w->holds, ordo__hold_list)))
+    release_hold(tab, h, &have_wait, fire);
 }
 
 /* How many of an owner's newest holds ordo__release_one looks at before it
@@ -1581,7 +1553,8 @@ int ordo__release_one(ordo__owner *w, const void *key, size_t len) {
    * one goes back without the stripe when the fast path made it. (A hold's
    * lock is not reused while held, so its key may be read.) */
   int k = 0;
-  for (ordo__hold *x = w->htail; x && k < RECENT_HOLDS; x = x->tprev, k++) {
+  for (ordo__hold *x = TAILQ_LAST(&w->holds, ordo__hold_list);
+       x && k < RECENT_HOLDS; x = TAILQ_PREV(x, ordo__hold_list, tlink), k++) {
     ordo__lock *l = x->lock;
     if (hash_of(l) == h && l->klen == len && key_eq(l->key, key, len)) {
       if (x->count != 1)
@@ -1633,9 +1606,10 @@ static uint64_t hold_fence(ordo__table *tab, ordo__hold *h, bool locked) {
 
 void ordo__owner_each_hold(ordo__owner *w, ordo__hold_fn fn, void *arg) {
   ordo__mutex_lock(&w->tab->wait_mu);
-  for (ordo__hold *h = w->hhead; h; h = h->tnext)
-    fn(arg, h->lock->key, h->lock->klen, (ordo_mode_t)h->mode,
-       hold_fence(w->tab, h, false), h->count);
+  ordo__hold *h;
+  TAILQ_FOREACH(h, &w->holds, tlink)
+  fn(arg, h->lock->key, h->lock->klen, (ordo_mode_t)h->mode,
+     hold_fence(w->tab, h, false), h->count);
   ordo__mutex_unlock(&w->tab->wait_mu);
 }
 
@@ -1676,7 +1650,8 @@ void ordo__table_stats(ordo__table *tab, ordo_stats_t *out) {
   ordo__mutex_lock(&tab->own_mu);
   out->acquired += GET(tab->fast_acq);
   out->released += GET(tab->fast_rel);
-  for (ordo__owner *w = tab->ohead; w; w = w->onext) {
+  ordo__owner *w;
+  LIST_FOREACH(w, &tab->owners, olink) {
     out->acquired += GET(w->fast_acq);
     out->released += GET(w->fast_rel);
   }

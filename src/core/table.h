@@ -12,6 +12,7 @@
 #include "ordo_int.h"
 
 #include <pthread.h>
+#include <sys/queue.h>
 
 typedef struct ordo__table ordo__table;
 typedef struct ordo__lock ordo__lock;
@@ -33,8 +34,11 @@ typedef void (*ordo__event_cb)(ordo__owner *w, int status, void *arg);
 
 /* One hold of one key by one owner, with its hold count. */
 struct ordo__hold {
-  ordo__hold *lnext;         /* next holder of the same lock */
-  ordo__hold *tprev, *tnext; /* the owner's holds, in acquisition order */
+  ordo__hold *lnext; /* next holder of the same lock */
+  union {
+    TAILQ_ENTRY(ordo__hold) tlink; /* the owner's holds, acquisition order */
+    ordo__hold *fnext;             /* the owner's free records, while free */
+  };
   ordo__lock *lock;
   ordo__owner *owner;
   /* Token of the grant; 0 for a fast-path grant until it is first asked
@@ -80,9 +84,11 @@ struct ordo__owner {
   _Atomic int state; /* ORDO__IDLE or ORDO__WAITING; written under wait_mu */
   int status;        /* outcome of the last request */
 
-  ordo__hold *hhead, *htail; /* holds, acquisition order */
+  /* Holds, in acquisition order (glibc's <sys/queue.h> lists, as every
+   * list of the engine's: one unlink, written once). */
+  TAILQ_HEAD(ordo__hold_list, ordo__hold) holds;
   size_t nholds;
-  ordo__hold *hfree; /* preallocated hold records */
+  ordo__hold *hfree; /* preallocated hold records, through fnext */
   size_t nfree;
   /* Hold records come in blocks (one malloc for many: a session of a lock
    * server may hold a million), freed when the owner ends. */
@@ -103,7 +109,7 @@ struct ordo__owner {
   /* The fast path's counts (requests granted, keys released), written by
    * whoever owns the holds (see above) and read by ordo__table_stats. */
   _Atomic uint64_t fast_acq, fast_rel;
-  ordo__owner *oprev, *onext; /* the table's owners; under its own_mu */
+  LIST_ENTRY(ordo__owner) olink; /* the table's owners; under its own_mu */
   /* The lock objects this owner last took on the fast path, by hash: a
    * hint that skips the table's bucket walk (src/core/README.md, "The
    * fast path"). The owner's thread's own; never trusted without checks. */
@@ -131,8 +137,8 @@ struct ordo__owner {
   bool woken; /* poked, and has not tried yet; under wait_mu */
 
   /* Detection and alarms; under wait_mu while waiting. */
-  ordo__owner *wprev, *wnext; /* the table's list of waiting owners */
-  uint64_t visit;             /* search epoch that last reached it */
+  TAILQ_ENTRY(ordo__owner) wlink; /* the table's list of waiting owners */
+  uint64_t visit;                 /* search epoch that last reached it */
   /* The resolution (src/detect) that last reached it from the blocked
    * owner, and that found it reaching that owner: both that resolution's
    * number when it is in the blocked owner's strongly connected part. */

@@ -29,9 +29,8 @@ struct ordo__lock {
       ordo__hold *holders;
       ordo__entry *qhead; /* waiters in arrival order (see the queue below) */
     };
-    struct {
-      ordo__lock *eprev, *enext; /* the stripe's empty list, while listed */
-    };
+    TAILQ_ENTRY(ordo__lock) elink; /* the stripe's empty list, while listed */
+    ordo__lock *gnext;             /* the stripe's graveyard, while dead */
   };
   /*
    * The fast word: ORDO__FAST_IDLE (listed, no holder, no waiter: the fast
@@ -102,8 +101,8 @@ typedef struct ordo__stripe {
   _Alignas(64) pthread_mutex_t mu;
   _Atomic(ordo__bview *) bk;
   uint32_t nlock;
-  uint32_t bshift;           /* read-only: a hash's bits above the stripe's */
-  ordo__lock *ehead, *etail; /* empty lock objects, oldest first */
+  uint32_t bshift; /* read-only: a hash's bits above the stripe's */
+  TAILQ_HEAD(, ordo__lock) empty; /* empty lock objects, oldest first */
   uint32_t nempty;
   uint64_t fence; /* last fencing token granted in this stripe */
   _Atomic uint64_t acquired, released;
@@ -124,12 +123,12 @@ struct ordo__table {
   _Atomic uint64_t live; /* lock objects in the stripes' hash chains */
 
   /*
-   * own_mu guards the list of owners (ohead) and the fast path's counters
+   * own_mu guards the list of owners (owners) and the fast path's counters
    * of the owners that ended (fast_acq, fast_rel: written under it, read
    * anywhere). It is a leaf: nothing is taken while it is held.
    */
   ordo__mutex own_mu;
-  ordo__owner *ohead;
+  LIST_HEAD(, ordo__owner) owners;
   _Atomic uint64_t fast_acq, fast_rel;
 
   /*
@@ -145,8 +144,8 @@ struct ordo__table {
   _Atomic uint64_t hold_hist[ORDO_HIST_BUCKETS]; /* atomic adds, any thread */
 
   /* Detection (src/detect/detect.c). wait_mu guards all of it. */
-  ordo__owner *whead, *wtail; /* waiting owners, in enqueue order */
-  struct ordo__detect *det;   /* search memory, records, alarm */
+  TAILQ_HEAD(, ordo__owner) waiters; /* waiting owners, in enqueue order */
+  struct ordo__detect *det;          /* search memory, records, alarm */
   _Atomic uint64_t reorders, sweep_finds, long_waits;
   _Atomic uint64_t victims[ORDO_VICTIM__COUNT];
   _Atomic uint64_t detect_hist[ORDO_HIST_BUCKETS]; /* any thread */

@@ -255,7 +255,8 @@ static bool expand(ordo__table *tab, ordo__detect *d, ordo__owner *u,
 static bool expand_back(ordo__detect *d, ordo__owner *u, size_t *pos,
                         bool hard_only) {
   const uint64_t done = d->epoch | 1;
-  for (const ordo__hold *h = u->hhead; h; h = h->tnext) {
+  for (const ordo__hold *h = TAILQ_FIRST(&u->holds); h;
+       h = TAILQ_NEXT(h, tlink)) {
     for (ordo__entry *q = ordo__held_queue(h); q; q = q->qnext) {
       if (!ordo__waits_for_hold(q, h) || q->owner->visit == done)
         continue;
@@ -576,7 +577,7 @@ static bool in_scc(const ordo__detect *d, const ordo__owner *u) {
  * or makes. */
 static bool any_cycle(ordo__table *tab, ordo__detect *d) {
   new_epoch(d);
-  for (ordo__owner *u = tab->whead; u; u = u->wnext)
+  for (ordo__owner *u = TAILQ_FIRST(&tab->waiters); u; u = TAILQ_NEXT(u, wlink))
     if ((u->visit | 1) != (d->epoch | 1) && dfs(tab, d, u))
       return true;
   return false;
@@ -955,7 +956,8 @@ static void resolve(ordo__table *tab, ordo__detect *d, ordo__owner *w,
 /* Can anyone wait for w? Only an owner queued on a key w holds (a hard
  * edge into w), since w itself is last in every queue it just joined. */
 static bool awaited(const ordo__owner *w) {
-  for (const ordo__hold *h = w->hhead; h; h = h->tnext)
+  for (const ordo__hold *h = TAILQ_FIRST(&w->holds); h;
+       h = TAILQ_NEXT(h, tlink))
     for (const ordo__entry *q = ordo__held_queue(h); q; q = q->qnext)
       if (ordo__waits_for_hold(q, h))
         return true;
@@ -980,7 +982,8 @@ void ordo__detect_sweep(ordo__table *tab, ordo__owner **fire) {
   for (int round = 0; round < 64; round++) {
     new_epoch(d);
     bool found = false;
-    for (ordo__owner *u = tab->whead; u && !found; u = u->wnext) {
+    for (ordo__owner *u = TAILQ_FIRST(&tab->waiters); u && !found;
+         u = TAILQ_NEXT(u, wlink)) {
       if ((u->visit | 1) == (d->epoch | 1))
         continue;
       found = dfs(tab, d, u);
@@ -1221,7 +1224,8 @@ int ordo__table_graph(ordo__table *tab, int fd, ordo_graph_fmt_t fmt) {
     fprintf(f, "{\"edges\": [");
   bool first = true;
   new_epoch(d); /* so that expand leaves no edge out */
-  for (ordo__owner *u = tab->whead; u; u = u->wnext) {
+  for (ordo__owner *u = TAILQ_FIRST(&tab->waiters); u;
+       u = TAILQ_NEXT(u, wlink)) {
     size_t pos = 0;
     expand(tab, d, u, &pos);
     for (size_t i = 0; i < pos; i++) {
@@ -1248,7 +1252,8 @@ int ordo__table_graph(ordo__table *tab, int fd, ordo_graph_fmt_t fmt) {
   } else {
     fprintf(f, "], \"waiting\": [");
     first = true;
-    for (ordo__owner *u = tab->whead; u; u = u->wnext) {
+    for (ordo__owner *u = TAILQ_FIRST(&tab->waiters); u;
+         u = TAILQ_NEXT(u, wlink)) {
       fprintf(f, "%s%" PRIu64, first ? "" : ", ", u->id);
       first = false;
     }

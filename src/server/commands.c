@@ -704,7 +704,8 @@ static void cmd_client(conn *c, size_t argc, ordo__resp_arg *argv) {
   } else if (arg_is(&argv[1], "LIST") && argc == 2) {
     ordo__out buf = {0};
     uint64_t now = srv_now_ms();
-    for (conn *x = c->s->conns; x; x = x->next) {
+    conn *x;
+    LIST_FOREACH(x, &c->s->conns, link) {
       char line[256];
       int n = snprintf(
           line, sizeof line,

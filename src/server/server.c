@@ -497,12 +497,7 @@ static void conn_free_cb(uv_handle_t *h) {
   srv *s = c->s;
   if (--c->open_handles > 0)
     return;
-  if (c->prev)
-    c->prev->next = c->next;
-  else
-    s->conns = c->next;
-  if (c->next)
-    c->next->prev = c->prev;
+  LIST_REMOVE(c, link);
   s->nconns--;
   free(c->in);
   ordo__out_free(&c->out);
@@ -857,10 +852,7 @@ static void on_connection(uv_stream_t *server, int status) {
     uv_tcp_init(s->loop, &c->h.tcp);
   else
     uv_pipe_init(s->loop, &c->h.pipe, 0);
-  c->next = s->conns;
-  if (s->conns)
-    s->conns->prev = c;
-  s->conns = c;
+  LIST_INSERT_HEAD(&s->conns, c, link);
   s->nconns++;
   if (uv_accept(server, &c->h.stream) != 0) {
     conn_close(c);
@@ -1418,8 +1410,9 @@ int main(int argc, char **argv) {
 
   /* Clean shutdown: every session ends (its locks released), then the
    * state file says the stop was clean. */
-  for (conn *c = s->conns; c; c = c->next)
-    conn_close(c);
+  conn *c;
+  LIST_FOREACH(c, &s->conns, link)
+  conn_close(c);
   for (size_t i = 0; i < s->smap_cap; i++)
     while (s->smap[i])
       srv_sess_drop(s, s->smap[i]);

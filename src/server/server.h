@@ -110,7 +110,7 @@ struct conn {
   uint64_t created_ms;
   char name[64];
   char addr[64];
-  conn *next, *prev; /* the server's list */
+  LIST_ENTRY(conn) link; /* the server's list */
   /* On the server's deferred list: it has requests left that this turn's
    * budget did not run; reading is stopped until they have run. */
   bool deferred;
@@ -166,7 +166,7 @@ struct srv {
   uint64_t started_ms, grant_after_ms;
   bool stopping;
 
-  conn *conns;
+  LIST_HEAD(, conn) conns;
   int nconns;
   TAILQ_HEAD(, conn) deferred; /* connections with requests left over */
   size_t ndeferred;

@@ -646,8 +646,8 @@ static void test_hold_count_limit(void **state) {
   ordo_req_t r = ORDO_REQ_X("cnt", 3);
   assert_int_equal(ordo__acquire(&w, &r, 1, 0, ORDO__WAIT_EVENT, NULL, NULL),
                    0);
-  assert_non_null(w.hhead);
-  w.hhead->count = ORDO__HOLD_MAX - 1;
+  assert_non_null(TAILQ_FIRST(&w.holds));
+  TAILQ_FIRST(&w.holds)->count = ORDO__HOLD_MAX - 1;
   assert_int_equal(ordo__acquire(&w, &r, 1, 0, ORDO__WAIT_EVENT, NULL, NULL),
                    0);
   assert_int_equal(ordo__held(&w, "cnt", 3, NULL, NULL), ORDO__HOLD_MAX);
