@@ -1,31 +1,32 @@
 /*
- * bank.h -- what the two runners of `ordo bank` share: bank.c, the bank over
- * any ordo backend (locks taken through ordo.h), and ledger.c, the ledger on
- * real PostgreSQL rows (--backend postgres://..., locks taken by the
- * database's own row locks). One set of options, one plan of transfers, one
- * result struct and the same verdict, report and watchdog machinery, so the
- * two runs are the same experiment and read the same way. See README.md.
+ * bank_model.h -- the bank check of `ordo bank` as one idea, apart from the
+ * places it runs on: the options, the plan of transfers, the result and the
+ * checks afterwards (balance unchanged, exclusion, the deadlock count), the
+ * workers' start gate and the watchdog, and the face of a driver
+ * (bank_driver_t). Every driver (bank_ordo.c over the ordo API, bank_pg.c
+ * on PostgreSQL rows) and the report (bank_report.c) build on this file;
+ * it builds on nothing of theirs. See README.md.
  *
- * Interface (defined in bank.c unless marked ledger.c):
+ * Interface (defined in bank_model.c):
  *   bank_opts_t, bank_mode_t, bank_locks_t   the parsed command line
- *   bank_result_t                            what a run measured
- *   bank_mode_names, bank_locks_names        their names in reports
+ *   bank_result_t, bank_count_t              what a run measured
+ *   bank_driver_t                            what a driver implements
+ *   bank_mode_names, bank_locks_names, bank_detect_names   their names
  *   bank_mix64        the SplitMix64 finalizer
  *   bank_plan         what transfer idx does: its accounts and amount
  *   bank_now_ns       nanoseconds on the monotonic clock
  *   bank_latency      sorts a run's latencies, sets p50 and p99
  *   bank_verdict_add  appends one failed check to a verdict
- *   bank_json_str     writes a JSON string literal
+ *   bank_check_total, bank_check_count, bank_check_ordered, bank_judged
+ *                     the checks both drivers make, and the ok they give
+ *   bank_count_add    adds one counter row to a result's report
  *   bank_url_redact   a URL with any password replaced by ***
  *   bank_gate_*       the workers' start gate
  *   bank_watchdog_start, bank_watchdog_stop   --watchdog SEC, with a dump
  *                     callback (ordo's lock table, or the server's)
- *   ledger_is_url     ledger.c: does the URL name PostgreSQL
- *   ledger_main       ledger.c: runs the ledger and prints its report
- *   ledger_usage      ledger.c: the ledger's paragraph of the help
  */
-#ifndef ORDO_CLI_BANK_H
-#define ORDO_CLI_BANK_H
+#ifndef ORDO_CLI_BANK_MODEL_H
+#define ORDO_CLI_BANK_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -48,9 +49,9 @@ typedef enum bank_mode_e {
 extern const char *const bank_mode_names[]; /* indexed by bank_mode_t */
 
 /*
- * --locks, for PostgreSQL URLs only: rows (the ledger of ledger.c, where the
- * database's row locks guard real rows) or advisory (bank.c's run over
- * ordo_open(url), the postgres:// backend's advisory locks).
+ * --locks, for PostgreSQL URLs only: rows (the ledger of bank_pg.c, where
+ * the database's row locks guard real rows) or advisory (bank_ordo.c's run
+ * over ordo_open(url), the postgres:// backend's advisory locks).
  */
 typedef enum bank_locks_e {
   BANK_LOCKS_ROWS = 0,
@@ -58,6 +59,9 @@ typedef enum bank_locks_e {
 } bank_locks_t;
 
 extern const char *const bank_locks_names[]; /* NULL-ended, by bank_locks_t */
+
+/* --detect's values, NULL-ended and indexed by ordo_detect_t. */
+extern const char *const bank_detect_names[];
 
 /* Every account opens with this balance, in memory and in the ledger. */
 #define BANK_OPENING_BALANCE 1000
@@ -81,7 +85,23 @@ typedef struct bank_opts_s {
   bank_mode_t mode;         /* from naive, once parsed */
 } bank_opts_t;
 
-/* What a run measured; filled by bank_run or ledger.c, then printed. */
+/*
+ * One counter of a result as the report shows it, from retries down to the
+ * balance: a line of the summary ("%-13s VALUE NOTE") and a member of the
+ * JSON, in the order the driver added them (bank_count_add). The drivers
+ * count different things (ordo's owner-word violations, PostgreSQL's
+ * 40001 errors and journal rows), so the rows are theirs to list.
+ */
+typedef struct bank_count_s {
+  const char *json;  /* the JSON member's name, or NULL: the summary only */
+  const char *label; /* the summary line's name, or NULL: the JSON only */
+  uint64_t value;
+  char note[80]; /* after the value on the summary line, e.g. " (...)" */
+} bank_count_t;
+
+#define BANK_MAX_COUNTS 8
+
+/* What a run measured; filled by a driver's run and verify, then printed. */
 typedef struct bank_result_s {
   char *backend; /* the URL without its password; malloc'd */
   uint64_t expected, completed, twice, failed;
@@ -94,6 +114,13 @@ typedef struct bank_result_s {
   int last_err; /* the error of some failed transfer, or 0 */
   int ok;
   char verdict[768];
+  /* How the report names the place; set by the driver. */
+  char place[48];            /* the summary's words after the backend */
+  const char *locks;         /* JSON "locks", or NULL for none */
+  char deadlock_timeout[32]; /* JSON "deadlock_timeout", or "" for none */
+  const char *detect;        /* JSON "detect", or NULL: the place detects */
+  bank_count_t count[BANK_MAX_COUNTS];
+  size_t ncount;
 } bank_result_t;
 
 /* The SplitMix64 finalizer: a bijection that scatters every input bit. */
@@ -117,8 +144,22 @@ void bank_latency(bank_result_t *r, uint64_t *lat_ns, uint64_t n);
 void bank_verdict_add(bank_result_t *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Writes s as a JSON string literal. */
-void bank_json_str(FILE *f, const char *s);
+/*
+ * The checks both drivers make, each adding its reason to r->verdict when
+ * it fails (README.md, invariant 9 and ledger invariant 7): the total is
+ * unchanged; every transfer completed; in the ordered mode, no deadlock.
+ * bank_judged then sets r->ok (no check failed) and returns it, so that
+ * the driver writes its own verdict of a passing run.
+ */
+void bank_check_total(bank_result_t *r);
+void bank_check_count(bank_result_t *r);
+void bank_check_ordered(const bank_opts_t *o, bank_result_t *r);
+int bank_judged(bank_result_t *r);
+
+/* Adds a counter row to r's report (bank_count_t); note is a format. */
+void bank_count_add(bank_result_t *r, const char *json, const char *label,
+                    uint64_t value, const char *note, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /* Copies url into out (cap bytes) with any user:password@'s password as ***. */
 void bank_url_redact(const char *url, char *out, size_t cap);
@@ -127,9 +168,9 @@ void bank_url_redact(const char *url, char *out, size_t cap);
 
 /*
  * What the watchdog prints after its line when it fires: ordo's lock table
- * (bank.c) or the server's lock view (ledger.c). It runs on the watchdog's
- * thread while the main thread is blocked in a join that never returns, with
- * no lock of the bank held, and the process ends right after it.
+ * (bank_ordo.c) or the server's lock view (bank_pg.c). It runs on the
+ * watchdog's thread while the main thread is blocked in a join that never
+ * returns, with no lock of the bank held, and the process ends right after it.
  */
 typedef void (*bank_dump_cb)(void *arg);
 
@@ -192,20 +233,43 @@ int bank_watchdog_start(bank_watchdog_t *wd, long seconds, cli_progress_t *bar,
  */
 void bank_watchdog_stop(bank_watchdog_t *wd);
 
-/* ---- ledger.c: the bank on PostgreSQL rows --------------------------------
+/* ---- A driver (README.md, "Adding a driver") ----------------------------
  */
 
-/* postgres://, postgresql://, or postgres: followed by a libpq conninfo. */
-int ledger_is_url(const char *url);
+typedef struct bank_graph_s bank_graph_t; /* --graph FILE: bank_graph.h */
+typedef struct bank_place_s bank_place_t; /* a driver's own state of a run */
 
 /*
- * ledger_main -- runs the ledger with the settled options o (one
- * configuration of bank_configs) and prints its report; returns the exit
- * status (README.md, "The PostgreSQL ledger").
+ * bank_driver_t -- one way of running the bank: its functions, called by
+ * the command (bank.c) in this order for each configuration of a run:
+ * open, run, verify (only when run returned CLI_EXIT_OK), close (whenever
+ * open did). Each returns an exit status and, when it is not CLI_EXIT_OK,
+ * has printed the one line that says why. The report (bank_report.c) then
+ * prints the results the driver filled.
  */
-int ledger_main(const bank_opts_t *o);
+typedef struct bank_driver_s {
+  const char *name; /* "ordo", "postgres rows": for the README and errors */
+  /* Does this driver run o (its URL and --locks)? The command asks the
+   * drivers of its table in turn and takes the first that says yes. */
+  int (*claims)(const bank_opts_t *o);
+  /* Refuses, with one line, the flags it cannot honour (CLI_EXIT_USAGE),
+   * or returns CLI_EXIT_OK; may be NULL when it honours them all. */
+  int (*check)(const bank_opts_t *o);
+  /* Its paragraph of `ordo bank --help`, or NULL. */
+  void (*usage)(FILE *f);
+  /* 1 when it can draw --graph (the JSON then has a "graph" member). */
+  int graphs;
+  /* Opens the place of one configuration o (settled: bank_configs), with
+   * g the --graph file to arm (NULL without --graph). */
+  int (*open)(const bank_opts_t *o, bank_graph_t *g, bank_place_t **out);
+  /* Runs the workers over the place (the gate, the watchdog, the progress
+   * bar labelled label) and fills r's measures. */
+  int (*run)(bank_place_t *p, const char *label, bank_result_t *r);
+  /* Reads back what the run left, checks it and judges r (ok, verdict,
+   * counter rows). */
+  int (*verify)(bank_place_t *p, bank_result_t *r);
+  /* Releases everything open gave; p may be in any state run left. */
+  void (*close)(bank_place_t *p);
+} bank_driver_t;
 
-/* The ledger's paragraph of `ordo bank --help`. */
-void ledger_usage(FILE *f);
-
-#endif /* ORDO_CLI_BANK_H */
+#endif /* ORDO_CLI_BANK_MODEL_H */
