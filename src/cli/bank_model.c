@@ -12,6 +12,7 @@
 #include "cli/bank_model.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -309,4 +310,67 @@ void bank_watchdog_stop(bank_watchdog_t *wd) {
   ordo__mutex_destroy(&wd->mu);
   pthread_cond_destroy(&wd->cv);
   wd->active = 0;
+}
+
+/* ---- The crew: the workers' threads, gate, bar and watchdog ---------------
+ */
+
+/* The progress bar's read callback: transfers finished by all workers. */
+static uint64_t crew_progress_read(void *arg) {
+  const bank_crew_t *c = arg;
+  uint64_t sum = 0;
+  for (size_t i = 0; i < c->n; i++) {
+    _Atomic uint64_t *done =
+        (_Atomic uint64_t *)((char *)c->first + i * c->stride + c->done_off);
+    sum += atomic_load_explicit(done, memory_order_relaxed);
+  }
+  return sum;
+}
+
+int bank_crew_run(const bank_crew_t *c, int status, double *seconds) {
+  pthread_t thread[BANK_MAX_WORKERS];
+  bank_gate_init(c->gate);
+  size_t started = 0;
+  for (; status == CLI_EXIT_OK && started < c->n; started++) {
+    int rc = pthread_create(&thread[started], NULL, c->work,
+                            (char *)c->first + started * c->stride);
+    if (rc != 0) {
+      fprintf(stderr,
+              "ordo bank: cannot start worker thread %zu: %s; try fewer "
+              "--workers\n",
+              started + 1, strerror(rc));
+      status = CLI_EXIT_FAIL;
+      break;
+    }
+  }
+
+  /* Zeroed, both are safe to stop when they never started. The bar starts
+   * before the watchdog, which stops it when it fires. */
+  cli_progress_t bar;
+  bank_watchdog_t wd;
+  memset(&bar, 0, sizeof(bar));
+  memset(&wd, 0, sizeof(wd));
+  if (status == CLI_EXIT_OK)
+    cli_progress_start(&bar, c->label, c->total, crew_progress_read, (void *)c);
+
+  /* Open the gate only once every worker exists, so the clock measures all
+   * of them working (invariant 6). The watchdog is armed just before, so its
+   * SEC seconds count from the start of the transfers too (a few
+   * microseconds early, never late). */
+  if (status == CLI_EXIT_OK &&
+      bank_watchdog_start(&wd, c->watchdog_s, &bar, c->what, c->dump,
+                          c->dump_arg) != 0)
+    status = CLI_EXIT_FAIL;
+  double t0 = cli_now();
+  bank_gate_open(c->gate, status == CLI_EXIT_OK);
+  for (size_t i = 0; i < started; i++)
+    pthread_join(thread[i], NULL);
+  double t1 = cli_now();
+  /* The run is over: cancel the watchdog before touching the bar (it stops
+   * the bar itself when it fires, and then this join never returns). */
+  bank_watchdog_stop(&wd);
+  cli_progress_stop(&bar);
+  bank_gate_destroy(c->gate);
+  *seconds = t1 - t0;
+  return status;
 }

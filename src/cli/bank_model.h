@@ -66,6 +66,8 @@ extern const char *const bank_detect_names[];
 /* Every account opens with this balance, in memory and in the ledger. */
 #define BANK_OPENING_BALANCE 1000
 #define BANK_MAX_AMOUNT 100
+/* --workers' bound: the crew keeps its threads' ids on the stack. */
+#define BANK_MAX_WORKERS 1024L
 
 typedef struct bank_opts_s {
   const char *url;          /* backend URL as given (default "mem://") */
@@ -216,6 +218,38 @@ void bank_gate_destroy(bank_gate_t *g);
 void bank_gate_open(bank_gate_t *g, int go);
 /* A worker waits at the gate; returns 1 when the run was aborted. */
 int bank_gate_wait(bank_gate_t *g);
+
+/*
+ * bank_crew_t -- the workers of one run, started and ended the same way for
+ * every driver (bank_crew_run): n threads, worker i running work(first + i
+ * * stride), which must wait at gate before its first transfer; the
+ * progress bar sums the _Atomic uint64_t at done_off of each worker (its
+ * transfers finished, written by that worker alone).
+ */
+typedef struct bank_crew_s {
+  void *(*work)(void *arg);
+  void *first;     /* worker 0's struct */
+  size_t stride;   /* sizeof one worker's struct */
+  size_t done_off; /* offsetof its done counter */
+  size_t n;        /* 1..BANK_MAX_WORKERS */
+  bank_gate_t *gate;
+  const char *label; /* of the progress bar */
+  uint64_t total;    /* transfers of the run, for the bar */
+  long watchdog_s;   /* --watchdog SEC, 0 for none */
+  const char *what;  /* the watchdog's words for what dump prints */
+  bank_dump_cb dump;
+  void *dump_arg;
+} bank_crew_t;
+
+/*
+ * bank_crew_run -- starts the crew's threads (when status is CLI_EXIT_OK),
+ * the progress bar and the watchdog, opens the gate once every worker
+ * exists (or aborts it when one could not start), joins them all, then
+ * stops the watchdog and the bar. Sets *seconds to the time from the gate's
+ * opening to the last join. Returns status, or CLI_EXIT_FAIL after one line
+ * when a thread or the watchdog could not start.
+ */
+int bank_crew_run(const bank_crew_t *c, int status, double *seconds);
 
 /*
  * bank_watchdog_start -- arms the watchdog for seconds from now, or does

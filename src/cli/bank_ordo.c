@@ -23,6 +23,7 @@
 #include <sched.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,8 +51,7 @@ typedef struct bank_worker_s {
   alignas(64) _Atomic uint64_t done; /* transfers finished */
   struct bank_s *bank;
   ordo_txn_t *txn;
-  uint32_t id; /* 1..workers: the value written into owner words */
-  pthread_t thread;
+  uint32_t id;         /* 1..workers: the value written into owner words */
   uint64_t retries;    /* sum of attempts - 1 */
   uint64_t timeouts;   /* lock calls that returned ORDO_ETIMEDOUT */
   uint64_t victims;    /* lock calls that returned ORDO_EDEADLK */
@@ -273,15 +273,6 @@ static void *bank_worker(void *arg) {
   return NULL;
 }
 
-/* The progress bar's read callback: transfers finished by all workers. */
-static uint64_t bank_progress_read(void *arg) {
-  const bank_t *b = arg;
-  uint64_t sum = 0;
-  for (long i = 0; i < b->opts->workers; i++)
-    sum += atomic_load_explicit(&b->w[i].done, memory_order_relaxed);
-  return sum;
-}
-
 /*
  * bank_fault -- a test hook read from ORDO_BANK_FAULT, so that the suite can
  * prove the check fails when it should: "leak" credits one extra unit in
@@ -473,50 +464,20 @@ static int bank_ordo_run(bank_place_t *p, const char *label, bank_result_t *r) {
     status = CLI_EXIT_FAIL;
   }
 
-  bank_gate_init(&b->gate);
-  size_t started = 0;
-  if (status == CLI_EXIT_OK) {
-    for (; started < nw; started++) {
-      int rc = pthread_create(&b->w[started].thread, NULL, bank_worker,
-                              &b->w[started]);
-      if (rc != 0) {
-        fprintf(stderr,
-                "ordo bank: cannot start worker thread %zu: %s; try fewer "
-                "--workers\n",
-                started + 1, strerror(rc));
-        status = CLI_EXIT_FAIL;
-        break;
-      }
-    }
-  }
-
-  /* Zeroed, both are safe to stop when they never started. The bar starts
-   * before the watchdog, which stops it when it fires. */
-  cli_progress_t bar;
-  bank_watchdog_t wd;
-  memset(&bar, 0, sizeof(bar));
-  memset(&wd, 0, sizeof(wd));
-  if (status == CLI_EXIT_OK)
-    cli_progress_start(&bar, label, b->ntransfers, bank_progress_read, b);
-
-  /* Open the gate only once every worker exists, so the clock measures all
-   * of them working (invariant 6). The watchdog is armed just before, so its
-   * SEC seconds count from the start of the transfers too (a few
-   * microseconds early, never late). */
-  if (status == CLI_EXIT_OK &&
-      bank_watchdog_start(&wd, o->watchdog_s, &bar, "lock table",
-                          bank_dump_ordo, ordo) != 0)
-    status = CLI_EXIT_FAIL;
-  double t0 = cli_now();
-  bank_gate_open(&b->gate, status == CLI_EXIT_OK);
-  for (size_t i = 0; i < started; i++)
-    pthread_join(b->w[i].thread, NULL);
-  double t1 = cli_now();
-  /* The run is over: cancel the watchdog before touching the bar (it stops
-   * the bar itself when it fires, and then this join never returns). */
-  bank_watchdog_stop(&wd);
-  cli_progress_stop(&bar);
-  bank_gate_destroy(&b->gate);
+  bank_crew_t crew = {.work = bank_worker,
+                      .first = b->w,
+                      .stride = sizeof(bank_worker_t),
+                      .done_off = offsetof(bank_worker_t, done),
+                      .n = nw,
+                      .gate = &b->gate,
+                      .label = label,
+                      .total = b->ntransfers,
+                      .watchdog_s = o->watchdog_s,
+                      .what = "lock table",
+                      .dump = bank_dump_ordo,
+                      .dump_arg = ordo};
+  double seconds = 0;
+  status = bank_crew_run(&crew, status, &seconds);
 
   if (status == CLI_EXIT_OK && ordo_stats(ordo, &s1) < 0) {
     fputs("ordo bank: cannot read the engine's counters (ordo_stats) after "
@@ -531,7 +492,7 @@ static int bank_ordo_run(bank_place_t *p, const char *label, bank_result_t *r) {
     const char *url = ordo_url(ordo);
     r->backend = strdup(url ? url : "");
     r->expected = b->ntransfers;
-    r->seconds = t1 - t0;
+    r->seconds = seconds;
     for (size_t i = 0; i < nw; i++) {
       r->retries += b->w[i].retries;
       r->timeouts += b->w[i].timeouts;

@@ -32,6 +32,7 @@
 #include <stdalign.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -411,8 +412,7 @@ typedef struct ledger_worker_s {
   alignas(64) _Atomic uint64_t done; /* transfers finished */
   struct ledger_s *lg;
   PGconn *conn;
-  uint32_t id; /* 1..workers */
-  pthread_t thread;
+  uint32_t id;            /* 1..workers */
   uint64_t rng;           /* the backoff's jitter, SplitMix64 state */
   uint64_t retries;       /* sum of attempts - 1 */
   uint64_t deadlock_errs; /* 40P01 received */
@@ -811,15 +811,6 @@ static void *ledger_worker(void *arg) {
         memory_order_relaxed);
   }
   return NULL;
-}
-
-/* The progress bar's read callback: transfers finished by all workers. */
-static uint64_t ledger_progress_read(void *arg) {
-  const ledger_t *lg = arg;
-  uint64_t sum = 0;
-  for (long i = 0; i < lg->opts->workers; i++)
-    sum += atomic_load_explicit(&lg->w[i].done, memory_order_relaxed);
-  return sum;
 }
 
 /*
@@ -1386,42 +1377,20 @@ static int bank_pg_run(bank_place_t *p, const char *label, bank_result_t *r) {
   if (status == CLI_EXIT_OK)
     status = ledger_workers_open(lg, p->conninfo, &p->where, p->shown);
 
-  bank_gate_init(&lg->gate);
-  size_t started = 0;
-  for (; status == CLI_EXIT_OK && started < nw; started++) {
-    int rc = pthread_create(&lg->w[started].thread, NULL, ledger_worker,
-                            &lg->w[started]);
-    if (rc != 0) {
-      fprintf(stderr,
-              "ordo bank: cannot start worker thread %zu: %s; try fewer "
-              "--workers\n",
-              started + 1, strerror(rc));
-      status = CLI_EXIT_FAIL;
-      break;
-    }
-  }
-
-  /* As in bank_run: the bar starts before the watchdog, which stops it when
-   * it fires; the watchdog is armed just before the gate opens. */
-  cli_progress_t bar;
-  bank_watchdog_t wd;
-  memset(&bar, 0, sizeof(bar));
-  memset(&wd, 0, sizeof(wd));
-  if (status == CLI_EXIT_OK)
-    cli_progress_start(&bar, label, lg->ntransfers, ledger_progress_read, lg);
-  if (status == CLI_EXIT_OK &&
-      bank_watchdog_start(&wd, o->watchdog_s, &bar,
-                          "the server's lock view (pg_locks)", ledger_dump,
-                          lg) != 0)
-    status = CLI_EXIT_FAIL;
-  double t0 = cli_now();
-  bank_gate_open(&lg->gate, status == CLI_EXIT_OK);
-  for (size_t i = 0; i < started; i++)
-    pthread_join(lg->w[i].thread, NULL);
-  double t1 = cli_now();
-  bank_watchdog_stop(&wd);
-  cli_progress_stop(&bar);
-  bank_gate_destroy(&lg->gate);
+  bank_crew_t crew = {.work = ledger_worker,
+                      .first = lg->w,
+                      .stride = sizeof(ledger_worker_t),
+                      .done_off = offsetof(ledger_worker_t, done),
+                      .n = nw,
+                      .gate = &lg->gate,
+                      .label = label,
+                      .total = lg->ntransfers,
+                      .watchdog_s = o->watchdog_s,
+                      .what = "the server's lock view (pg_locks)",
+                      .dump = ledger_dump,
+                      .dump_arg = lg};
+  double seconds = 0;
+  status = bank_crew_run(&crew, status, &seconds);
 
   /* Close the workers' connections first: their backends flush their
    * counters as they exit, and only then is the deadlock count whole
@@ -1436,7 +1405,7 @@ static int bank_pg_run(bank_place_t *p, const char *label, bank_result_t *r) {
       strcpy(red, p->shown);
     r->backend = red;
     r->expected = lg->ntransfers;
-    r->seconds = t1 - t0;
+    r->seconds = seconds;
     r->total_before = p->total0;
     for (uint64_t i = 0; i < lg->ntransfers; i++) {
       if (lg->committed[i]) {
