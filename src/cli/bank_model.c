@@ -65,7 +65,7 @@ uint64_t bank_mix64(uint64_t z) {
  * With two accounts even indices go 0 -> 1 and odd ones 1 -> 0: exactly N
  * each way, and since workers claim consecutive indices both directions are
  * in flight at once whenever there are two workers or more. The ledger
- * (ledger.c) runs the same plan, and checks its journal against it.
+ * (bank_pg.c) runs the same plan, and checks its journal against it.
  */
 void bank_plan(size_t naccounts, uint64_t idx, size_t *from, size_t *to,
                int64_t *amount) {
