@@ -22,6 +22,8 @@
  *   bank_count_add    adds one counter row to a result's report
  *   bank_url_redact   a URL with any password replaced by ***
  *   bank_gate_*       the workers' start gate
+ *   bank_crew_t, bank_crew_run   a run's worker threads, with the gate, the
+ *                     progress bar and the watchdog around them
  *   bank_watchdog_start, bank_watchdog_stop   --watchdog SEC, with a dump
  *                     callback (ordo's lock table, or the server's)
  */
