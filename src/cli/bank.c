@@ -1,23 +1,17 @@
 /*
- * bank.c -- the command `ordo bank`, the bank check of DESIGN.md §10, and
- * `ordo graph`, the wait-for graph of a live deadlock. This file is the
- * command only: the flag tables and their parser, the help, the settling
- * of the options into the runs to make (bank_configs), and the choice of a
- * driver by the URL (bank_drivers[], bank_driver_for). The check itself is
- * the model's (bank_model.c), the runs are the drivers' (bank_ordo.c over
- * the ordo API, bank_pg.c on PostgreSQL rows), the report is
- * bank_report.c's and the --graph file bank_graph.c's. See README.md for
+ * bank.c -- the command `ordo bank`, the bank check of DESIGN.md §10. This
+ * file is the command only: the flag table (parsed by flags.c), the help,
+ * the settling of the options into the runs to make (bank_configs), and
+ * the choice of a driver by the URL (bank_drivers[], bank_driver_for). The
+ * check itself is the model's (bank_model.c), the runs are the drivers'
+ * (bank_ordo.c over the ordo API, bank_pg.c on PostgreSQL rows), the report
+ * is bank_report.c's and the --graph file bank_graph.c's. See README.md for
  * the design, the invariants (numbered there and cited here as "invariant
  * N") and "Adding a driver".
  *
  * Interface:
  *   cli_bank_main    runs `ordo bank [options]`, returns the exit status
  *   cli_bank_usage   prints the help of `ordo bank`, every flag
- *   cli_graph_main   runs `ordo graph [options]`, returns the exit status
- *   cli_graph_usage  prints the help of `ordo graph`, every flag
- *
- * `ordo graph` lives here too, at the end, because it shares the flag table
- * machinery with the bank (README.md, below the table of files).
  */
 #include "cli/cli.h"
 
@@ -33,6 +27,7 @@
 #include "cli/bank_ordo.h"
 #include "cli/bank_pg.h"
 #include "cli/bank_report.h"
+#include "cli/flags.h"
 #include "ordo.h"
 
 /* ---- Drivers (README.md, "Adding a driver") -------------------------------
@@ -52,197 +47,6 @@ static const bank_driver_t *bank_driver_for(const bank_opts_t *o) {
     if (bank_drivers[i]->claims(o))
       return bank_drivers[i];
   return bank_drivers[BANK_NDRIVERS - 1];
-}
-
-/* ---- Flag tables ----------------------------------------------------------
- */
-
-/*
- * A command's flags are one table: parsing, the help text and the list of
- * accepted options in error lines all come from it, so a flag cannot be
- * parsed yet undocumented. Each row writes one field of the command's option
- * struct, at off. Numbers are checked against [min, max] and names against
- * names[] (README.md, invariant 2).
- */
-typedef enum cli_flag_kind_e {
-  FLAG_STR,  /* const char * at off */
-  FLAG_NUM,  /* long at off, within [min, max] */
-  FLAG_BOOL, /* int at off, set to 1 */
-  FLAG_ENUM, /* int at off, set to the index of the value in names[] */
-  FLAG_HELP
-} cli_flag_kind_t;
-
-typedef struct cli_flag_s {
-  const char *name;  /* "--workers" */
-  const char *alias; /* "-h" or NULL */
-  const char *arg;   /* "N" or NULL when the flag takes no value */
-  cli_flag_kind_t kind;
-  size_t off;
-  long min, max;
-  const char *const *names; /* FLAG_ENUM: the accepted values, NULL-ended */
-  const char *help;
-} cli_flag_t;
-
-/* One command's table, and the name its error lines start with. */
-typedef struct cli_flags_s {
-  const char *cmd; /* "bank": lines read "ordo bank: ..." */
-  const cli_flag_t *flag;
-  size_t n;
-} cli_flags_t;
-
-/* The index of s in the NULL-ended names, or -1. */
-static int name_index(const char *const *names, const char *s) {
-  for (int i = 0; names[i] != NULL; i++)
-    if (strcmp(names[i], s) == 0)
-      return i;
-  return -1;
-}
-
-/* Writes "a, b, c" from the NULL-ended names. */
-static void name_list(FILE *f, const char *const *names) {
-  for (size_t i = 0; names[i] != NULL; i++)
-    fprintf(f, "%s%s", i ? ", " : "", names[i]);
-}
-
-/*
- * help_wrap -- prints text from column indent, breaking at spaces so that no
- * line passes column width, continuation lines indented to the same column.
- */
-static void help_wrap(FILE *f, const char *text, int indent, int width) {
-  int col = indent;
-  const char *p = text;
-  while (*p) {
-    size_t wl = strcspn(p, " ");
-    if (col > indent && col + 1 + (int)wl > width) {
-      fprintf(f, "\n%*s", indent, "");
-      col = indent;
-    } else if (col > indent) {
-      fputc(' ', f);
-      col++;
-    }
-    fwrite(p, 1, wl, f);
-    col += (int)wl;
-    p += wl;
-    while (*p == ' ')
-      p++;
-  }
-  fputc('\n', f);
-}
-
-/* The "Options:" part of a help text: one entry per row of the table. */
-static void flags_usage(FILE *f, const cli_flags_t *fs) {
-  for (size_t i = 0; i < fs->n; i++) {
-    const cli_flag_t *fl = &fs->flag[i];
-    char left[48];
-    snprintf(left, sizeof(left), "%s%s%s%s%s", fl->alias ? fl->alias : "",
-             fl->alias ? ", " : "", fl->name, fl->arg ? " " : "",
-             fl->arg ? fl->arg : "");
-    /* A long left column gets a line of its own. */
-    if (strlen(left) > 19)
-      fprintf(f, "  %s\n%22s", left, "");
-    else
-      fprintf(f, "  %-19s ", left);
-    help_wrap(f, fl->help, 22, 79);
-  }
-}
-
-/* Writes "--backend URL, --accounts N, ..." for usage error lines. */
-static void flags_list(FILE *f, const cli_flags_t *fs) {
-  for (size_t i = 0; i < fs->n; i++)
-    fprintf(f, "%s%s%s%s", i ? ", " : "", fs->flag[i].name,
-            fs->flag[i].arg ? " " : "", fs->flag[i].arg ? fs->flag[i].arg : "");
-}
-
-/* Parses a whole decimal number within [min, max]: no sign, no spaces. */
-static int parse_num(const char *s, long min, long max, long *out) {
-  if (*s < '0' || *s > '9')
-    return -1;
-  errno = 0;
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (errno != 0 || *end != '\0' || v < min || v > max)
-    return -1;
-  *out = v;
-  return 0;
-}
-
-enum { PARSE_OK, PARSE_HELP, PARSE_ERR };
-
-/*
- * flags_parse -- fills the option struct o from argv (argv[0] is the
- * command's name) by the table fs. Accepts "--flag value" and
- * "--flag=value". On a mistake it prints one line on stderr that names the
- * culprit and what is accepted, and returns PARSE_ERR (invariants 1, 2).
- */
-static int flags_parse(const cli_flags_t *fs, int argc, char **argv, void *o) {
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
-    size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
-    const cli_flag_t *fl = NULL;
-    for (size_t k = 0; k < fs->n && fl == NULL; k++) {
-      const cli_flag_t *c = &fs->flag[k];
-      if ((strlen(c->name) == nlen && strncmp(c->name, a, nlen) == 0) ||
-          (c->alias && !eq && strcmp(c->alias, a) == 0))
-        fl = c;
-    }
-    if (fl == NULL) {
-      if (a[0] == '-')
-        fprintf(stderr, "ordo %s: unknown option '%.*s': accepted options are ",
-                fs->cmd, (int)nlen, a);
-      else
-        fprintf(stderr,
-                "ordo %s: unexpected argument '%s': ordo %s takes only "
-                "options: ",
-                fs->cmd, a, fs->cmd);
-      flags_list(stderr, fs);
-      fprintf(stderr, " (see 'ordo %s --help')\n", fs->cmd);
-      return PARSE_ERR;
-    }
-    if (fl->kind == FLAG_HELP || fl->kind == FLAG_BOOL) {
-      if (eq) {
-        fprintf(stderr,
-                "ordo %s: option '%s' takes no value, got '%s': write "
-                "just %s\n",
-                fs->cmd, fl->name, eq + 1, fl->name);
-        return PARSE_ERR;
-      }
-      if (fl->kind == FLAG_HELP)
-        return PARSE_HELP;
-      *(int *)((char *)o + fl->off) = 1;
-      continue;
-    }
-    const char *val = eq ? eq + 1 : NULL;
-    if (val == NULL) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "ordo %s: option '%s' needs a value: write %s %s\n",
-                fs->cmd, fl->name, fl->name, fl->arg);
-        return PARSE_ERR;
-      }
-      val = argv[++i];
-    }
-    if (fl->kind == FLAG_STR) {
-      *(const char **)((char *)o + fl->off) = val;
-    } else if (fl->kind == FLAG_ENUM) {
-      int k = name_index(fl->names, val);
-      if (k < 0) {
-        fprintf(stderr, "ordo %s: bad value '%s' for %s: accepted values are ",
-                fs->cmd, val, fl->name);
-        name_list(stderr, fl->names);
-        fputc('\n', stderr);
-        return PARSE_ERR;
-      }
-      *(int *)((char *)o + fl->off) = k;
-    } else if (parse_num(val, fl->min, fl->max,
-                         (long *)((char *)o + fl->off)) != 0) {
-      fprintf(stderr,
-              "ordo %s: bad value '%s' for %s: expected a whole number in "
-              "%ld..%ld\n",
-              fs->cmd, val, fl->name, fl->min, fl->max);
-      return PARSE_ERR;
-    }
-  }
-  return PARSE_OK;
 }
 
 /* ---- Options of ordo bank -------------------------------------------------
@@ -387,7 +191,7 @@ void cli_bank_usage(FILE *f) {
         "\n"
         "Options:\n",
         f);
-  flags_usage(f, &bank_flags);
+  cli_flags_usage(f, &bank_flags);
   fputs("\n"
         "Output: mode and detection, transfers done, seconds, transfers/s,\n"
         "p50/p99 latency per transfer (retries and backoff included),\n"
@@ -422,7 +226,7 @@ void cli_bank_usage(FILE *f) {
  * flag. Returns PARSE_OK, PARSE_HELP or PARSE_ERR (after its one line).
  */
 static int bank_parse(int argc, char **argv, bank_opts_t *o) {
-  int rc = flags_parse(&bank_flags, argc, argv, o);
+  int rc = cli_flags_parse(&bank_flags, argc, argv, o);
   if (rc != PARSE_OK)
     return rc;
   /* --compare chooses each run's mode and detection itself. Detect is
@@ -601,232 +405,4 @@ int cli_bank_main(int argc, char **argv) {
   if (status != CLI_EXIT_OK)
     return status;
   return ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
-}
-
-/* ---- ordo graph -----------------------------------------------------------
- */
-
-/*
- * `ordo graph` prints the wait-for graph of a lock place (ordo_graph_dump).
- * A graph needs a live place with waiters, and a mem:// place lives inside
- * one process, so for now the command has something to show only with
- * --naive-demo, which makes one: three txns in a ring, each holding one key
- * and asking for the next, on a place of their own with detection off (and
- * no sweep), so that the ring stands until the demo cancels the waits.
- */
-typedef struct graph_opts_s {
-  const char *url; /* default "mem://" */
-  int format;      /* an ordo_graph_fmt_t: index in graph_format_names */
-  int naive_demo;
-} graph_opts_t;
-
-static const char *const graph_format_names[] = {"dot", "json", NULL};
-_Static_assert(ORDO_GRAPH_DOT == 0 && ORDO_GRAPH_JSON == 1,
-               "graph_format_names is indexed by ordo_graph_fmt_t");
-
-static const cli_flag_t graph_flag_rows[] = {
-    {"--backend", NULL, "URL", FLAG_STR, offsetof(graph_opts_t, url), 0, 0,
-     NULL,
-     "the lock place (default mem://); accepted forms: " CLI_URL_FORMS
-     "; --naive-demo opens a place of its own from it, with detection off"},
-    {"--format", NULL, "FORMAT", FLAG_ENUM, offsetof(graph_opts_t, format), 0,
-     0, graph_format_names,
-     "dot (the default: a Graphviz digraph, e.g. for dot -Tpng) or json "
-     "(one object: {\"edges\": [{\"from\", \"to\", \"key\", \"mode\", "
-     "\"soft\"}], \"waiting\": [txn ids]})"},
-    {"--naive-demo", NULL, NULL, FLAG_BOOL, offsetof(graph_opts_t, naive_demo),
-     0, 0, NULL,
-     "make a deadlock to look at: three txns each hold one key (demo:0, "
-     "demo:1, demo:2) and ask for the next, with detection off; once all "
-     "three are blocked, print the live wait-for graph, then cancel the "
-     "three waits and exit"},
-    {"--help", "-h", NULL, FLAG_HELP, 0, 0, 0, NULL,
-     "print this help and exit"},
-};
-
-static const cli_flags_t graph_flags = {"graph", graph_flag_rows,
-                                        sizeof(graph_flag_rows) /
-                                            sizeof(graph_flag_rows[0])};
-
-void cli_graph_usage(FILE *f) {
-  fputs("usage: ordo graph [--backend URL] [--format dot|json] "
-        "[--naive-demo]\n"
-        "\n"
-        "Prints the wait-for graph of a lock place (ordo_graph_dump) on\n"
-        "stdout: an edge \"txn A -> txn B\" for each txn A that waits for a\n"
-        "key txn B holds (solid) or for which B is queued ahead of A\n"
-        "(dashed, \"(queued)\"), labelled with the key and the mode A asks\n"
-        "for. A cycle in it is a deadlock. A graph needs a live place with\n"
-        "waiters, and a mem:// place lives inside one process, so for now\n"
-        "only --naive-demo, which builds one, has something to show.\n"
-        "\n"
-        "Options:\n",
-        f);
-  flags_usage(f, &graph_flags);
-  fputs("\n"
-        "Exit status: 0 the graph was printed, 1 it could not be (the ring\n"
-        "did not form within 5 s, or the backend failed), 2 bad usage, or\n"
-        "no --naive-demo.\n"
-        "\n"
-        "Example:\n"
-        "  ordo graph --naive-demo | dot -Tpng -o deadlock.png\n",
-        f);
-}
-
-#define DEMO_N 3
-#define DEMO_FORM_MS 5000 /* bound on the ring forming */
-#define DEMO_LOCK_MS                                                           \
-  10000 /* bound on each blocked wait, should a cancel miss */
-
-/*
- * One txn of the ring. The main thread begins it and takes key[i] with it,
- * then hands it to its own thread (pthread_create orders the two), which
- * asks for key[i + 1 mod 3] and blocks; rc is written by that thread and
- * read by the main thread after the join.
- */
-typedef struct demo_txn_s {
-  ordo_txn_t *txn;
-  const char *want;
-  pthread_t thread;
-  int started;
-  int rc;
-} demo_txn_t;
-
-static void *demo_waiter(void *arg) {
-  demo_txn_t *d = arg;
-  d->rc =
-      ordo_lock(d->txn, d->want, strlen(d->want), ORDO_MODE_X, DEMO_LOCK_MS);
-  return NULL;
-}
-
-static void demo_sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    ;
-}
-
-/*
- * graph_demo -- builds the ring on o (opened with detection off), waits
- * until ordo_stats counts the three requests queued (polling every ms, at
- * most DEMO_FORM_MS), prints the graph in format fmt on stdout, then
- * cancels the three waits, joins the threads and ends the txns. Returns the
- * exit status, having printed the one error line when it fails.
- */
-static int graph_demo(ordo_t *o, ordo_graph_fmt_t fmt) {
-  static const char *const key[DEMO_N] = {"demo:0", "demo:1", "demo:2"};
-  demo_txn_t d[DEMO_N];
-  memset(d, 0, sizeof(d));
-  int status = CLI_EXIT_OK;
-  size_t begun = 0;
-  for (; begun < DEMO_N && status == CLI_EXIT_OK; begun++) {
-    char name[16];
-    snprintf(name, sizeof(name), "demo-%zu", begun);
-    ordo_txn_options_t to = {.priority = 0, .name = name};
-    int rc = ordo_txn_begin(o, &d[begun].txn, &to);
-    if (rc == 0)
-      rc = ordo_lock(d[begun].txn, key[begun], strlen(key[begun]), ORDO_MODE_X,
-                     0);
-    if (rc < 0) {
-      fprintf(stderr, "ordo graph: cannot set up the demo's txn %zu: %s (%s)\n",
-              begun, ordo_strerror(rc), ordo_err_name(rc));
-      status = CLI_EXIT_FAIL;
-      if (d[begun].txn == NULL)
-        break;
-    }
-  }
-  for (size_t i = 0; i < DEMO_N && status == CLI_EXIT_OK; i++) {
-    d[i].want = key[(i + 1) % DEMO_N];
-    int rc = pthread_create(&d[i].thread, NULL, demo_waiter, &d[i]);
-    if (rc != 0) {
-      fprintf(stderr, "ordo graph: cannot start the demo's thread %zu: %s\n", i,
-              strerror(rc));
-      status = CLI_EXIT_FAIL;
-      break;
-    }
-    d[i].started = 1;
-  }
-
-  /* Wait for the ring: every thread queued behind the next one's key. */
-  uint64_t waiting = 0;
-  double give_up = cli_now() + DEMO_FORM_MS / 1000.0;
-  while (status == CLI_EXIT_OK) {
-    ordo_stats_t s;
-    if (ordo_stats(o, &s) < 0) {
-      fputs("ordo graph: cannot read the engine's counters (ordo_stats) to "
-            "see the ring form\n",
-            stderr);
-      status = CLI_EXIT_FAIL;
-      break;
-    }
-    waiting = s.waiting;
-    if (waiting >= DEMO_N)
-      break;
-    if (cli_now() >= give_up) {
-      fprintf(stderr,
-              "ordo graph: the demo's ring did not form within %d ms (%" PRIu64
-              " of %d waits queued); is detection turned on in the backend "
-              "URL's query?\n",
-              DEMO_FORM_MS, waiting, DEMO_N);
-      status = CLI_EXIT_FAIL;
-      break;
-    }
-    demo_sleep_ms(1);
-  }
-  if (status == CLI_EXIT_OK) {
-    fflush(stdout);
-    int rc = ordo_graph_dump(o, STDOUT_FILENO, fmt);
-    if (rc < 0) {
-      fprintf(stderr, "ordo graph: cannot dump the wait-for graph: %s (%s)\n",
-              ordo_strerror(rc), ordo_err_name(rc));
-      status = CLI_EXIT_FAIL;
-    }
-  }
-
-  /* Undo: cancel each wait (it returns ORDO_ECANCELED holding nothing new),
-   * join, release, end. A wait that was not queued yet is bounded by
-   * DEMO_LOCK_MS, or got its key once another was cancelled. */
-  for (size_t i = 0; i < DEMO_N; i++)
-    if (d[i].started)
-      ordo_cancel(d[i].txn);
-  for (size_t i = 0; i < DEMO_N; i++)
-    if (d[i].started)
-      pthread_join(d[i].thread, NULL);
-  for (size_t i = 0; i < begun; i++)
-    if (d[i].txn != NULL)
-      ordo_txn_end(d[i].txn);
-  return status;
-}
-
-int cli_graph_main(int argc, char **argv) {
-  graph_opts_t o = {.url = "mem://", .format = ORDO_GRAPH_DOT, .naive_demo = 0};
-  switch (flags_parse(&graph_flags, argc, argv, &o)) {
-  case PARSE_HELP:
-    cli_graph_usage(stdout);
-    return CLI_EXIT_OK;
-  case PARSE_ERR:
-    return CLI_EXIT_USAGE;
-  default:
-    break;
-  }
-  if (!o.naive_demo) {
-    fputs("ordo graph: nothing to show: a wait-for graph needs a live lock "
-          "place with waiters, and a mem:// place lives only inside its own "
-          "process; add --naive-demo to build a deadlocked one (see 'ordo "
-          "graph --help')\n",
-          stderr);
-    return CLI_EXIT_USAGE;
-  }
-  /* The demo's ring must stand: no search, no sweep, no long-wait log. */
-  ordo_options_t oo;
-  ordo_options_init(&oo);
-  oo.detect = ORDO_DETECT_OFF;
-  oo.sweep_ms = 0;
-  oo.log_wait_ms = 0;
-  ordo_t *ordo;
-  int status = cli_open_place("graph", o.url, &oo, &ordo);
-  if (status != CLI_EXIT_OK)
-    return status;
-  status = graph_demo(ordo, (ordo_graph_fmt_t)o.format);
-  ordo_close(ordo);
-  return status;
 }
