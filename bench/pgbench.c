@@ -25,7 +25,7 @@
  *         worker thread per connection, so that on a busy machine neither
  *         client gets a smaller share of the CPU for having fewer threads
  *
- * The script is the ledger's transaction (src/cli/ledger.c,
+ * The script is the ledger's transaction (src/cli/bank_pg.c,
  * ledger_attempt()), in the ledger's two round trips, each one pipeline:
  *
  *   [BEGIN; SELECT id, balance FROM ordo_bank.accounts WHERE id =
@@ -67,7 +67,7 @@
 #define PGB_RUN_S 120.0  /* bound on one pgbench */
 #define PGB_OUT_MAX 8192 /* captured stdout of one child */
 #define PGB_ERR_MAX 4096 /* captured stderr of one child */
-/* src/cli/bank.h: BANK_OPENING_BALANCE and BANK_MAX_AMOUNT. */
+/* src/cli/bank_model.h: BANK_OPENING_BALANCE and BANK_MAX_AMOUNT. */
 #define PGB_OPENING_BALANCE 1000
 #define PGB_MAX_AMOUNT 100
 #define PGB_XFER_STRIDE "1000000000" /* xfer = client_id * this + counter */
@@ -142,7 +142,7 @@ static double pgb_field(const char *text, const char *label) {
   return end == p + strlen(label) ? -1 : v;
 }
 
-/* The ledger's reset (src/cli/ledger.c, ledger_reset()): the journal
+/* The ledger's reset (src/cli/bank_pg.c, ledger_reset()): the journal
  * emptied, the accounts back at their opening balance. */
 static int pgb_reset(const bench_row_t *row, const char *url, long accounts) {
   char sql[512], out[256];

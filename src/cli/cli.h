@@ -59,10 +59,11 @@ typedef struct cli_cmd_s {
   void (*usage)(FILE *f);
 } cli_cmd_t;
 
-/* bank.c: `ordo bank`, and `ordo graph`, which shares its flag tables; the
- * bank's PostgreSQL ledger is ledger.c (declared in bank.h) */
+/* bank.c: `ordo bank`; the bank's model, drivers and report are bank_*.c
+ * (README.md, "Adding a driver") */
 int cli_bank_main(int argc, char **argv);
 void cli_bank_usage(FILE *f);
+/* graph.c: `ordo graph` */
 int cli_graph_main(int argc, char **argv);
 void cli_graph_usage(FILE *f);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pg_bank.sh ORDO -- `ordo bank`'s PostgreSQL ledger (src/cli/ledger.c)
+# pg_bank.sh ORDO -- `ordo bank`'s PostgreSQL ledger (src/cli/bank_pg.c)
 # against a throw-away cluster from pg_fixture.sh (deadlock_timeout 10ms,
 # fsync and synchronous_commit off):
 #   1. ordered, 8 workers, 2 x 1000 transfers, on its own database: exit 0,

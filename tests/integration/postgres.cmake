@@ -24,7 +24,7 @@
 #               synchronous_commit off, in both scopes, a key held at the
 #               crash included (issue 18, item 9); about 6 s.
 #   integration_bank_pg  pg_bank.sh: `ordo bank`'s ledger on real rows
-#               (src/cli/ledger.c): ordered (no deadlock, within 10 s) and
+#               (src/cli/bank_pg.c): ordered (no deadlock, within 10 s) and
 #               naive (pg_stat_database's deadlocks = the 40P01 errors), the
 #               journal and balances checked again with psql; the conninfo
 #               form; a server down, a wrong password, a missing database

@@ -1,28 +1,29 @@
 /*
- * ledger.c -- `ordo bank --backend postgres://...`: the bank check of
- * DESIGN.md §10 on real rows. The accounts are rows of
+ * bank_pg.c -- the driver of `ordo bank --backend postgres://...`: the bank
+ * check of DESIGN.md §10 on real rows. The accounts are rows of
  * ordo_bank.accounts, each transfer is one transaction on one of --workers
  * connections that locks its two rows with SELECT ... FOR UPDATE, moves the
  * money and writes one row of ordo_bank.journal, and PostgreSQL's own row
  * locks, deadlock detector and counters are what the run checks. The plan
- * of transfers, the options, the result and the watchdog are the in-memory
- * bank's (bank.h), so both runs are the same experiment. See README.md,
- * "The PostgreSQL ledger", for the design and its invariants (cited here as
- * "ledger invariant N").
+ * of transfers, the options, the result, the checks both drivers make and
+ * the watchdog are the model's (bank_model.h), and the report is
+ * bank_report.c's, so both drivers run the same experiment and read the
+ * same way. See README.md, "The PostgreSQL ledger", for the design and its
+ * invariants (cited here as "ledger invariant N").
  *
- * Interface:
- *   ledger_is_url  does a --backend URL name PostgreSQL
- *   ledger_main    runs the ledger and prints its report; the exit status
- *   ledger_usage   the ledger's paragraph of `ordo bank --help`
+ * Interface (bank_pg.h):
+ *   bank_driver_pg   the driver (bank_driver_t): claims a PostgreSQL URL
+ *                    unless --locks advisory; open, run, verify, close
+ *   bank_pg_is_url   does a --backend URL name PostgreSQL
  *
- * Inside, as in bank.c, running and reporting are apart: ledger_run() fills
- * a ledger_result_t and prints nothing but errors; ledger_print_human() and
- * ledger_print_json() turn it into text. libpq is used directly: one PGconn
- * per worker thread (libpq connections are not shared between threads),
- * and one more, the control connection, for the schema, the counters, the
- * checks and the watchdog's view of pg_locks.
+ * Inside, running and reporting are apart: the driver fills a
+ * bank_result_t (and its ledger_result_t, what only the ledger counts) and
+ * prints nothing but errors. libpq is used directly: one PGconn per worker
+ * thread (libpq connections are not shared between threads), and one more,
+ * the control connection, for the schema, the counters, the checks and the
+ * watchdog's view of pg_locks.
  */
-#include "cli/bank.h"
+#include "cli/bank_pg.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -31,6 +32,7 @@
 #include <stdalign.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -65,7 +67,7 @@
 #define SQLSTATE_SERIALIZATION "40001" /* serialization_failure */
 #define SQLSTATE_LOCK_TIMEOUT "55P03"  /* lock_not_available */
 
-int ledger_is_url(const char *url) {
+int bank_pg_is_url(const char *url) {
   return strncmp(url, "postgres://", 11) == 0 ||
          strncmp(url, "postgresql://", 13) == 0 ||
          strncmp(url, "postgres:", 9) == 0;
@@ -410,8 +412,7 @@ typedef struct ledger_worker_s {
   alignas(64) _Atomic uint64_t done; /* transfers finished */
   struct ledger_s *lg;
   PGconn *conn;
-  uint32_t id; /* 1..workers */
-  pthread_t thread;
+  uint32_t id;            /* 1..workers */
   uint64_t rng;           /* the backoff's jitter, SplitMix64 state */
   uint64_t retries;       /* sum of attempts - 1 */
   uint64_t deadlock_errs; /* 40P01 received */
@@ -445,7 +446,7 @@ typedef struct ledger_s {
 
 /* What a ledger run measured beyond bank_result_t. */
 typedef struct ledger_result_s {
-  bank_result_t b; /* victims: 40P01 received; deadlocks: pg_stat's count */
+  bank_result_t *b;          /* victims: 40P01 received; deadlocks: pg_stat's */
   char deadlock_timeout[32]; /* SHOW deadlock_timeout, "10ms" */
   uint64_t serial_errs;      /* 40001 received */
   uint64_t journal_rows;
@@ -461,6 +462,18 @@ typedef struct ledger_result_s {
   char hard_msg[400];
   char last_state[6];
 } ledger_result_t;
+
+/* The place of one run: the control connection and the run's state. */
+struct bank_place_s {
+  const bank_opts_t *opts;
+  char shown[1024]; /* the URL, every password as *** (ledger_redact) */
+  const char *conninfo;
+  ledger_where_t where;
+  PGconn *ctl;
+  ledger_t lg;
+  ledger_result_t lr;
+  int64_t dl0, total0; /* the deadlock figure and the total before the run */
+};
 
 /* Outcome of one attempt of a transfer. */
 enum { XFER_DONE, XFER_RETRY, XFER_HARD };
@@ -800,15 +813,6 @@ static void *ledger_worker(void *arg) {
   return NULL;
 }
 
-/* The progress bar's read callback: transfers finished by all workers. */
-static uint64_t ledger_progress_read(void *arg) {
-  const ledger_t *lg = arg;
-  uint64_t sum = 0;
-  for (long i = 0; i < lg->opts->workers; i++)
-    sum += atomic_load_explicit(&lg->w[i].done, memory_order_relaxed);
-  return sum;
-}
-
 /*
  * ledger_dump -- the watchdog's view of the server (bank_dump_cb): every
  * lock held or awaited by the run's backends, and every lock awaited by
@@ -1081,7 +1085,7 @@ static int ledger_verify(ledger_t *lg, ledger_result_t *r) {
   }
   for (uint64_t i = 0; status == 0 && i < lg->ntransfers; i++) {
     if (seen[i] > 1)
-      r->b.twice++;
+      r->b->twice++;
     if (lg->committed[i] && seen[i] == 0)
       r->missing++;
     if (!lg->committed[i] && seen[i] != 0)
@@ -1101,7 +1105,7 @@ static int ledger_verify(ledger_t *lg, ledger_result_t *r) {
     for (int t = 0; t < PQntuples(res); t++) {
       long long id = strtoll(PQgetvalue(res, t, 0), NULL, 10);
       int64_t bal = strtoll(PQgetvalue(res, t, 1), NULL, 10);
-      r->b.total_after += bal;
+      r->b->total_after += bal;
       int64_t want = BANK_OPENING_BALANCE +
                      (id >= 0 && (uint64_t)id < lg->naccounts ? delta[id] : 0);
       if (bal != want) {
@@ -1124,17 +1128,13 @@ static int ledger_verify(ledger_t *lg, ledger_result_t *r) {
  * that failed adds its reason.
  */
 static void ledger_judge(const bank_opts_t *o, ledger_result_t *lr) {
-  bank_result_t *r = &lr->b;
+  bank_result_t *r = lr->b;
   r->verdict[0] = '\0';
-  if (r->total_after != r->total_before)
-    bank_verdict_add(r, "balance changed from %" PRId64 " to %" PRId64,
-                     r->total_before, r->total_after);
+  bank_check_total(r);
   if (lr->account_rows != (uint64_t)o->accounts)
     bank_verdict_add(r, "ordo_bank.accounts has %" PRIu64 " rows, not %ld",
                      lr->account_rows, o->accounts);
-  if (r->completed != r->expected)
-    bank_verdict_add(r, "%" PRIu64 "/%" PRIu64 " transfers completed",
-                     r->completed, r->expected);
+  bank_check_count(r);
   if (lr->journal_rows != r->completed)
     bank_verdict_add(r,
                      "the journal has %" PRIu64 " rows for %" PRIu64
@@ -1183,10 +1183,8 @@ static void ledger_judge(const bank_opts_t *o, ledger_result_t *lr) {
                      " deadlocks but the connections received %" PRIu64
                      " deadlock errors (40P01)",
                      r->deadlocks, r->victims);
-  if (o->mode == BANK_MODE_ORDERED && r->deadlocks != 0)
-    bank_verdict_add(r, "%" PRIu64 " deadlocks in ordered mode", r->deadlocks);
-  r->ok = r->verdict[0] == '\0';
-  if (r->ok)
+  bank_check_ordered(o, r);
+  if (bank_judged(r))
     snprintf(r->verdict, sizeof(r->verdict),
              "balance conserved, %" PRIu64 "/%" PRIu64
              " transfers, the journal agrees (%" PRIu64 " rows), %" PRIu64
@@ -1263,293 +1261,251 @@ static int ledger_workers_open(ledger_t *lg, const char *conninfo,
 }
 
 /*
- * ledger_run -- the whole run on an open control connection: reset, read
- * the counters, open the workers' connections, run, close them, wait for
- * their backends, read the counters again, verify, judge (README.md, "The
- * PostgreSQL ledger"). Returns CLI_EXIT_OK when it ran to the end (r says
- * whether the check passed), or CLI_EXIT_FAIL after printing why it could
- * not run.
+ * bank_pg_open -- the driver's open: parses the URL (a malformed one is
+ * usage, ledger invariant 8), opens the control connection, and reads the
+ * server's deadlock_timeout for the report. Prints the one error line
+ * itself when it fails.
  */
-static int ledger_run(const bank_opts_t *o, PGconn *ctl, const char *conninfo,
-                      const ledger_where_t *where, const char *shown,
-                      ledger_result_t *r) {
-  ledger_t lg;
-  memset(&lg, 0, sizeof(lg));
-  lg.opts = o;
-  lg.ctl = ctl;
-  ordo_retry_options_init(&lg.retry);
-  lg.retry.max_attempts = (unsigned)o->attempts;
-  lg.naccounts = (size_t)o->accounts;
-  lg.ntransfers = 2 * (uint64_t)o->transfers;
-  atomic_init(&lg.next, 0);
-  atomic_init(&lg.hard, 0);
-  snprintf(lg.appname, sizeof(lg.appname), "ordo-bank-%ld", (long)getpid());
-  r->backends_left = 0;
-
-  size_t nw = (size_t)o->workers;
-  lg.committed = calloc(lg.ntransfers, 1);
-  lg.lat_ns = calloc(lg.ntransfers, sizeof(*lg.lat_ns));
-  size_t wbytes = nw * sizeof(ledger_worker_t); /* a multiple of 64 */
-  lg.w = aligned_alloc(alignof(ledger_worker_t), wbytes);
-  if (!lg.committed || !lg.lat_ns || !lg.w) {
-    fprintf(stderr,
-            "ordo bank: out of memory for %" PRIu64
-            " transfers; try smaller --transfers\n",
-            lg.ntransfers);
-    ledger_free(&lg);
+static int bank_pg_open(const bank_opts_t *o, bank_graph_t *g,
+                        bank_place_t **out) {
+  (void)g; /* bank_pg_check refused --graph */
+  bank_place_t *p = calloc(1, sizeof(*p));
+  if (p == NULL) {
+    fputs("ordo bank: out of memory\n", stderr);
     return CLI_EXIT_FAIL;
   }
-  memset(lg.w, 0, wbytes);
-  uint64_t seed = bank_mix64((uint64_t)getpid() ^ bank_now_ns());
-  for (size_t i = 0; i < nw; i++) {
-    atomic_init(&lg.w[i].done, 0);
-    lg.w[i].lg = &lg;
-    lg.w[i].id = (uint32_t)(i + 1);
-    lg.w[i].rng = bank_mix64(seed + i);
-  }
-  ledger_fault(&lg);
-
-  int status = CLI_EXIT_OK;
-  int64_t dl0 = 0, dl1 = 0, total0 = 0;
-  if (ledger_reset(ctl, lg.naccounts) != 0 ||
-      ctl_bigint(ctl,
-                 "SELECT coalesce(sum(balance), 0) FROM ordo_bank.accounts",
-                 "read the opening total", &total0) != 0 ||
-      ledger_deadlocks(ctl, &dl0) != 0)
-    status = CLI_EXIT_FAIL;
-  if (status == CLI_EXIT_OK)
-    status = ledger_workers_open(&lg, conninfo, where, shown);
-
-  bank_gate_init(&lg.gate);
-  size_t started = 0;
-  for (; status == CLI_EXIT_OK && started < nw; started++) {
-    int rc = pthread_create(&lg.w[started].thread, NULL, ledger_worker,
-                            &lg.w[started]);
-    if (rc != 0) {
-      fprintf(stderr,
-              "ordo bank: cannot start worker thread %zu: %s; try fewer "
-              "--workers\n",
-              started + 1, strerror(rc));
-      status = CLI_EXIT_FAIL;
-      break;
-    }
-  }
-
-  /* As in bank_run: the bar starts before the watchdog, which stops it when
-   * it fires; the watchdog is armed just before the gate opens. */
-  cli_progress_t bar;
-  bank_watchdog_t wd;
-  memset(&bar, 0, sizeof(bar));
-  memset(&wd, 0, sizeof(wd));
-  if (status == CLI_EXIT_OK)
-    cli_progress_start(&bar, "bank", lg.ntransfers, ledger_progress_read, &lg);
-  if (status == CLI_EXIT_OK &&
-      bank_watchdog_start(&wd, o->watchdog_s, &bar,
-                          "the server's lock view (pg_locks)", ledger_dump,
-                          &lg) != 0)
-    status = CLI_EXIT_FAIL;
-  double t0 = cli_now();
-  bank_gate_open(&lg.gate, status == CLI_EXIT_OK);
-  for (size_t i = 0; i < started; i++)
-    pthread_join(lg.w[i].thread, NULL);
-  double t1 = cli_now();
-  bank_watchdog_stop(&wd);
-  cli_progress_stop(&bar);
-  bank_gate_destroy(&lg.gate);
-
-  /* Close the workers' connections first: their backends flush their
-   * counters as they exit, and only then is the deadlock count whole
-   * (ledger invariant 6). */
-  for (size_t i = 0; i < nw; i++)
-    if (lg.w[i].conn != NULL)
-      PQfinish(lg.w[i].conn);
-
-  if (status == CLI_EXIT_OK) {
-    r->backends_left = ledger_backends_gone(&lg);
-    if (r->backends_left < 0 || ledger_deadlocks(ctl, &dl1) != 0 ||
-        ledger_verify(&lg, r) != 0)
-      status = CLI_EXIT_FAIL;
-  }
-
-  if (status == CLI_EXIT_OK) {
-    bank_result_t *b = &r->b;
-    char *red = malloc(strlen(shown) + 1);
-    if (red != NULL)
-      strcpy(red, shown);
-    b->backend = red;
-    b->expected = lg.ntransfers;
-    b->seconds = t1 - t0;
-    b->total_before = total0;
-    for (uint64_t i = 0; i < lg.ntransfers; i++) {
-      if (lg.committed[i]) {
-        b->completed++;
-        if (lg.naccounts == 2 && (i & 1) == 0)
-          b->forward++;
-      }
-    }
-    for (size_t i = 0; i < nw; i++) {
-      b->retries += lg.w[i].retries;
-      b->timeouts += lg.w[i].timeouts;
-      b->victims += lg.w[i].deadlock_errs;
-      b->failed += lg.w[i].failed;
-      r->serial_errs += lg.w[i].serial_errs;
-      if (lg.w[i].last_state[0] != '\0')
-        memcpy(r->last_state, lg.w[i].last_state, sizeof(r->last_state));
-    }
-    b->deadlocks = dl1 >= dl0 ? (uint64_t)(dl1 - dl0) : 0;
-    if (atomic_load(&lg.hard) != 0)
-      snprintf(r->hard_msg, sizeof(r->hard_msg), "%s", lg.hard_msg);
-    uint64_t claimed = atomic_load(&lg.next);
-    if (claimed > lg.ntransfers)
-      claimed = lg.ntransfers;
-    bank_latency(b, lg.lat_ns, claimed);
-    ledger_judge(o, r);
-  }
-  ledger_free(&lg);
-  return status;
-}
-
-/* ---- Reports --------------------------------------------------------------
- */
-
-static void ledger_print_human(const bank_opts_t *o,
-                               const ledger_result_t *lr) {
-  const bank_result_t *r = &lr->b;
-  double rate = r->seconds > 0 ? (double)r->completed / r->seconds : 0.0;
-  char att[32];
-  if (o->attempts == 0)
-    snprintf(att, sizeof(att), "until done");
-  else
-    snprintf(att, sizeof(att), "at most %ld", o->attempts);
-  printf("ordo bank: %s, PostgreSQL ledger (locks rows), %s mode, "
-         "deadlock_timeout %s, %ld accounts, %ld workers, lock timeout %ld "
-         "ms, attempts %s\n",
-         r->backend ? r->backend : "", bank_mode_names[o->mode],
-         lr->deadlock_timeout, o->accounts, o->workers, o->lock_timeout_ms,
-         att);
-  if (o->accounts == 2)
-    printf("transfers     %" PRIu64 "/%" PRIu64 " (%" PRIu64
-           " from 0 to 1, %" PRIu64 " from 1 to 0)\n",
-           r->completed, r->expected, r->forward, r->completed - r->forward);
-  else
-    printf("transfers     %" PRIu64 "/%" PRIu64
-           " (between random distinct pairs)\n",
-           r->completed, r->expected);
-  printf("seconds       %.3f\n", r->seconds);
-  printf("transfers/s   %.0f\n", rate);
-  printf("latency       p50 %.1f us, p99 %.1f us per transfer (retries and "
-         "backoff included)\n",
-         r->p50_us, r->p99_us);
-  printf("retries       %" PRIu64 "\n", r->retries);
-  printf("timeouts      %" PRIu64 " (55P03 lock_not_available)\n", r->timeouts);
-  printf("serialization %" PRIu64 " (40001 serialization_failure)\n",
-         lr->serial_errs);
-  printf("deadlocks     %" PRIu64
-         " (pg_stat_database.deadlocks, after minus before)\n",
-         r->deadlocks);
-  printf("victims       %" PRIu64 " (transactions that got 40P01 "
-         "deadlock_detected)\n",
-         r->victims);
-  printf("journal       %" PRIu64 " rows; %" PRIu64
-         " accounts disagree with it\n",
-         lr->journal_rows, lr->mismatched);
-  printf("balance       before %" PRId64 ", after %" PRId64 "\n",
-         r->total_before, r->total_after);
-  printf("verdict: %s \u2014 %s\n", r->ok ? "OK" : "FAIL", r->verdict);
-}
-
-static void ledger_print_json(const bank_opts_t *o, const ledger_result_t *lr) {
-  const bank_result_t *r = &lr->b;
-  double rate = r->seconds > 0 ? (double)r->completed / r->seconds : 0.0;
-  fputs("{\"backend\": ", stdout);
-  bank_json_str(stdout, r->backend ? r->backend : "");
-  fputs(", \"locks\": \"rows\", \"deadlock_timeout\": ", stdout);
-  bank_json_str(stdout, lr->deadlock_timeout);
-  printf(", \"mode\": \"%s\", \"accounts\": %ld, \"workers\": %ld, "
-         "\"lock_timeout_ms\": %ld, \"attempts\": %ld, "
-         "\"transfers\": %" PRIu64 ", \"transfers_expected\": %" PRIu64
-         ", \"failed\": %" PRIu64
-         ", \"seconds\": %.6f, \"transfers_per_s\": %.1f, \"p50_us\": %.1f, "
-         "\"p99_us\": %.1f, \"retries\": %" PRIu64 ", \"timeouts\": %" PRIu64
-         ", \"serialization_failures\": %" PRIu64 ", \"deadlocks\": %" PRIu64
-         ", \"victims\": %" PRIu64 ", \"journal_rows\": %" PRIu64
-         ", \"duplicate_xfers\": %" PRIu64 ", \"mismatched_accounts\": %" PRIu64
-         ", \"total_before\": %" PRId64 ", \"total_after\": %" PRId64
-         ", \"ok\": %s, \"verdict\": ",
-         bank_mode_names[o->mode], o->accounts, o->workers, o->lock_timeout_ms,
-         o->attempts, r->completed, r->expected, r->failed, r->seconds, rate,
-         r->p50_us, r->p99_us, r->retries, r->timeouts, lr->serial_errs,
-         r->deadlocks, r->victims, lr->journal_rows, r->twice, lr->mismatched,
-         r->total_before, r->total_after, r->ok ? "true" : "false");
-  bank_json_str(stdout, r->verdict);
-  fputs("}\n", stdout);
-}
-
-/* ---- Entry ----------------------------------------------------------------
- */
-
-int ledger_main(const bank_opts_t *o) {
-  char shown[1024];
-  ledger_redact(o->url, shown, sizeof(shown));
-  const char *conninfo = ledger_conninfo(o->url);
-  ledger_where_t where;
+  p->opts = o;
+  ledger_redact(o->url, p->shown, sizeof(p->shown));
+  p->conninfo = ledger_conninfo(o->url);
   char err[512];
-  if (ledger_parse(conninfo, &where, err, sizeof(err)) != 0) {
+  if (ledger_parse(p->conninfo, &p->where, err, sizeof(err)) != 0) {
     fprintf(stderr,
             "ordo bank: malformed PostgreSQL URL '%s': %s; accepted forms "
             "are %s\n",
-            shown, err, LEDGER_URL_FORMS);
+            p->shown, err, LEDGER_URL_FORMS);
+    free(p);
     return CLI_EXIT_USAGE;
   }
   /* The control connection has a name of its own, so that waiting for the
    * workers' backends to be gone does not wait for it. */
   char appname[64];
   snprintf(appname, sizeof(appname), "ordo-bank-%ld-main", (long)getpid());
-  PGconn *ctl = ledger_connect(conninfo, &where, appname);
-  if (ctl == NULL || PQstatus(ctl) != CONNECTION_OK) {
-    int st = conn_fail(shown, &where, ctl ? PQerrorMessage(ctl) : NULL);
-    PQfinish(ctl);
-    return st;
-  }
-  ledger_result_t r;
-  memset(&r, 0, sizeof(r));
+  p->ctl = ledger_connect(p->conninfo, &p->where, appname);
   int status = CLI_EXIT_OK;
-  PGresult *res = ctl_exec(ctl, "SET client_min_messages = warning",
-                           PGRES_COMMAND_OK, "set client_min_messages", NULL);
-  if (res == NULL)
-    status = CLI_EXIT_FAIL;
-  PQclear(res);
+  if (p->ctl == NULL || PQstatus(p->ctl) != CONNECTION_OK)
+    status =
+        conn_fail(p->shown, &p->where, p->ctl ? PQerrorMessage(p->ctl) : NULL);
+  PGresult *res = NULL;
   if (status == CLI_EXIT_OK) {
-    res = ctl_exec(ctl, "SHOW deadlock_timeout", PGRES_TUPLES_OK,
+    res = ctl_exec(p->ctl, "SET client_min_messages = warning",
+                   PGRES_COMMAND_OK, "set client_min_messages", NULL);
+    if (res == NULL)
+      status = CLI_EXIT_FAIL;
+    PQclear(res);
+  }
+  if (status == CLI_EXIT_OK) {
+    res = ctl_exec(p->ctl, "SHOW deadlock_timeout", PGRES_TUPLES_OK,
                    "read deadlock_timeout", NULL);
     if (res == NULL || PQntuples(res) != 1)
       status = CLI_EXIT_FAIL;
     else
-      snprintf(r.deadlock_timeout, sizeof(r.deadlock_timeout), "%s",
+      snprintf(p->lr.deadlock_timeout, sizeof(p->lr.deadlock_timeout), "%s",
                PQgetvalue(res, 0, 0));
     PQclear(res);
   }
-  if (status == CLI_EXIT_OK)
-    status = ledger_run(o, ctl, conninfo, &where, shown, &r);
-  PQfinish(ctl);
-  if (status == CLI_EXIT_OK) {
-    if (o->json)
-      ledger_print_json(o, &r);
-    else
-      ledger_print_human(o, &r);
-    if (fflush(stdout) != 0) {
-      fprintf(stderr, "ordo bank: cannot write the report: %s\n",
-              strerror(errno));
-      status = CLI_EXIT_FAIL;
-    }
-  }
-  free(r.b.backend);
-  if (status != CLI_EXIT_OK)
+  if (status != CLI_EXIT_OK) {
+    PQfinish(p->ctl);
+    free(p);
     return status;
-  return r.b.ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+  }
+  *out = p;
+  return CLI_EXIT_OK;
 }
 
-void ledger_usage(FILE *f) {
+/*
+ * bank_pg_run -- the run on the open control connection: reset, read the
+ * counters, open the workers' connections, run, close them, and fill r's
+ * measures (README.md, "The PostgreSQL ledger"). Returns CLI_EXIT_OK when
+ * it ran to the end (bank_pg_verify then says whether the check passed),
+ * or CLI_EXIT_FAIL after printing why it could not run.
+ */
+static int bank_pg_run(bank_place_t *p, const char *label, bank_result_t *r) {
+  const bank_opts_t *o = p->opts;
+  ledger_t *lg = &p->lg;
+  ledger_result_t *lr = &p->lr;
+  lr->b = r;
+  lg->opts = o;
+  lg->ctl = p->ctl;
+  ordo_retry_options_init(&lg->retry);
+  lg->retry.max_attempts = (unsigned)o->attempts;
+  lg->naccounts = (size_t)o->accounts;
+  lg->ntransfers = 2 * (uint64_t)o->transfers;
+  atomic_init(&lg->next, 0);
+  atomic_init(&lg->hard, 0);
+  snprintf(lg->appname, sizeof(lg->appname), "ordo-bank-%ld", (long)getpid());
+
+  size_t nw = (size_t)o->workers;
+  lg->committed = calloc(lg->ntransfers, 1);
+  lg->lat_ns = calloc(lg->ntransfers, sizeof(*lg->lat_ns));
+  size_t wbytes = nw * sizeof(ledger_worker_t); /* a multiple of 64 */
+  lg->w = aligned_alloc(alignof(ledger_worker_t), wbytes);
+  if (!lg->committed || !lg->lat_ns || !lg->w) {
+    fprintf(stderr,
+            "ordo bank: out of memory for %" PRIu64
+            " transfers; try smaller --transfers\n",
+            lg->ntransfers);
+    return CLI_EXIT_FAIL; /* bank_pg_close frees what was allocated */
+  }
+  memset(lg->w, 0, wbytes);
+  uint64_t seed = bank_mix64((uint64_t)getpid() ^ bank_now_ns());
+  for (size_t i = 0; i < nw; i++) {
+    atomic_init(&lg->w[i].done, 0);
+    lg->w[i].lg = lg;
+    lg->w[i].id = (uint32_t)(i + 1);
+    lg->w[i].rng = bank_mix64(seed + i);
+  }
+  ledger_fault(lg);
+
+  int status = CLI_EXIT_OK;
+
+  if (ledger_reset(p->ctl, lg->naccounts) != 0 ||
+      ctl_bigint(p->ctl,
+                 "SELECT coalesce(sum(balance), 0) FROM ordo_bank.accounts",
+                 "read the opening total", &p->total0) != 0 ||
+      ledger_deadlocks(p->ctl, &p->dl0) != 0)
+    status = CLI_EXIT_FAIL;
+  if (status == CLI_EXIT_OK)
+    status = ledger_workers_open(lg, p->conninfo, &p->where, p->shown);
+
+  bank_crew_t crew = {.work = ledger_worker,
+                      .first = lg->w,
+                      .stride = sizeof(ledger_worker_t),
+                      .done_off = offsetof(ledger_worker_t, done),
+                      .n = nw,
+                      .gate = &lg->gate,
+                      .label = label,
+                      .total = lg->ntransfers,
+                      .watchdog_s = o->watchdog_s,
+                      .what = "the server's lock view (pg_locks)",
+                      .dump = ledger_dump,
+                      .dump_arg = lg};
+  double seconds = 0;
+  status = bank_crew_run(&crew, status, &seconds);
+
+  /* Close the workers' connections first: their backends flush their
+   * counters as they exit, and only then is the deadlock count whole
+   * (ledger invariant 6). */
+  for (size_t i = 0; i < nw; i++)
+    if (lg->w[i].conn != NULL)
+      PQfinish(lg->w[i].conn);
+
+  if (status == CLI_EXIT_OK) {
+    char *red = malloc(strlen(p->shown) + 1);
+    if (red != NULL)
+      strcpy(red, p->shown);
+    r->backend = red;
+    r->expected = lg->ntransfers;
+    r->seconds = seconds;
+    r->total_before = p->total0;
+    for (uint64_t i = 0; i < lg->ntransfers; i++) {
+      if (lg->committed[i]) {
+        r->completed++;
+        if (lg->naccounts == 2 && (i & 1) == 0)
+          r->forward++;
+      }
+    }
+    for (size_t i = 0; i < nw; i++) {
+      r->retries += lg->w[i].retries;
+      r->timeouts += lg->w[i].timeouts;
+      r->victims += lg->w[i].deadlock_errs;
+      r->failed += lg->w[i].failed;
+      lr->serial_errs += lg->w[i].serial_errs;
+      if (lg->w[i].last_state[0] != '\0')
+        memcpy(lr->last_state, lg->w[i].last_state, sizeof(lr->last_state));
+    }
+    if (atomic_load(&lg->hard) != 0)
+      snprintf(lr->hard_msg, sizeof(lr->hard_msg), "%s", lg->hard_msg);
+    uint64_t claimed = atomic_load(&lg->next);
+    if (claimed > lg->ntransfers)
+      claimed = lg->ntransfers;
+    bank_latency(r, lg->lat_ns, claimed);
+  }
+  return status;
+}
+
+/*
+ * bank_pg_verify -- once the workers' connections are closed: waits for
+ * their backends to be gone, reads the deadlock figure again, checks the
+ * journal and the balances (ledger_verify) and judges r (ledger invariants
+ * 5 to 7). Returns CLI_EXIT_FAIL after one line when it cannot read them.
+ */
+static int bank_pg_verify(bank_place_t *p, bank_result_t *r) {
+  ledger_result_t *lr = &p->lr;
+  int64_t dl1 = 0;
+  lr->backends_left = ledger_backends_gone(&p->lg);
+  if (lr->backends_left < 0 || ledger_deadlocks(p->ctl, &dl1) != 0 ||
+      ledger_verify(&p->lg, lr) != 0)
+    return CLI_EXIT_FAIL;
+  r->deadlocks = dl1 >= p->dl0 ? (uint64_t)(dl1 - p->dl0) : 0;
+  ledger_judge(p->opts, lr);
+
+  /* How the report names this run (bank_report.c). */
+  snprintf(r->place, sizeof(r->place), ", PostgreSQL ledger (locks rows)");
+  r->locks = bank_locks_names[BANK_LOCKS_ROWS];
+  snprintf(r->deadlock_timeout, sizeof(r->deadlock_timeout), "%s",
+           lr->deadlock_timeout);
+  bank_count_add(r, "retries", "retries", r->retries, "%s", "");
+  bank_count_add(r, "timeouts", "timeouts", r->timeouts,
+                 " (55P03 lock_not_available)");
+  bank_count_add(r, "serialization_failures", "serialization", lr->serial_errs,
+                 " (40001 serialization_failure)");
+  bank_count_add(r, "deadlocks", "deadlocks", r->deadlocks,
+                 " (pg_stat_database.deadlocks, after minus before)");
+  bank_count_add(r, "victims", "victims", r->victims,
+                 " (transactions that got 40P01 deadlock_detected)");
+  bank_count_add(r, "journal_rows", "journal", lr->journal_rows,
+                 " rows; %" PRIu64 " accounts disagree with it",
+                 lr->mismatched);
+  bank_count_add(r, "duplicate_xfers", NULL, r->twice, "%s", "");
+  bank_count_add(r, "mismatched_accounts", NULL, lr->mismatched, "%s", "");
+  return CLI_EXIT_OK;
+}
+
+static void bank_pg_close(bank_place_t *p) {
+  ledger_free(&p->lg);
+  PQfinish(p->ctl);
+  free(p);
+}
+
+/* A PostgreSQL URL, unless --locks advisory asks for ordo's own locks. */
+static int bank_pg_claims(const bank_opts_t *o) {
+  return bank_pg_is_url(o->url) && o->locks != BANK_LOCKS_ADVISORY;
+}
+
+/*
+ * bank_pg_check -- the ledger's deadlocks are PostgreSQL's to find (after
+ * its own deadlock_timeout), so the flags that tune or draw ordo's
+ * detector, and --compare's detect-off run, mean nothing there.
+ */
+static int bank_pg_check(const bank_opts_t *o) {
+  const char *bad = o->compare                           ? "--compare"
+                    : o->graph != NULL                   ? "--graph"
+                    : o->detect != ORDO_DETECT_IMMEDIATE ? "--detect"
+                    : o->deadlock_timeout_ms >= 0        ? "--deadlock-timeout"
+                                                         : NULL;
+  if (bad == NULL)
+    return CLI_EXIT_OK;
+  fprintf(stderr,
+          "ordo bank: %s cannot be used with the PostgreSQL ledger "
+          "(--locks rows, the default for postgres URLs), where "
+          "PostgreSQL detects deadlocks itself after its "
+          "deadlock_timeout: drop %s, or add --locks advisory\n",
+          bad, bad);
+  return CLI_EXIT_USAGE;
+}
+
+/* The ledger's paragraph of `ordo bank --help`. */
+static void bank_pg_usage(FILE *f) {
   fputs("The PostgreSQL ledger: with --backend postgres://user:pass@host:port"
         "/db\n"
         "(or postgresql://, or postgres:host=H port=P dbname=D user=U, a\n"
@@ -1575,3 +1531,15 @@ void ledger_usage(FILE *f) {
         "exit with status 2.\n",
         f);
 }
+
+const bank_driver_t bank_driver_pg = {
+    .name = "postgres rows",
+    .claims = bank_pg_claims,
+    .check = bank_pg_check,
+    .usage = bank_pg_usage,
+    .graphs = 0,
+    .open = bank_pg_open,
+    .run = bank_pg_run,
+    .verify = bank_pg_verify,
+    .close = bank_pg_close,
+};
