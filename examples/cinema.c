@@ -10,7 +10,6 @@
  */
 #define EX_PROG "cinema"
 #include "common.h" /* flags, threads, error lines: no ordo calls in it */
-#include <stdatomic.h>
 
 #include "ordo.h"
 
@@ -126,8 +125,7 @@ static void teardown(cinema_t *c);
 int main(int argc, char **argv) {
   cinema_t c;
   setup(argc, argv, &c);
-  int rc = ex_open(&c.o, c.url), ok = 0;
-  long n = 0;
+  int rc = ex_open(&c.o, c.url), ok = 0, n = 0;
   for (; rc == 0 && n < c.buyers; n++) {
     c.b[n] = (buyer_t){.c = &c, .id = (int)n};
     rc = ordo_txn_begin(c.o, &c.b[n].txn, NULL); /* a remote one connects */
