@@ -10,7 +10,6 @@
  */
 #define EX_PROG "cinema"
 #include "common.h" /* flags, threads, error lines: no ordo calls in it */
-
 #include "ordo.h"
 
 #define ROW 20     /* seats per row: a block never spans two rows */
@@ -130,12 +129,12 @@ int main(int argc, char **argv) {
     c.b[n] = (buyer_t){.c = &c, .id = (int)n};
     rc = ordo_txn_begin(c.o, &c.b[n].txn, NULL); /* a remote one connects */
   }
-  if (rc < 0) {
-    ex_unusable(c.url, rc);
-  } else {
+  if (rc == 0) {
     c.secs = ex_threads(c.buyers, c.b, sizeof *c.b, buyer_run, NULL, NULL,
                         "--buyers");
     report(&c, ok = check(&c));
+  } else {
+    ex_unusable(c.url, rc);
   }
   for (long i = 0; i < n; i++)
     ordo_txn_end(c.b[i].txn); /* NULL (a begin that failed): nothing */

@@ -10,7 +10,6 @@
  */
 #define EX_PROG "split"
 #include "common.h" /* flags, threads, error lines: no ordo calls in it */
-
 #include "ordo.h"
 
 #define MAX_SHARERS 5 /* an expense is split among 2..5 others */
@@ -133,12 +132,12 @@ int main(int argc, char **argv) {
     s.w[n].s = &s;
     rc = ordo_txn_begin(s.o, &s.w[n].txn, NULL); /* a remote one connects */
   }
-  if (rc < 0) {
-    ex_unusable(s.url, rc);
-  } else {
+  if (rc == 0) {
     s.secs = ex_threads(s.threads, s.w, sizeof *s.w, worker_run, NULL, NULL,
                         "--threads");
     report(&s, ok = check(&s));
+  } else {
+    ex_unusable(s.url, rc);
   }
   for (long i = 0; i < n; i++)
     ordo_txn_end(s.w[i].txn); /* NULL (a begin that failed): nothing */
