@@ -21,7 +21,7 @@ typedef struct cinema_s {
   const char *url;
   long seats, buyers, tries, lock_ms;
   uint64_t show, seed;
-  int map, json;
+  long map, json;
   ordo_retry_options_t retry;
   /* sold_to[s] (0 = free, else buyer id + 1) is guarded by seat s's ordo
    * lock alone. sales[s] counts the sales of seat s: a witness, since the
@@ -145,6 +145,11 @@ int main(int argc, char **argv) {
 
 /* ---- plumbing below: flags, report ------------------------------------- */
 
+/* The flags (ex_flags, in common.h): each one's range, in to[]'s order. */
+static const char flags[] = "--rows=1..1000 --buyers=1..1000 "
+                            "--tries=1..1000000 --show=0.. "
+                            "--lock-timeout=0..3600000 --seed=0.. --map --json";
+
 static const char usage[] =
     "usage: " EX_PROG " [--backend URL] [--rows N] [--buyers N] [--tries N]\n"
     "              [--show N] [--lock-timeout MS] [--seed N] [--map] "
@@ -165,44 +170,17 @@ static const char usage[] =
     EX_HELP_END;
 
 static void setup(int argc, char **argv, cinema_t *c) {
-  const char *v;
-  long rows = 10;
-  *c = (cinema_t){.url = "mem://",
-                  .buyers = 32,
-                  .tries = 20,
-                  .show = 1,
-                  .lock_ms = 2000,
-                  .seed = 1};
-  for (int i = 1; i < argc; i++) {
-    if ((v = ex_opt(argc, argv, &i, "--backend")))
-      c->url = v;
-    else if ((v = ex_opt(argc, argv, &i, "--rows")))
-      rows = ex_num("--rows", v, 1, 1000);
-    else if ((v = ex_opt(argc, argv, &i, "--buyers")))
-      c->buyers = ex_num("--buyers", v, 1, 1000);
-    else if ((v = ex_opt(argc, argv, &i, "--tries")))
-      c->tries = ex_num("--tries", v, 1, 1000000);
-    else if ((v = ex_opt(argc, argv, &i, "--show")))
-      c->show = (uint64_t)ex_num("--show", v, 0, LONG_MAX);
-    else if ((v = ex_opt(argc, argv, &i, "--lock-timeout")))
-      c->lock_ms = ex_num("--lock-timeout", v, 0, 3600000);
-    else if ((v = ex_opt(argc, argv, &i, "--seed")))
-      c->seed = (uint64_t)ex_num("--seed", v, 0, LONG_MAX);
-    else if (strcmp(argv[i], "--map") == 0)
-      c->map = 1;
-    else if (strcmp(argv[i], "--json") == 0)
-      c->json = 1;
-    else
-      ex_other_arg(argv[i], usage,
-                   "--backend, --rows, --buyers, --tries, --show, "
-                   "--lock-timeout, --seed, --map, --json");
-  }
-  c->seats = rows * ROW;
-  ordo_retry_options_init(&c->retry);
+  long rows = 10, show = 1, seed = 1;
+  *c = (cinema_t){.buyers = 32, .tries = 20, .lock_ms = 2000};
+  long *const to[] = {&rows,       &c->buyers, &c->tries, &show,
+                      &c->lock_ms, &seed,      &c->map,   &c->json};
+  c->url = ex_flags(argc, argv, usage, flags, to);
+  c->seats = rows * ROW, c->show = (uint64_t)show, c->seed = (uint64_t)seed;
   c->b = ex_calloc(c->buyers, sizeof *c->b, "--buyers");
   c->per_buyer = ex_calloc(c->buyers, sizeof *c->per_buyer, "--buyers");
   c->sold_to = ex_calloc(c->seats, sizeof *c->sold_to, "--rows");
   c->sales = ex_calloc(c->seats, sizeof *c->sales, "--rows");
+  ordo_retry_options_init(&c->retry);
 }
 
 static void report(const cinema_t *c, int ok) {

@@ -115,8 +115,8 @@ static inline double ex_threads(long n, void *items, size_t size,
     if (pthread_create(&t[i], NULL, ex_go, &g[i]) != 0)
       ex_die("cannot start thread %ld; try fewer %s", i, fewer);
   }
+  double t0 = ex_now_s(); /* before the release: main may run last */
   pthread_barrier_wait(&go);
-  double t0 = ex_now_s();
   while (watch != NULL && watch(warg))
     ;
   for (long i = 0; i < n; i++)
@@ -162,19 +162,55 @@ static inline long ex_num(const char *name, const char *v, long lo, long hi) {
   return n;
 }
 
-/* ex_other_arg -- an argument no flag of the example took: --help prints
- * usage and exits 0; anything else is unknown, exit 2, naming flags. */
-static inline void ex_other_arg(const char *arg, const char *usage,
-                                const char *flags) {
-  if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-    fputs(usage, stdout);
-    exit(0);
+/* ex_flags -- parses argv by spec, a list of flags "--name=LO..HI" (a
+ * whole number in LO..HI, HI left out for LONG_MAX) or "--name" (a switch,
+ * set to 1), the k-th stored in *to[k]. It also takes --backend URL (the
+ * return value; mem:// when absent) and --help (usage on stdout, exit 0);
+ * anything else exits 2 with a line naming the flags. */
+static inline const char *ex_flags(int argc, char **argv, const char *usage,
+                                   const char *spec, long *const *to) {
+  const char *url = "mem://", *v;
+  for (int i = 1; i < argc; i++) {
+    if ((v = ex_opt(argc, argv, &i, "--backend"))) {
+      url = v;
+      continue;
+    }
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      fputs(usage, stdout);
+      exit(0);
+    }
+    int found = 0;
+    long *const *t = to; /* the k-th flag's value */
+    for (const char *p = spec; !found && *p != '\0'; t++) {
+      char name[32], *end;
+      size_t n = strcspn(p, "= ");
+      snprintf(name, sizeof name, "%.*s", (int)n, p);
+      p += n;
+      if (*p == '=') { /* a number: "=LO..HI" or "=LO.." */
+        long lo = strtol(p + 1, &end, 10), hi = LONG_MAX;
+        p = end + 2; /* past ".." */
+        if (*p >= '0' && *p <= '9')
+          hi = strtol(p, &end, 10), p = end;
+        if ((v = ex_opt(argc, argv, &i, name)))
+          **t = ex_num(name, v, lo, hi), found = 1;
+      } else if (strcmp(argv[i], name) == 0) {
+        **t = 1, found = 1;
+      }
+      p += strspn(p, " ");
+    }
+    if (!found) {
+      fprintf(stderr,
+              EX_PROG ": unknown option '%s': the options are --backend",
+              argv[i]);
+      for (const char *p = spec; *p != '\0'; p += strspn(p, " ")) {
+        fprintf(stderr, ", %.*s", (int)strcspn(p, "= "), p);
+        p += strcspn(p, " ");
+      }
+      fputs(" (see " EX_PROG " --help)\n", stderr);
+      exit(2);
+    }
   }
-  fprintf(stderr,
-          EX_PROG ": unknown option '%s': the options are %s (see " EX_PROG
-                  " --help)\n",
-          arg, flags);
-  exit(2);
+  return url;
 }
 
 /* ex_shown -- url with any password starred out, for error lines. */

@@ -16,7 +16,7 @@ typedef struct table_s {
   const char *url;
   uint64_t seed;
   long diners, meals, seconds, eat_us, think_us, lock_ms;
-  int json;
+  long json;
   ordo_retry_options_t retry;
   char (*fork)[FORK_LEN + 1]; /* fork i's key: plain strings */
   /* owner[f]: the diner holding fork f, plus 1, or 0. A witness, not a
@@ -180,39 +180,22 @@ static const char usage[] =
     "Exit status: 0 the check passed, 1 it failed, the table stalled (no\n"
     "meal for 10 s) or the backend could not be used, 2 bad usage.\n";
 
+/* The flags ex_flags takes, each with its range, in the order of to[]. */
+static const char flags[] = "--diners=2..1000 --meals=0.. --seconds=0..86400 "
+                            "--eat-us=0..1000000 --think-us=0..1000000 "
+                            "--lock-timeout=0..3600000 --seed=0.. --json";
+
 static void setup(int argc, char **argv, table_t *t) {
-  const char *v;
-  *t = (table_t){.url = "mem://",
-                 .seed = 1,
-                 .diners = 5,
+  long seed = 1;
+  *t = (table_t){.diners = 5,
                  .meals = 100,
                  .eat_us = 500,
                  .think_us = 500,
                  .lock_ms = 2000};
-  for (int i = 1; i < argc; i++) {
-    if ((v = ex_opt(argc, argv, &i, "--backend")))
-      t->url = v;
-    else if ((v = ex_opt(argc, argv, &i, "--diners")))
-      t->diners = ex_num("--diners", v, 2, 1000);
-    else if ((v = ex_opt(argc, argv, &i, "--meals")))
-      t->meals = ex_num("--meals", v, 0, LONG_MAX);
-    else if ((v = ex_opt(argc, argv, &i, "--seconds")))
-      t->seconds = ex_num("--seconds", v, 0, 86400);
-    else if ((v = ex_opt(argc, argv, &i, "--eat-us")))
-      t->eat_us = ex_num("--eat-us", v, 0, 1000000);
-    else if ((v = ex_opt(argc, argv, &i, "--think-us")))
-      t->think_us = ex_num("--think-us", v, 0, 1000000);
-    else if ((v = ex_opt(argc, argv, &i, "--lock-timeout")))
-      t->lock_ms = ex_num("--lock-timeout", v, 0, 3600000);
-    else if ((v = ex_opt(argc, argv, &i, "--seed")))
-      t->seed = (uint64_t)ex_num("--seed", v, 0, LONG_MAX);
-    else if (strcmp(argv[i], "--json") == 0)
-      t->json = 1;
-    else
-      ex_other_arg(argv[i], usage,
-                   "--backend, --diners, --meals, --seconds, --eat-us, "
-                   "--think-us, --lock-timeout, --seed, --json");
-  }
+  long *const to[] = {&t->diners,   &t->meals,   &t->seconds, &t->eat_us,
+                      &t->think_us, &t->lock_ms, &seed,       &t->json};
+  t->url = ex_flags(argc, argv, usage, flags, to);
+  t->seed = (uint64_t)seed;
   if (t->meals == 0 && t->seconds == 0) {
     fputs(EX_PROG ": --meals 0 runs until --seconds S, which is missing: "
                   "give one or the other\n",

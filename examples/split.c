@@ -26,7 +26,7 @@ typedef struct split_s {
   const char *url;
   uint64_t seed;
   long users, expenses, threads, lock_ms;
-  int json;
+  long json;
   ordo_retry_options_t retry;
   int64_t *balance;       /* balance[u]: guarded by user u's ordo lock alone */
   unsigned char *applied; /* per expense, by the thread that claimed it */
@@ -44,6 +44,7 @@ typedef struct worker_s {
   long idx, retries, failed; /* the expense being applied; counters */
   expense_t e;
   int err, unlock_err; /* the last error that made an expense fail */
+  int begin_err;       /* ordo_txn_begin's, when it failed */
 } worker_t;
 
 /* Below the line: the plan of expenses, flags (exit 2 if bad), report. */
@@ -78,14 +79,16 @@ static int pay(ordo_txn_t *t, void *arg) {
     return rc;
   apply(w->s->balance, &w->e);
   w->s->applied[w->idx]++;
-  if ((rc = ordo_unlock_all(t)) < 0)
-    w->unlock_err = rc;
+  w->unlock_err = ordo_unlock_all(t); /* < 0: keys may still be held */
   return 0;
 }
 
 static void *worker_run(void *arg) {
   worker_t *w = arg;
   split_t *s = w->s;
+  /* A txn per thread, begun in it (a remote backend connects here). */
+  if ((w->begin_err = ordo_txn_begin(s->o, &w->txn, NULL)) < 0)
+    return NULL;
   /* Each index goes to one thread. Relaxed, so that the claims order no
    * balance update (which would hide a missing lock from TSan): ordo must. */
   while ((w->idx = atomic_fetch_add_explicit(
@@ -95,10 +98,11 @@ static void *worker_run(void *arg) {
     int rc = ordo_retry(w->txn, &s->retry, pay, w, &attempts);
     w->retries += attempts > 0 ? attempts - 1 : 0;
     w->failed += rc < 0;
-    w->err = rc < 0 ? rc : w->unlock_err != 0 ? w->unlock_err : w->err;
+    w->err = rc < 0 ? rc : w->unlock_err < 0 ? w->unlock_err : w->err;
     if (w->unlock_err < 0 || (rc < 0 && !ordo_is_retryable(rc)))
       break; /* keys may be left locked, or the backend is unusable */
   }
+  ordo_txn_end(w->txn);
   return NULL;
 }
 
@@ -127,21 +131,17 @@ static int check(split_t *s) {
 int main(int argc, char **argv) {
   split_t s;
   setup(argc, argv, &s);
-  int rc = ex_open(&s.o, s.url), ok = 0, n = 0;
-  for (; rc == 0 && n < s.threads; n++) {
-    s.w[n].s = &s;
-    rc = ordo_txn_begin(s.o, &s.w[n].txn, NULL); /* a remote one connects */
-  }
-  if (rc == 0) {
+  int rc = ex_open(&s.o, s.url), ok = 0;
+  if (rc == 0)
     s.secs = ex_threads(s.threads, s.w, sizeof *s.w, worker_run, NULL, NULL,
                         "--threads");
+  for (long i = 0; rc == 0 && i < s.threads; i++)
+    rc = s.w[i].begin_err; /* the backend could not be used */
+  if (rc == 0)
     report(&s, ok = check(&s));
-  } else {
+  else
     ex_unusable(s.url, rc);
-  }
-  for (long i = 0; i < n; i++)
-    ordo_txn_end(s.w[i].txn); /* NULL (a begin that failed): nothing */
-  ordo_close(s.o);            /* NULL when ordo_open failed: nothing */
+  ordo_close(s.o); /* NULL when ordo_open failed: nothing */
   teardown(&s);
   return ok ? 0 : 1;
 }
@@ -176,7 +176,8 @@ static const char usage[] =
     "others, locking all of their balances with one ordo_lock_all; then\n"
     "the run checks that the balances add up to 0 and equal a serial\n"
     "replay of the same expenses.\n" //
-    EX_HELP_BACKEND "  --users N          users, 6..1000000 (default 50)\n"
+    EX_HELP_BACKEND                  //
+    "  --users N          users, 6..1000000 (default 50)\n"
     "  --expenses N       expenses, 1..100000000 (default 5000)\n"
     "  --threads N        threads applying them, 1..1000 (default 8)\n"
     "  --lock-timeout MS  bound on each ordo_lock_all (default 2000)\n"
@@ -184,39 +185,26 @@ static const char usage[] =
     "(default 1)\n" //
     EX_HELP_END;
 
+/* The flags ex_flags takes, each with its range, in the order of to[]. */
+static const char flags[] =
+    "--users=6..1000000 --expenses=1..100000000 "
+    "--threads=1..1000 --lock-timeout=0..3600000 --seed=0.. "
+    "--json";
+
 static void setup(int argc, char **argv, split_t *s) {
-  const char *v;
-  *s = (split_t){.url = "mem://",
-                 .seed = 1,
-                 .users = 50,
-                 .expenses = 5000,
-                 .threads = 8,
-                 .lock_ms = 2000};
-  for (int i = 1; i < argc; i++) {
-    if ((v = ex_opt(argc, argv, &i, "--backend")))
-      s->url = v;
-    else if ((v = ex_opt(argc, argv, &i, "--users")))
-      s->users = ex_num("--users", v, 1 + MAX_SHARERS, 1000000);
-    else if ((v = ex_opt(argc, argv, &i, "--expenses")))
-      s->expenses = ex_num("--expenses", v, 1, 100000000);
-    else if ((v = ex_opt(argc, argv, &i, "--threads")))
-      s->threads = ex_num("--threads", v, 1, 1000);
-    else if ((v = ex_opt(argc, argv, &i, "--lock-timeout")))
-      s->lock_ms = ex_num("--lock-timeout", v, 0, 3600000);
-    else if ((v = ex_opt(argc, argv, &i, "--seed")))
-      s->seed = (uint64_t)ex_num("--seed", v, 0, LONG_MAX);
-    else if (strcmp(argv[i], "--json") == 0)
-      s->json = 1;
-    else
-      ex_other_arg(argv[i], usage,
-                   "--backend, --users, --expenses, --threads, "
-                   "--lock-timeout, --seed, --json");
-  }
+  long seed = 1;
+  *s = (split_t){.users = 50, .expenses = 5000, .threads = 8, .lock_ms = 2000};
+  long *const to[] = {&s->users,   &s->expenses, &s->threads,
+                      &s->lock_ms, &seed,        &s->json};
+  s->url = ex_flags(argc, argv, usage, flags, to);
+  s->seed = (uint64_t)seed;
   ordo_retry_options_init(&s->retry);
   s->w = ex_calloc(s->threads, sizeof *s->w, "--threads");
+  for (long i = 0; i < s->threads; i++)
+    s->w[i].s = s;
+  s->applied = ex_calloc(s->expenses, 1, "--expenses");
   s->balance = ex_calloc(s->users, sizeof *s->balance, "--users");
   s->replay = ex_calloc(s->users, sizeof *s->replay, "--users");
-  s->applied = ex_calloc(s->expenses, 1, "--expenses");
 }
 
 /* money -- cents as "-12.34", in a buffer of the caller's. */
