@@ -16,7 +16,7 @@
  */
 #define _GNU_SOURCE
 #define EX_PROG "checkout"
-#include "common.h" /* clocks, the hash: no ordo calls in it */
+#include "common.h" /* here: the clocks and the hash */
 #include <getopt.h>
 #include <inttypes.h>
 #include <libpq-fe.h>

@@ -9,7 +9,7 @@
  * afterwards finds no seat sold twice. README.md: flags, output, exits.
  */
 #define EX_PROG "cinema"
-#include "common.h" /* flags, threads, error lines: no ordo calls in it */
+#include "common.h" /* flags, threads, error lines: no locking in it */
 #include "ordo.h"
 
 #define ROW 20     /* seats per row: a block never spans two rows */
@@ -97,8 +97,9 @@ static void *buyer_run(void *arg) {
   return NULL;
 }
 
-/* check -- the invariant: every seat sold at most once (the sales), and
- * the map agrees with the sales and with what each buyer reports. */
+/* check -- the invariant: every seat sold at most once (the sales), the
+ * map agrees with the sales and with what each buyer reports, and no
+ * buyer stopped on an error. */
 static int check(cinema_t *c) {
   for (long s = 0; s < c->seats; s++) {
     unsigned n = atomic_load(&c->sales[s]);

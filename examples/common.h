@@ -1,9 +1,14 @@
 /*
- * common.h -- the examples' plumbing, nothing about ordo: flags, clocks, a
- * seeded hash, and the error lines every example prints alike. Header-only
- * (static inline functions), so that each example stays one C file that a
- * reader opens at its ordo part. Define EX_PROG, the program's name for
- * its messages, before including it.
+ * common.h -- what the examples share, none of it about locking: the flag
+ * parser, the threads, a seeded hash, clocks, and the error lines every
+ * example prints alike. Header-only (static inline), so that each example
+ * stays one C file that a reader opens at its ordo part (README.md).
+ * Define EX_PROG, the program's name for its messages, before including it.
+ *
+ * Interface: ex_flags (argv by a spec string), ex_threads (n threads
+ * released at once, watched, joined), ex_open (ordo_open, exit 2 on a bad
+ * URL), ex_unusable, ex_calloc, ex_die, ex_mix64, ex_now_s, ex_sleep_us;
+ * for --help, EX_HELP_BACKEND and EX_HELP_END; EX_URL_FORMS.
  */
 #ifndef ORDO_EXAMPLES_COMMON_H
 #define ORDO_EXAMPLES_COMMON_H

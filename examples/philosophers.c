@@ -6,7 +6,7 @@
  * fork in two hands, every diner ate, no stall. README.md: flags, output.
  */
 #define EX_PROG "philosophers"
-#include "common.h" /* flags, threads, error lines: no ordo calls in it */
+#include "common.h" /* flags, threads, error lines: no locking in it */
 #include "ordo.h"
 
 #define FORK_LEN 9 /* "fork:0042" */

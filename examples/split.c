@@ -9,7 +9,7 @@
  * README.md has the flags, the output and the exit status.
  */
 #define EX_PROG "split"
-#include "common.h" /* flags, threads, error lines: no ordo calls in it */
+#include "common.h" /* flags, threads, error lines: no locking in it */
 #include "ordo.h"
 
 #define MAX_SHARERS 5 /* an expense is split among 2..5 others */
