@@ -248,6 +248,15 @@ static void request_run(worker_t *w, uint64_t idx, const request_t *r) {
 }
 
 /* ---- plumbing below: flags, connections, schema, check, report ------- */
+/*
+ * main() parses the flags, opens the lock place, resets the schema on a
+ * control connection and reads pg_stat_database.deadlocks; --workers
+ * threads (worker_main: each with its own connection and ordo txn) claim
+ * request indexes from a shared counter and run them (request_run, above);
+ * run() then closes every connection, waits until their server processes
+ * are gone, reads the deadlock counter again and checks the tables against
+ * the journal (verify).
+ */
 
 #define CONNECT_TIMEOUT_S "5" /* libpq's connect_timeout, unless --db says */
 #define GONE_WAIT_S 10        /* how long to wait for our backends to exit */
