@@ -1,84 +1,263 @@
 /*
- * checkout.c -- checkout and refund: the classic deadlock, on PostgreSQL.
+ * checkout.c -- ordo example: checkout and refund, the classic deadlock,
+ * on PostgreSQL.
  *
- * What it shows. A shop keeps its inventory (shop.skus) and its customers'
- * wallets (shop.wallets) in PostgreSQL. A checkout locks the SKU's row,
- * then the user's wallet; a refund locks the wallet, then the SKU. Run both
- * at once and sooner or later a checkout holds SKU 2 and waits for wallet
- * 1 while a refund holds wallet 1 and waits for SKU 2: a deadlock, which
- * PostgreSQL breaks after its deadlock_timeout by failing one of them with
- * SQLSTATE 40P01. `--naive` runs exactly that and counts the deadlocks.
- * The default mode takes the same two locks through ordo instead, with one
- * ordo_lock_all() of the keys "sku:<id>" and "wallet:<user>": the set is
- * taken in one canonical order, so no cycle can form, and the run shows no
- * deadlock at all. Either way every request follows the same backstop: a
- * lock wait is bounded by 200 ms; after a timeout or a deadlock the request
- * drops everything it holds, sleeps a uniformly jittered 20-80 ms and tries
- * again, at most 3 times, and then fails the way a web shop answers
- * "503, try later", holding nothing. At the end the program checks that
- * the inventory and the wallets agree with the order journal (shop.orders):
- * no stock and no money was created or lost, whatever failed.
- *
- * Why not simply make every code path lock in one agreed order by hand?
- * Because the order then lives in every developer's head: the refund
- * written next year by someone else is where it breaks. With ordo the
- * request names its whole set of keys and the library picks the order,
- * the same for every caller, in every process that shares the lock place;
- * the keys can also stand for things outside this database.
- *
- * How to run it (the database's schema "shop" is dropped and recreated at
- * every start: point --db at a database meant for tests):
- *
- *   cmake --build build --target example_checkout
- *   createdb shop
- *   build/examples/checkout --db postgres://user:password@localhost/shop
- *   build/examples/checkout --db postgres://user:password@localhost/shop \
- *       --naive
- *   build/examples/checkout --db ... --backend mem://   # locks in-process
- *
- * The ordo locks live where --backend says: by default the same database
- * (postgres://, PostgreSQL's advisory locks, docs/backend-postgres.md), so
- * several processes running this program share them; mem:// keeps them in
- * this process. PostgreSQL checks for deadlocks only after a lock wait has
- * lasted deadlock_timeout (1 s unless configured); with the 200 ms lock
- * timeout here, a stock server's naive cycles end as lock timeouts (55P03)
- * instead. The test cluster (tests/integration/pg_fixture.sh) sets 10 ms;
- * as a superuser, ALTER DATABASE shop SET deadlock_timeout = '10ms' does
- * the same. examples/ex_checkout.sh is the test.
- *
- * The program: main() parses the flags, opens the lock place, resets the
- * schema on a control connection and reads pg_stat_database.deadlocks;
- * --workers threads (each with its own PostgreSQL connection and ordo
- * transaction) claim request indexes from a shared counter and run them
- * (request_run: the backstop loop; attempt_ordo and attempt_naive: one
- * try); main then closes every connection, waits until their server
- * processes are gone, reads the deadlock counter again and checks the
- * tables against the journal (verify).
+ * A checkout locks a SKU's row (shop.skus), then the user's wallet
+ * (shop.wallets); a refund the wallet, then the SKU. Run at once, they
+ * deadlock, and PostgreSQL fails one (40P01): --naive counts these. By
+ * default a request first takes both keys, "sku:<id>" and "wallet:<user>",
+ * with ONE ordo_lock_all: one canonical order for every caller in every
+ * process, so no cycle can form, and nobody keeps an order in their head.
+ * Either way a lock wait is bounded by 200 ms, then the request drops all,
+ * sleeps 20-80 ms and retries, at most 3 times, then fails ("503"). The
+ * check: stock and wallets agree with the order journal (shop.orders).
+ * Schema "shop" is dropped and recreated at every start: use a database
+ * meant for tests. README.md: how to run it, and what it prints.
  */
 #define _GNU_SOURCE
-#include <errno.h>
+#define EX_PROG "checkout"
+#include "common.h" /* here: the clocks and the hash */
 #include <getopt.h>
 #include <inttypes.h>
 #include <libpq-fe.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 #include <unistd.h>
-
-#include <ordo.h>
-
-/* ---- The backstop and other constants ------------------------------------
- */
+#include "ordo.h"
 
 #define LOCK_TIMEOUT_MS 200 /* every lock wait, ordo's or PostgreSQL's */
 #define MAX_RETRIES 3       /* tries after the first, then "503" */
 #define BACKOFF_MIN_MS 20   /* the jittered sleep before a retry */
 #define BACKOFF_MAX_MS 80
+
+/* ---- The SQL ------------------------------------------------------------
+ * Each worker prepares these once. Quantities and amounts move as signed
+ * deltas ($2), so one statement serves checkouts (-) and refunds (+). */
+static const struct {
+  const char *name, *sql;
+} stmts[] = {
+    {"lock_sku", "SELECT stock FROM shop.skus WHERE id = $1 FOR UPDATE"},
+    {"lock_wallet",
+     "SELECT balance FROM shop.wallets WHERE user_id = $1 FOR UPDATE"},
+    {"move_stock", "UPDATE shop.skus SET stock = stock + $2 WHERE id = $1"},
+    {"move_money",
+     "UPDATE shop.wallets SET balance = balance + $2 WHERE user_id = $1"},
+    {"journal", "INSERT INTO shop.orders (kind, sku, user_id, qty, amount, "
+                "request) VALUES ($1, $2, $3, $4, $5, $6)"},
+};
+#define NSTMTS (sizeof(stmts) / sizeof(stmts[0]))
+
+/* The schema, reset in one transaction at every start; initial keeps each
+ * starting value, so that the check can be read, and rerun, as SQL. */
+static const char schema_sql[] =
+    "BEGIN; SET LOCAL lock_timeout = '10s'; CREATE SCHEMA IF NOT EXISTS shop;"
+    "DROP TABLE IF EXISTS shop.orders, shop.skus, shop.wallets;"
+    "CREATE TABLE shop.skus (id int PRIMARY KEY,"
+    "  stock bigint NOT NULL CHECK (stock >= 0), initial bigint NOT NULL);"
+    "CREATE TABLE shop.wallets (user_id int PRIMARY KEY,"
+    "  balance bigint NOT NULL CHECK (balance >= 0), initial bigint NOT NULL);"
+    "CREATE TABLE shop.orders (id bigserial PRIMARY KEY,"
+    "  kind text NOT NULL CHECK (kind IN ('checkout', 'refund')),"
+    "  sku int NOT NULL, user_id int NOT NULL,"
+    "  qty int NOT NULL CHECK (qty > 0), amount bigint NOT NULL"
+    "  CHECK (amount > 0), request bigint NOT NULL UNIQUE)";
+/* The rows' starting values, $1 an int8[] (row i's value at i + 1). */
+static const char *const fill_sql[2] = {
+    "INSERT INTO shop.skus (id, stock, initial) "
+    "SELECT o - 1, v, v FROM unnest($1::int8[]) WITH ORDINALITY AS u(v, o)",
+    "INSERT INTO shop.wallets (user_id, balance, initial) "
+    "SELECT o - 1, v, v FROM unnest($1::int8[]) WITH ORDINALITY AS u(v, o)"};
+/* The invariant (verify): a SKU's stock is its initial stock minus its
+ * journalled checkouts plus its refunds, a wallet's balance likewise. Per
+ * table: rows, rows that disagree, the sum before, the sum after. */
+static const char *const check_sql[2] = {
+    "SELECT count(*), count(*) FILTER (WHERE t.stock <> t.initial"
+    "   + coalesce(j.d, 0)), coalesce(sum(t.initial), 0),"
+    "   coalesce(sum(t.stock), 0)"
+    " FROM shop.skus t LEFT JOIN (SELECT sku, sum(CASE kind WHEN"
+    "   'checkout' THEN -qty ELSE qty END) AS d FROM shop.orders"
+    "   GROUP BY sku) j ON j.sku = t.id",
+    "SELECT count(*), count(*) FILTER (WHERE t.balance <> t.initial"
+    "   + coalesce(j.d, 0)), coalesce(sum(t.initial), 0),"
+    "   coalesce(sum(t.balance), 0)"
+    " FROM shop.wallets t LEFT JOIN (SELECT user_id, sum(CASE kind WHEN"
+    "   'checkout' THEN -amount ELSE amount END) AS d FROM shop.orders"
+    "   GROUP BY user_id) j ON j.user_id = t.user_id"};
+/* ... and one journal row, as planned, per request that succeeded. */
+static const char journal_sql[] =
+    "SELECT request, kind, sku, user_id, qty, amount FROM shop.orders";
+
+/* ---- The requests: request i is the same in every run and mode (plan) -- */
+typedef enum kind_e { KIND_CHECKOUT = 0, KIND_REFUND = 1 } kind_t;
+static const char *const kind_names[] = {"checkout", "refund"};
+
+typedef struct request_s {
+  kind_t kind;
+  long sku, user;
+  long qty;       /* units of the SKU */
+  int64_t amount; /* qty times the SKU's price, in cents */
+} request_t;
+
+typedef struct opts_s opts_t;                         /* the flags, below */
+enum { OUT_NOT_RUN = 0, OUT_OK = 1, OUT_FAILED = 2 }; /* a request's end */
+
+typedef struct shop_s {
+  const opts_t *o;
+  int naive;             /* --naive */
+  const char *conninfo;  /* what libpq gets for --db */
+  char app[64];          /* "ordo-checkout-<pid>": names our connections */
+  ordo_t *ordo;          /* the lock place (--naive opens it only to check) */
+  _Atomic uint64_t next; /* the next request index to claim */
+  uint8_t *outcome;      /* per request: its worker's, main's after joins */
+  _Atomic int stop;      /* set after hard_msg: retrying cannot fix it */
+  pthread_mutex_t mu;    /* guards go, abort and hard_msg */
+  pthread_cond_t cv;     /* announces go or abort */
+  int go, abort;
+  char hard_msg[400];
+} shop_t;
+
+/* One worker: a thread, its connection and its ordo txn. Its own thread
+ * writes it (main fills the first fields before), main reads it after the
+ * join: no lock. */
+typedef struct worker_s {
+  shop_t *shop;
+  long id; /* 1..workers */
+  pthread_t thread;
+  PGconn *conn;    /* the shop's tables */
+  ordo_txn_t *txn; /* NULL with --naive */
+  uint64_t rng;    /* the backoff's jitter: a counter, hashed */
+  uint64_t ok, failed, retries, checkouts_ok, refunds_ok;
+  uint64_t timeouts;      /* 55P03, or ordo's ETIMEDOUT */
+  uint64_t deadlock_errs; /* 40P01 received (ordo's EDEADLK included) */
+} worker_t;
+
+/* One statement of a pipeline: a prepared one (stmts[]), or plain sql. */
+typedef struct step_s {
+  const char *stmt, *sql; /* a name from stmts[]; or BEGIN, COMMIT... */
+  int n;
+  const char *const *vals;
+  int one_row; /* it must return or change exactly one row */
+} step_t;
+
+typedef struct args_s { /* one request's text parameters (args_fill) */
+  char sku[24], user[24], qty[24], amount[24], request[24];
+  char dstock[24], dmoney[24]; /* signed deltas */
+} args_t;
+
+enum { TRY_DONE, TRY_RETRY, TRY_HARD }; /* one try's outcome */
+
+/* Below the line: pipe_run sends steps in one round trip, and if one fails
+ * rolls back: TRY_RETRY for a deadlock, a lock or serialization timeout,
+ * else TRY_HARD; write_steps: the writes in the story's order, COMMIT. */
+static int pipe_run(worker_t *w, const step_t *s, int n);
+static void args_fill(args_t *a, uint64_t idx, const request_t *r);
+static void write_steps(const request_t *r, const args_t *a,
+                        const char *vals[4][6], step_t out[4]);
+static void shop_hard(shop_t *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/*
+ * attempt_ordo -- one try in the default mode. Both keys are taken by one
+ * ordo_lock_all, bounded by the lock timeout: ordo sorts the set, and
+ * while it waits it holds none of it (postgres:// at most a prefix of the
+ * order), so two requests never each hold what the other wants. Then
+ * BEGIN, the UPDATEs, the journal row and COMMIT, in one round trip. The
+ * UPDATEs still lock their rows in the story's order, but no row lock
+ * ever waits: every transaction that changes a row holds its ordo key
+ * from before BEGIN until after COMMIT, which is why COMMIT comes first.
+ */
+static int attempt_ordo(worker_t *w, uint64_t idx, const request_t *r) {
+  char sk[32], wk[32];
+  int skn = snprintf(sk, sizeof(sk), "sku:%ld", r->sku);
+  int wkn = snprintf(wk, sizeof(wk), "wallet:%ld", r->user);
+  /* In any order, a refund's too: ordo_lock_all sorts the set. */
+  ordo_req_t keys[2] = {ORDO_REQ_X(sk, (size_t)skn),
+                        ORDO_REQ_X(wk, (size_t)wkn)};
+  int rc = ordo_lock_all(w->txn, keys, 2, LOCK_TIMEOUT_MS);
+  w->timeouts += rc == ORDO_ETIMEDOUT;
+  w->deadlock_errs += rc == ORDO_EDEADLK; /* cannot be, counted if it were */
+  if (rc != 0 && ordo_is_retryable(rc))
+    return TRY_RETRY; /* on any error lock_all holds nothing */
+  if (rc != 0) {
+    shop_hard(w->shop, "ordo_lock_all on %s: %s (%s)", ordo_url(w->shop->ordo),
+              ordo_strerror(rc), ordo_err_name(rc));
+    return TRY_HARD;
+  }
+  args_t a;
+  args_fill(&a, idx, r);
+  const char *vals[4][6];
+  step_t steps[5] = {{NULL, "BEGIN", 0, NULL, 0}};
+  write_steps(r, &a, vals, steps + 1);
+  rc = pipe_run(w, steps, 5);
+  ordo_unlock_all(w->txn); /* after COMMIT or ROLLBACK, never before */
+  return rc;
+}
+
+/*
+ * attempt_naive -- one try without ordo: BEGIN and SELECT ... FOR UPDATE
+ * the first row, then the second in a round trip of its own (SKU then
+ * wallet for a checkout, the reverse for a refund), then the writes and
+ * COMMIT. Between the two locks another request can take the second row
+ * and wait for the first: PostgreSQL fails one with 40P01 (pipe_run rolls
+ * it back). SET lock_timeout bounds every wait by the same 200 ms.
+ */
+static int attempt_naive(worker_t *w, uint64_t idx, const request_t *r) {
+  args_t a;
+  args_fill(&a, idx, r);
+  const char *sku[1] = {a.sku}, *user[1] = {a.user};
+  step_t lock_sku = {"lock_sku", NULL, 1, sku, 1};
+  step_t lock_wallet = {"lock_wallet", NULL, 1, user, 1};
+  int checkout = r->kind == KIND_CHECKOUT;
+  step_t first[2] = {{NULL, "BEGIN", 0, NULL, 0},
+                     checkout ? lock_sku : lock_wallet};
+  int rc = pipe_run(w, first, 2);
+  if (rc == TRY_DONE)
+    rc = pipe_run(w, checkout ? &lock_wallet : &lock_sku, 1);
+  if (rc != TRY_DONE)
+    return rc;
+  const char *vals[4][6];
+  step_t writes[4];
+  write_steps(r, &a, vals, writes);
+  return pipe_run(w, writes, 4);
+}
+
+/* request_run -- the backstop around request r: after a retryable failure
+ * (nothing held) sleep a uniform 20-80 ms, so that colliding requests do
+ * not collide again in step; at most MAX_RETRIES times, then "503". */
+static void request_run(worker_t *w, uint64_t idx, const request_t *r) {
+  for (int tries = 0;; tries++) {
+    int rc =
+        w->shop->naive ? attempt_naive(w, idx, r) : attempt_ordo(w, idx, r);
+    if (rc == TRY_DONE) {
+      w->shop->outcome[idx] = OUT_OK;
+      w->ok++;
+      w->checkouts_ok += r->kind == KIND_CHECKOUT;
+      w->refunds_ok += r->kind == KIND_REFUND;
+      return;
+    }
+    if (rc == TRY_HARD)
+      return; /* the run stops; this request counts as not run */
+    if (tries == MAX_RETRIES) {
+      w->shop->outcome[idx] = OUT_FAILED;
+      w->failed++;
+      return;
+    }
+    w->retries++;
+    uint64_t h = ex_mix64(w->rng++); /* SplitMix64: a hash of a counter */
+    ex_sleep_us(1000 * (BACKOFF_MIN_MS +
+                        (long)(h % (BACKOFF_MAX_MS - BACKOFF_MIN_MS + 1))));
+  }
+}
+
+/* ---- plumbing below: flags, connections, schema, check, report ------- */
+/*
+ * main() parses the flags, opens the lock place, resets the schema on a
+ * control connection and reads pg_stat_database.deadlocks; --workers
+ * threads (worker_main: each with its own connection and ordo txn) claim
+ * request indexes from a shared counter and run them (request_run, above);
+ * run() then closes every connection, waits until their server processes
+ * are gone, reads the deadlock counter again and checks the tables against
+ * the journal (verify).
+ */
+
 #define CONNECT_TIMEOUT_S "5" /* libpq's connect_timeout, unless --db says */
 #define GONE_WAIT_S 10        /* how long to wait for our backends to exit */
 
@@ -86,10 +265,6 @@
 #define DB_FORMS                                                               \
   "postgres://USER:PASS@HOST:PORT/DB, postgresql://USER:PASS@HOST:PORT/DB, "   \
   "postgres:CONNINFO (each URI with an optional ?query)"
-#define BACKEND_FORMS                                                          \
-  "mem://, ordod://HOST:PORT, redis://HOST:PORT[/DB], "                        \
-  "redlock://HOST:PORT,HOST:PORT,HOST:PORT, postgres://USER:PASS@HOST:PORT/DB" \
-  " (each with an optional ?query)"
 
 #define EXIT_OK 0
 #define EXIT_FAIL 1  /* the check failed, or the database cannot be used */
@@ -100,17 +275,11 @@
 #define SQLSTATE_LOCK_TIMEOUT "55P03" /* lock_not_available */
 #define SQLSTATE_SERIALIZE "40001"    /* serialization_failure */
 
-/* ---- Options ----------------------------------------------------------- */
-
 typedef struct opts_s {
   const char *db;      /* --db, required */
   const char *backend; /* --backend, or NULL: the --db database */
-  long workers;
-  long requests;
-  long skus;
-  long users;
-  int naive;
-  int json;
+  long workers, requests, skus, users;
+  int naive, json;
 } opts_t;
 
 static void usage(FILE *f) {
@@ -238,32 +407,9 @@ static int parse_opts(int argc, char **argv, opts_t *o) {
   return 0;
 }
 
-/* ---- The plan: a fixed mix of requests -----------------------------------
- * Request i is the same in every run and every mode: its kind, SKU, user
- * and quantity come from a hash of i. Few SKUs and few users make the
- * requests collide; half checkouts and half refunds make them cross.
- */
-
-typedef enum kind_e { KIND_CHECKOUT = 0, KIND_REFUND = 1 } kind_t;
-static const char *const kind_names[] = {"checkout", "refund"};
-
-typedef struct request_s {
-  kind_t kind;
-  long sku, user;
-  long qty;       /* units of the SKU */
-  int64_t amount; /* qty times the SKU's price, in cents */
-} request_t;
-
-/* SplitMix64's finaliser: a well-mixed 64-bit hash of x. */
-static uint64_t mix64(uint64_t x) {
-  x += UINT64_C(0x9e3779b97f4a7c15);
-  x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return x ^ (x >> 31);
-}
-
+/* plan -- request i: its kind, SKU, user and quantity from a hash of i. */
 static request_t plan(const opts_t *o, uint64_t i) {
-  uint64_t h = mix64(i);
+  uint64_t h = ex_mix64(i);
   request_t r;
   r.kind = (h & 1) ? KIND_REFUND : KIND_CHECKOUT;
   r.sku = (long)((h >> 8) % (uint64_t)o->skus);
@@ -273,53 +419,7 @@ static request_t plan(const opts_t *o, uint64_t i) {
   return r;
 }
 
-/* ---- Shared state, workers ---------------------------------------------- */
-
-/* What became of one request. */
-enum { OUT_NOT_RUN = 0, OUT_OK = 1, OUT_FAILED = 2 };
-
-typedef struct shop_s {
-  const opts_t *o;
-  const char *conninfo; /* what libpq gets for --db */
-  char app[64];         /* "ordo-checkout-<pid>": names our connections */
-  ordo_t *ordo;         /* the lock place (--naive opens it only to check it) */
-  _Atomic uint64_t next; /* the next request index to claim */
-  /* Per request, written once by the worker that claimed it and read by
-   * main only after every worker has been joined. */
-  uint8_t *outcome;
-  /* stop is set, once hard_msg has been written, when a worker met an
-   * error that retrying cannot fix; workers poll it between requests. */
-  _Atomic int stop;
-  /* mu guards go, abort and hard_msg; cv announces go or abort. */
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int go, abort;
-  char hard_msg[400];
-} shop_t;
-
-/*
- * One worker: a thread, its PostgreSQL connection and its ordo transaction.
- * Every field is written by the worker's own thread only (main fills the
- * first ones before the thread starts) and read by main after the join, so
- * none needs a lock.
- */
-typedef struct worker_s {
-  shop_t *shop;
-  long id; /* 1..workers */
-  pthread_t thread;
-  PGconn *conn;    /* the shop's tables */
-  ordo_txn_t *txn; /* NULL with --naive */
-  uint64_t rng;    /* the backoff's jitter: a counter, hashed */
-  uint64_t ok, failed, retries;
-  uint64_t timeouts;      /* 55P03, or ordo's ETIMEDOUT */
-  uint64_t deadlock_errs; /* 40P01 received (ordo's EDEADLK included) */
-  uint64_t checkouts_ok, refunds_ok;
-} worker_t;
-
 /* Records the first unretryable error and tells every worker to stop. */
-static void shop_hard(shop_t *s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
 static void shop_hard(shop_t *s, const char *fmt, ...) {
   pthread_mutex_lock(&s->mu);
   if (s->hard_msg[0] == '\0') {
@@ -332,47 +432,26 @@ static void shop_hard(shop_t *s, const char *fmt, ...) {
   atomic_store(&s->stop, 1);
 }
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    ;
+static void *worker_main(void *arg) {
+  worker_t *w = arg;
+  shop_t *s = w->shop;
+  /* Wait at the gate, so that every worker starts at once. */
+  pthread_mutex_lock(&s->mu);
+  while (!s->go && !s->abort)
+    pthread_cond_wait(&s->cv, &s->mu);
+  int go = s->go;
+  pthread_mutex_unlock(&s->mu);
+  while (go && !atomic_load(&s->stop)) {
+    uint64_t idx = atomic_fetch_add(&s->next, 1);
+    if (idx >= (uint64_t)s->o->requests)
+      break;
+    request_t r = plan(s->o, idx);
+    request_run(w, idx, &r);
+  }
+  return NULL;
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* ---- SQL: prepared statements run as pipelines ----------------------------
- * Each worker prepares these once. Quantities and amounts move as signed
- * deltas ($2), so one statement serves checkouts (-) and refunds (+).
- */
-static const struct {
-  const char *name, *sql;
-} stmts[] = {
-    {"lock_sku", "SELECT stock FROM shop.skus WHERE id = $1 FOR UPDATE"},
-    {"lock_wallet",
-     "SELECT balance FROM shop.wallets WHERE user_id = $1 FOR UPDATE"},
-    {"move_stock", "UPDATE shop.skus SET stock = stock + $2 WHERE id = $1"},
-    {"move_money",
-     "UPDATE shop.wallets SET balance = balance + $2 WHERE user_id = $1"},
-    {"journal", "INSERT INTO shop.orders (kind, sku, user_id, qty, amount, "
-                "request) VALUES ($1, $2, $3, $4, $5, $6)"},
-};
-#define NSTMTS (sizeof(stmts) / sizeof(stmts[0]))
-
-/* One statement of a pipeline: a prepared one, or plain sql. */
-typedef struct step_s {
-  const char *stmt; /* a name from stmts[], or NULL to run sql */
-  const char *sql;  /* BEGIN, COMMIT, ROLLBACK */
-  int n;
-  const char *const *vals;
-  int one_row; /* it must return or change exactly one row */
-} step_t;
-
-/* Outcome of one try of a request. */
-enum { TRY_DONE, TRY_RETRY, TRY_HARD };
+/* ---- SQL: one request's steps, as a pipeline ---------------------------- */
 
 static int sqlstate_retryable(const char *st) {
   return strcmp(st, SQLSTATE_DEADLOCK) == 0 ||
@@ -461,12 +540,6 @@ static int pipe_run(worker_t *w, const step_t *s, int n) {
   return TRY_HARD;
 }
 
-/* The text parameters of one request's statements. */
-typedef struct args_s {
-  char sku[24], user[24], qty[24], amount[24], request[24];
-  char dstock[24], dmoney[24]; /* signed deltas */
-} args_t;
-
 static void args_fill(args_t *a, uint64_t idx, const request_t *r) {
   int in = r->kind == KIND_REFUND; /* stock comes back, money goes back */
   snprintf(a->sku, sizeof(a->sku), "%ld", r->sku);
@@ -497,139 +570,6 @@ static void write_steps(const request_t *r, const args_t *a,
   out[1] = r->kind == KIND_CHECKOUT ? money : stock;
   out[2] = (step_t){"journal", NULL, 6, vals[2], 1};
   out[3] = (step_t){NULL, "COMMIT", 0, NULL, 0};
-}
-
-/*
- * attempt_ordo -- one try of request idx in the default mode. Both keys
- * are taken by one ordo_lock_all, bounded by the lock timeout: ordo sorts
- * the set into its canonical order, and while it waits it holds none of
- * it (on postgres:// it holds at most a prefix of that order), so two
- * requests can never each hold what the other wants. Only then does the
- * SQL transaction start: BEGIN, the two UPDATEs, the journal row and
- * COMMIT, one round trip.
- *
- * PostgreSQL still locks the rows those UPDATEs change, in the story's
- * order (SKU first for a checkout, wallet first for a refund: the order
- * that deadlocks in --naive). It no longer matters: every transaction that
- * changes a row holds that row's ordo key from before its BEGIN until
- * after its COMMIT, so no two transactions that share a row are ever open
- * at once, and a row lock never has to wait. The ordo lock is what
- * serialises them; COMMIT comes before the unlock for that reason.
- */
-static int attempt_ordo(worker_t *w, uint64_t idx, const request_t *r) {
-  char sk[32], wk[32];
-  int skn = snprintf(sk, sizeof(sk), "sku:%ld", r->sku);
-  int wkn = snprintf(wk, sizeof(wk), "wallet:%ld", r->user);
-  /* The story's order here too; ordo_lock_all sorts the set anyway. */
-  ordo_req_t keys[2] = {ORDO_REQ_X(sk, (size_t)skn),
-                        ORDO_REQ_X(wk, (size_t)wkn)};
-  if (r->kind == KIND_REFUND) {
-    ordo_req_t t = keys[0];
-    keys[0] = keys[1], keys[1] = t;
-  }
-  int rc = ordo_lock_all(w->txn, keys, 2, LOCK_TIMEOUT_MS);
-  if (rc == ORDO_ETIMEDOUT)
-    w->timeouts++;
-  else if (rc == ORDO_EDEADLK)
-    w->deadlock_errs++; /* cannot happen with lock_all; counted if it did */
-  if (rc != 0 && ordo_is_retryable(rc))
-    return TRY_RETRY; /* on any error lock_all holds nothing */
-  if (rc != 0) {
-    shop_hard(w->shop, "ordo_lock_all on %s: %s (%s)", ordo_url(w->shop->ordo),
-              ordo_strerror(rc), ordo_err_name(rc));
-    return TRY_HARD;
-  }
-
-  args_t a;
-  args_fill(&a, idx, r);
-  const char *vals[4][6];
-  step_t steps[5] = {{NULL, "BEGIN", 0, NULL, 0}};
-  write_steps(r, &a, vals, steps + 1);
-  rc = pipe_run(w, steps, 5);
-  ordo_unlock_all(w->txn); /* after COMMIT or ROLLBACK, never before */
-  return rc;
-}
-
-/*
- * attempt_naive -- one try of request idx without ordo: BEGIN and lock the
- * first row (SELECT ... FOR UPDATE), then lock the second in a round trip
- * of its own, then the writes and COMMIT. A checkout locks SKU then
- * wallet, a refund wallet then SKU, the way two teams would write them.
- * Between the two locks another request can take the second row and wait
- * for the first: PostgreSQL finds the cycle after deadlock_timeout and
- * fails one of the two with 40P01 (pipe_run rolls it back: it holds
- * nothing). SET lock_timeout bounds every wait by the same 200 ms.
- */
-static int attempt_naive(worker_t *w, uint64_t idx, const request_t *r) {
-  args_t a;
-  args_fill(&a, idx, r);
-  const char *sku[1] = {a.sku}, *user[1] = {a.user};
-  step_t lock_sku = {"lock_sku", NULL, 1, sku, 1};
-  step_t lock_wallet = {"lock_wallet", NULL, 1, user, 1};
-  int checkout = r->kind == KIND_CHECKOUT;
-  step_t first[2] = {{NULL, "BEGIN", 0, NULL, 0},
-                     checkout ? lock_sku : lock_wallet};
-  int rc = pipe_run(w, first, 2);
-  if (rc == TRY_DONE)
-    rc = pipe_run(w, checkout ? &lock_wallet : &lock_sku, 1);
-  if (rc != TRY_DONE)
-    return rc;
-  const char *vals[4][6];
-  step_t writes[4];
-  write_steps(r, &a, vals, writes);
-  return pipe_run(w, writes, 4);
-}
-
-/*
- * request_run -- the backstop around one request: try; after a retryable
- * failure (which left nothing held) sleep a uniform 20-80 ms, so that the
- * requests that collided do not collide again in step, and try again, at
- * most MAX_RETRIES times; then give up, as a web shop answers 503.
- */
-static void request_run(worker_t *w, uint64_t idx) {
-  request_t r = plan(w->shop->o, idx);
-  for (int tries = 0;; tries++) {
-    int rc = w->shop->o->naive ? attempt_naive(w, idx, &r)
-                               : attempt_ordo(w, idx, &r);
-    if (rc == TRY_DONE) {
-      w->shop->outcome[idx] = OUT_OK;
-      w->ok++;
-      if (r.kind == KIND_CHECKOUT)
-        w->checkouts_ok++;
-      else
-        w->refunds_ok++;
-      return;
-    }
-    if (rc == TRY_HARD)
-      return; /* the run stops; this request counts as not run */
-    if (tries == MAX_RETRIES) {
-      w->shop->outcome[idx] = OUT_FAILED;
-      w->failed++;
-      return;
-    }
-    w->retries++;
-    uint64_t h = mix64(w->rng++); /* SplitMix64: a hash of a counter */
-    sleep_ms(BACKOFF_MIN_MS +
-             (long)(h % (BACKOFF_MAX_MS - BACKOFF_MIN_MS + 1)));
-  }
-}
-
-static void *worker_main(void *arg) {
-  worker_t *w = arg;
-  shop_t *s = w->shop;
-  /* Wait at the gate, so that every worker starts at once. */
-  pthread_mutex_lock(&s->mu);
-  while (!s->go && !s->abort)
-    pthread_cond_wait(&s->cv, &s->mu);
-  int go = s->go;
-  pthread_mutex_unlock(&s->mu);
-  while (go && !atomic_load(&s->stop)) {
-    uint64_t idx = atomic_fetch_add(&s->next, 1);
-    if (idx >= (uint64_t)s->o->requests)
-      break;
-    request_run(w, idx);
-  }
-  return NULL;
 }
 
 /* ---- Connections ------------------------------------------------------- */
@@ -788,7 +728,8 @@ static PGresult *ctl_exec(PGconn *c, const char *sql, ExecStatusType want,
   return NULL;
 }
 
-/* ---- Setup --------------------------------------------------------------- */
+/* ---- Setup ---------------------------------------------------------------
+ */
 
 /* Writes "{v0,v1,...}" of n longs into a malloc'd string (an int8[]). */
 static char *pg_array(const int64_t *v, long n) {
@@ -829,41 +770,18 @@ static int schema_reset(PGconn *c, const opts_t *o) {
   if (a_stock == NULL || a_money == NULL)
     goto out;
   PGresult *res = ctl_exec(
-      c,
-      "BEGIN; SET LOCAL lock_timeout = '10s';"
-      "CREATE SCHEMA IF NOT EXISTS shop;"
-      "DROP TABLE IF EXISTS shop.orders, shop.skus, shop.wallets;"
-      "CREATE TABLE shop.skus (id int PRIMARY KEY,"
-      "  stock bigint NOT NULL CHECK (stock >= 0), initial bigint NOT NULL);"
-      "CREATE TABLE shop.wallets (user_id int PRIMARY KEY,"
-      "  balance bigint NOT NULL CHECK (balance >= 0),"
-      "  initial bigint NOT NULL);"
-      "CREATE TABLE shop.orders (id bigserial PRIMARY KEY,"
-      "  kind text NOT NULL CHECK (kind IN ('checkout', 'refund')),"
-      "  sku int NOT NULL, user_id int NOT NULL,"
-      "  qty int NOT NULL CHECK (qty > 0),"
-      "  amount bigint NOT NULL CHECK (amount > 0),"
-      "  request bigint NOT NULL UNIQUE)",
-      PGRES_COMMAND_OK,
+      c, schema_sql, PGRES_COMMAND_OK,
       "reset schema shop (is another checkout running on this database? "
       "may this role create a schema?)");
   if (res == NULL)
     goto out;
   PQclear(res);
   const char *p1[1] = {a_stock}, *p2[1] = {a_money};
-  res = PQexecParams(c,
-                     "INSERT INTO shop.skus (id, stock, initial) "
-                     "SELECT o - 1, v, v FROM unnest($1::int8[]) "
-                     "WITH ORDINALITY AS u(v, o)",
-                     1, NULL, p1, NULL, NULL, 0);
+  res = PQexecParams(c, fill_sql[0], 1, NULL, p1, NULL, NULL, 0);
   int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
   PQclear(res);
   if (ok) {
-    res = PQexecParams(c,
-                       "INSERT INTO shop.wallets (user_id, balance, initial) "
-                       "SELECT o - 1, v, v FROM unnest($1::int8[]) "
-                       "WITH ORDINALITY AS u(v, o)",
-                       1, NULL, p2, NULL, NULL, 0);
+    res = PQexecParams(c, fill_sql[1], 1, NULL, p2, NULL, NULL, 0);
     ok = PQresultStatus(res) == PGRES_COMMAND_OK;
     PQclear(res);
   }
@@ -932,7 +850,7 @@ static long backends_gone(PGconn *c, const char *app) {
   char like[80];
   snprintf(like, sizeof(like), "%s-%%", app);
   const char *vals[1] = {like};
-  double end = now_s() + GONE_WAIT_S;
+  double end = ex_now_s() + GONE_WAIT_S;
   for (;;) {
     PGresult *res = PQexecParams(c,
                                  "SELECT count(*) FROM pg_stat_activity "
@@ -948,9 +866,9 @@ static long backends_gone(PGconn *c, const char *app) {
     }
     long n = strtol(PQgetvalue(res, 0, 0), NULL, 10);
     PQclear(res);
-    if (n == 0 || now_s() >= end)
+    if (n == 0 || ex_now_s() >= end)
       return n;
-    sleep_ms(10);
+    ex_sleep_us(10000);
   }
 }
 
@@ -990,7 +908,7 @@ static int worker_open(worker_t *w, const char *shown) {
           stderr);
     return EXIT_FAIL;
   }
-  if (!s->o->naive) {
+  if (!s->naive) {
     ordo_txn_options_t to = {0, NULL, 0};
     char name[32];
     snprintf(name, sizeof(name), "worker %ld", w->id);
@@ -1010,7 +928,8 @@ static int worker_open(worker_t *w, const char *shown) {
   return 0;
 }
 
-/* ---- The check ----------------------------------------------------------- */
+/* ---- The check -----------------------------------------------------------
+ */
 
 typedef struct result_s {
   /* From the workers. */
@@ -1058,24 +977,11 @@ static void why_add(result_t *r, const char *fmt, ...) {
  * money was created or lost. Returns 0, or -1 when it could not read.
  */
 static int verify(PGconn *c, const shop_t *s, result_t *r) {
-  static const char *const sums[2] = {
-      "SELECT count(*), count(*) FILTER (WHERE t.stock <> t.initial"
-      "   + coalesce(j.d, 0)), coalesce(sum(t.initial), 0),"
-      "   coalesce(sum(t.stock), 0)"
-      " FROM shop.skus t LEFT JOIN (SELECT sku, sum(CASE kind WHEN"
-      "   'checkout' THEN -qty ELSE qty END) AS d FROM shop.orders"
-      "   GROUP BY sku) j ON j.sku = t.id",
-      "SELECT count(*), count(*) FILTER (WHERE t.balance <> t.initial"
-      "   + coalesce(j.d, 0)), coalesce(sum(t.initial), 0),"
-      "   coalesce(sum(t.balance), 0)"
-      " FROM shop.wallets t LEFT JOIN (SELECT user_id, sum(CASE kind WHEN"
-      "   'checkout' THEN -amount ELSE amount END) AS d FROM shop.orders"
-      "   GROUP BY user_id) j ON j.user_id = t.user_id"};
   int64_t *out[2][4] = {
       {&r->sku_rows, &r->bad_skus, &r->stock_before, &r->stock_after},
       {&r->wallet_rows, &r->bad_wallets, &r->money_before, &r->money_after}};
   for (int k = 0; k < 2; k++) {
-    PGresult *res = ctl_exec(c, sums[k], PGRES_TUPLES_OK,
+    PGresult *res = ctl_exec(c, check_sql[k], PGRES_TUPLES_OK,
                              k ? "check the wallets" : "check the stock");
     if (res == NULL)
       return -1;
@@ -1085,10 +991,7 @@ static int verify(PGconn *c, const shop_t *s, result_t *r) {
   }
 
   /* The journal against the plan and against what the workers saw. */
-  PGresult *res = ctl_exec(c,
-                           "SELECT request, kind, sku, user_id, qty, amount "
-                           "FROM shop.orders",
-                           PGRES_TUPLES_OK, "read the journal");
+  PGresult *res = ctl_exec(c, journal_sql, PGRES_TUPLES_OK, "read the journal");
   if (res == NULL)
     return -1;
   uint64_t n = (uint64_t)s->o->requests;
@@ -1146,7 +1049,8 @@ static int verify(PGconn *c, const shop_t *s, result_t *r) {
   return 0;
 }
 
-/* ---- Reports ------------------------------------------------------------- */
+/* ---- Reports -------------------------------------------------------------
+ */
 
 static void json_str(const char *s) {
   putchar('"');
@@ -1251,7 +1155,8 @@ static void print_json(const opts_t *o, const char *db, const char *backend,
          r->invariant_ok && stopped[0] == '\0' ? "true" : "false");
 }
 
-/* ---- Main ---------------------------------------------------------------- */
+/* ---- Main ----------------------------------------------------------------
+ */
 
 /*
  * run -- everything after the flags and URLs were found good, on an open
@@ -1282,11 +1187,11 @@ static int run(shop_t *s, PGconn *ctl, const char *shown, result_t *r) {
     return EXIT_FAIL;
   }
   int status = EXIT_OK;
-  uint64_t seed = mix64((uint64_t)getpid() ^ (uint64_t)(now_s() * 1e9));
+  uint64_t seed = ex_mix64((uint64_t)getpid() ^ (uint64_t)(ex_now_s() * 1e9));
   for (long i = 0; i < o->workers && status == EXIT_OK; i++) {
     w[i].shop = s;
     w[i].id = i + 1;
-    w[i].rng = mix64(seed + (uint64_t)i);
+    w[i].rng = ex_mix64(seed + (uint64_t)i);
     status = worker_open(&w[i], shown);
   }
   long started = 0;
@@ -1299,7 +1204,7 @@ static int run(shop_t *s, PGconn *ctl, const char *shown, result_t *r) {
       break;
     }
   }
-  double t0 = now_s();
+  double t0 = ex_now_s();
   pthread_mutex_lock(&s->mu);
   if (status == EXIT_OK)
     s->go = 1;
@@ -1309,7 +1214,7 @@ static int run(shop_t *s, PGconn *ctl, const char *shown, result_t *r) {
   pthread_mutex_unlock(&s->mu);
   for (long i = 0; i < started; i++)
     pthread_join(w[i].thread, NULL);
-  r->seconds = now_s() - t0;
+  r->seconds = ex_now_s() - t0;
 
   /* Close every connection of the run (the ordo transactions' too, on
    * postgres://), then wait for their server processes to exit: only then
@@ -1356,6 +1261,7 @@ int main(int argc, char **argv) {
   shop_t s;
   memset(&s, 0, sizeof(s));
   s.o = &o;
+  s.naive = o.naive;
   s.conninfo = db_conninfo(o.db);
   snprintf(s.app, sizeof(s.app), "ordo-checkout-%ld", (long)getpid());
   atomic_init(&s.next, 0);
@@ -1378,7 +1284,7 @@ int main(int argc, char **argv) {
     if (rc == ORDO_EURL || rc == ORDO_EINVAL) {
       fprintf(stderr, "checkout: bad %s URL '%s': accepted forms are %s\n",
               o.backend ? "--backend" : "--db", shown,
-              o.backend ? BACKEND_FORMS : DB_FORMS);
+              o.backend ? EX_URL_FORMS : DB_FORMS);
       return EXIT_USAGE;
     }
     fprintf(stderr, "checkout: cannot open the lock place '%s': %s (%s)\n",

@@ -1,63 +1,174 @@
 /*
  * philosophers.c -- ordo example: the dining philosophers, who never
- * deadlock and never starve.
- *
- * Five diners sit at a round table with a fork between each two. To eat, a
- * diner needs both forks beside it. The textbook deadlock: every diner picks
- * up its left fork, then waits for its right one, for ever. Here a diner
- * takes its two forks with ONE ordo_lock_all: it holds neither while it
- * waits, so no cycle of waiting can form, and ordo's starvation bound (a
- * waiter that has waited long reserves its keys) keeps every diner's turn
- * coming. Each diner thinks (a random pause), gets hungry, takes its forks,
- * eats (a short bounded hold), puts them down, and again, until it has had
- * its meals or the time is up. The run then prints every diner's meals and
- * longest wait, so a reader can see that nobody starved.
- *
- * It shows: plain string keys, ordo_lock_all of two keys that other txns
- * want in the opposite order, ordo_retry, fairness, and checks: no fork in
- * two hands at once (an atomic owner word per fork), every diner ate, and
- * the run never stalled (a deadlock would stop every meal).
- *
- * Run:  build/examples/philosophers                 (in-process, mem://)
- *       build/examples/philosophers --diners 7 --seconds 3
- *       build/examples/philosophers --help          (every flag)
- * Exit: 0 the check passed, 1 it failed or the backend could not be used,
- *       2 bad usage (an unknown flag, a bad value, a malformed URL).
+ * deadlock and never starve. A diner takes its two forks with ONE
+ * ordo_lock_all (inside ordo_retry), so it holds neither while it waits,
+ * and ordo's starvation bound keeps every diner's turn coming. Checked: no
+ * fork in two hands, every diner ate, no stall. README.md: flags, output.
  */
-#define _POSIX_C_SOURCE 200809L
-#include <errno.h>
-#include <limits.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
+#define EX_PROG "philosophers"
+#include "common.h" /* flags, threads, error lines: no locking in it */
 #include "ordo.h"
 
-#define PROG "philosophers"
-#define FORK_LEN 9   /* "fork:0042" */
-#define STALL_S 10.0 /* no meal at all for this long (the help says 10 s) */
-#define URL_FORMS                                                              \
-  "mem://, ordod://HOST:PORT, redis://HOST:PORT[/DB], "                        \
-  "redlock://HOST:PORT,HOST:PORT,HOST:PORT, postgres://USER:PASS@HOST:PORT/DB" \
-  " (each with an optional ?query)"
+#define FORK_LEN 9 /* "fork:0042" */
+
+typedef struct table_s {
+  ordo_t *o;
+  const char *url;
+  uint64_t seed;
+  long diners, meals, seconds, eat_us, think_us, lock_ms;
+  long json;
+  ordo_retry_options_t retry;
+  char (*fork)[FORK_LEN + 1]; /* fork i's key: plain strings */
+  /* owner[f]: the diner holding fork f, plus 1, or 0. A witness, not a
+   * lock: relaxed, so it orders nothing; a second hand fails its swap. */
+  _Atomic long *owner;
+  _Atomic long violations, eating, peak, finished, stop;
+  struct diner_s *d;
+  ordo_stats_t s0, s1; /* before and after: the deadlocks */
+  long total, fewest, errors;
+  double t0, changed, stall_s, secs; /* the start, the last meal, ... */
+} table_t;
+
+/* One diner; its fields are its own until it is joined, but for meals. */
+typedef struct diner_s {
+  table_t *t;
+  ordo_txn_t *txn;
+  long id, retries;
+  _Atomic long meals;                /* read by watch() while it runs */
+  double hungry, max_wait, sum_wait; /* in seconds */
+  int err, unlock_err;
+} diner_t;
+
+/* Below the line: witness (fork f goes from hand `from` to `to`, diner + 1
+ * or 0, by CAS; any other holder is a violation), waited, stalled, report. */
+static int witness(table_t *t, long f, long from, long to);
+static void waited(diner_t *d, long delta);
+static void stalled(table_t *t);
+static void report(const table_t *t, int ok);
+
+/* eat -- one attempt, run by ordo_retry: both forks with one ordo_lock_all,
+ * eat, both down, unlock. After a lock error nothing is held and ordo_retry
+ * backs off; after the meal it is done, whatever the unlock says. */
+static int eat(ordo_txn_t *txn, void *arg) {
+  diner_t *d = arg;
+  table_t *t = d->t;
+  long left = d->id, right = (d->id + 1) % t->diners, me = d->id + 1;
+  ordo_req_t req[2] = {ORDO_REQ_X(t->fork[left], FORK_LEN),
+                       ORDO_REQ_X(t->fork[right], FORK_LEN)};
+  int rc = ordo_lock_all(txn, req, 2, t->lock_ms);
+  if (rc < 0)
+    return rc;
+  int got_l = witness(t, left, 0, me), got_r = witness(t, right, 0, me);
+  waited(d, 1);
+  ex_sleep_us(t->eat_us); /* eat */
+  waited(d, -1);
+  if (got_r)
+    witness(t, right, me, 0);
+  if (got_l)
+    witness(t, left, me, 0);
+  if ((rc = ordo_unlock_all(txn)) < 0)
+    d->unlock_err = rc;
+  return 0;
+}
+
+static void *diner_run(void *arg) {
+  diner_t *d = arg;
+  table_t *t = d->t;
+  uint64_t r = ex_mix64(t->seed ^ ex_mix64((uint64_t)d->id));
+  for (long meals = 0; d->err == 0 && !atomic_load(&t->stop) &&
+                       (t->meals == 0 || meals < t->meals);) {
+    r = ex_mix64(r);
+    ex_sleep_us((long)(r % (uint64_t)(t->think_us + 1))); /* think */
+    d->hungry = ex_now_s();
+    unsigned attempts = 0;
+    int rc = ordo_retry(d->txn, &t->retry, eat, d, &attempts);
+    d->retries += attempts > 0 ? attempts - 1 : 0;
+    d->err = rc < 0 ? rc : d->unlock_err; /* no forks after every retry */
+    if (d->err == 0)
+      atomic_store(&d->meals, ++meals);
+  }
+  atomic_fetch_add(&t->finished, 1);
+  return NULL;
+}
+
+/* watch -- every 10 ms while the diners run: no meal at all for stall_s
+ * is a deadlock, which ordo_lock_all must never let happen; it also stops
+ * the run when --seconds are up. Returns 0 once all have finished. */
+static int watch(void *arg) {
+  table_t *t = arg;
+  long sum = 0;
+  ex_sleep_us(10000);
+  for (long i = 0; i < t->diners; i++)
+    sum += atomic_load(&t->d[i].meals);
+  double now = ex_now_s();
+  if (sum != t->total)
+    t->total = sum, t->changed = now;
+  else if (now - t->changed >= t->stall_s)
+    stalled(t);
+  if (t->seconds > 0 && now - t->t0 >= (double)t->seconds)
+    atomic_store(&t->stop, 1);
+  return atomic_load(&t->finished) < t->diners;
+}
+
+/* check -- the invariant: no fork in two hands, every diner ate (all of
+ * its meals, unless the time ran out first), and no diner gave up. */
+static int check(table_t *t) {
+  t->fewest = LONG_MAX;
+  for (long i = 0; i < t->diners; i++) {
+    long m = atomic_load(&t->d[i].meals);
+    t->fewest = m < t->fewest ? m : t->fewest;
+    t->errors += t->d[i].err != 0;
+  }
+  int all = t->seconds == 0 ? t->fewest == t->meals : t->fewest >= 1;
+  return atomic_load(&t->violations) == 0 && t->fewest >= 1 && all &&
+         t->errors == 0;
+}
+
+/* dine -- a txn per diner, all eating at once, watched; check; report. */
+static int dine(table_t *t) {
+  int rc = ex_open(&t->o, t->url), ok = 0, n = 0;
+  for (; rc == 0 && n < t->diners; n++) {
+    t->d[n] = (diner_t){.t = t, .id = n};
+    rc = ordo_txn_begin(t->o, &t->d[n].txn, NULL); /* a remote one connects */
+  }
+  if (rc == 0) {
+    ordo_stats(t->o, &t->s0);
+    t->t0 = t->changed = ex_now_s();
+    t->secs = ex_threads(t->diners, t->d, sizeof *t->d, diner_run, watch, t,
+                         "--diners");
+    ordo_stats(t->o, &t->s1);
+    report(t, ok = check(t));
+  } else {
+    ex_unusable(t->url, rc);
+  }
+  for (long i = 0; i < n; i++)
+    ordo_txn_end(t->d[i].txn); /* NULL (a begin that failed): nothing */
+  ordo_close(t->o);            /* NULL when ordo_open failed: nothing */
+  return ok;
+}
+
+/* ---- plumbing below: waits, flags, report ------------------------------ */
+
+#define STALL_S 10.0 /* no meal at all for this long: a deadlock */
+
+static int witness(table_t *t, long f, long from, long to) {
+  if (atomic_compare_exchange_strong_explicit(
+          &t->owner[f], &from, to, memory_order_relaxed, memory_order_relaxed))
+    return 1;
+  atomic_fetch_add_explicit(&t->violations, 1, memory_order_relaxed);
+  return 0;
+}
 
 static const char usage[] =
-    "usage: " PROG " [--backend URL] [--diners N] [--meals N] [--seconds S]\n"
+    "usage: " EX_PROG
+    " [--backend URL] [--diners N] [--meals N] [--seconds S]\n"
     "                    [--eat-us US] [--think-us US] [--lock-timeout MS]\n"
     "                    [--seed N] [--json]\n"
     "Diners take their two forks with one ordo_lock_all, eat, put them\n"
     "down and think; the run prints each diner's meals and longest wait and\n"
     "checks that no fork was ever in two hands, that every diner ate, and\n"
-    "that the table never stalled.\n"
-    "  --backend URL      where the locks live (default mem://): mem://,\n"
-    "                     ordod://HOST:PORT, redis://HOST:PORT[/DB],\n"
-    "                     redlock://HOST:PORT,HOST:PORT,HOST:PORT,\n"
-    "                     postgres://USER:PASS@HOST:PORT/DB (each with an\n"
-    "                     optional ?query; a password is never shown)\n"
+    "that the table never stalled.\n" //
+    EX_HELP_BACKEND
     "  --diners N         diners and forks, 2..1000 (default 5)\n"
     "  --meals N          meals per diner, 0 for no limit (default 100)\n"
     "  --seconds S        stop after S seconds, 0 for no limit (default 0)\n"
@@ -69,396 +180,145 @@ static const char usage[] =
     "Exit status: 0 the check passed, 1 it failed, the table stalled (no\n"
     "meal for 10 s) or the backend could not be used, 2 bad usage.\n";
 
-typedef struct table_s {
-  ordo_t *o;
-  uint64_t seed;
-  long diners, meals, eat_us, think_us, lock_ms;
-  ordo_retry_options_t retry;
-  char (*fork)[FORK_LEN + 1]; /* fork i's key */
-  /* owner[f] is the diner holding fork f, plus 1, or 0. It is a witness,
-   * not a lock: updated with relaxed atomics, which order nothing, so the
-   * forks are kept apart by ordo alone and a second hand on a fork shows
-   * up as a failed compare-and-swap. */
-  _Atomic long *owner;
-  _Atomic long violations, eating, peak, finished;
-  _Atomic int stop;
-  pthread_barrier_t start; /* all diners sit down at once */
-} table_t;
+/* The flags ex_flags takes, each with its range, in the order of to[]. */
+static const char flags[] = "--diners=2..1000 --meals=0.. --seconds=0..86400 "
+                            "--eat-us=0..1000000 --think-us=0..1000000 "
+                            "--lock-timeout=0..3600000 --seed=0.. --json";
 
-/* One diner. meals is read by the main thread while the run goes; every
- * other counter is the diner's own until it is joined. */
-typedef struct diner_s {
-  table_t *t;
-  ordo_txn_t *txn;
-  long id;
-  pthread_t thread;
-  _Atomic long meals;
-  uint64_t hungry_ns, max_wait_ns, sum_wait_ns;
-  long retries;
-  int err, unlock_err;
-} diner_t;
-
-/* SplitMix64's finalizer: every output bit depends on every input bit. */
-static uint64_t mix64(uint64_t z) {
-  z += UINT64_C(0x9e3779b97f4a7c15);
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
-}
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_us(long us) {
-  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    ;
-}
-
-/* pick_up, put_down -- the witness of a fork changing hands (table_t). */
-static int pick_up(table_t *t, long f, long me) {
-  long free = 0;
-  if (atomic_compare_exchange_strong_explicit(&t->owner[f], &free, me + 1,
-                                              memory_order_relaxed,
-                                              memory_order_relaxed))
-    return 1;
-  /* Another diner has it: ordo let two diners hold one fork. */
-  atomic_fetch_add_explicit(&t->violations, 1, memory_order_relaxed);
-  return 0;
-}
-
-static void put_down(table_t *t, long f, long me) {
-  long mine = me + 1;
-  if (!atomic_compare_exchange_strong_explicit(
-          &t->owner[f], &mine, 0, memory_order_relaxed, memory_order_relaxed))
-    atomic_fetch_add_explicit(&t->violations, 1, memory_order_relaxed);
-}
-
-/*
- * eat -- one attempt, run by ordo_retry: both forks with one ordo_lock_all,
- * eat, both down, unlock. On a lock error nothing is held and ordo_retry
- * backs off before trying again (the diner stays hungry meanwhile). After
- * the meal the attempt counts as done whatever the unlock says.
- */
-static int eat(ordo_txn_t *txn, void *arg) {
-  diner_t *d = arg;
-  table_t *t = d->t;
-  long left = d->id, right = (d->id + 1) % t->diners;
-  ordo_req_t req[2] = {ORDO_REQ_X(t->fork[left], FORK_LEN),
-                       ORDO_REQ_X(t->fork[right], FORK_LEN)};
-  int rc = ordo_lock_all(txn, req, 2, t->lock_ms);
-  if (rc < 0)
-    return rc;
-  uint64_t waited = now_ns() - d->hungry_ns;
-  d->sum_wait_ns += waited;
-  d->max_wait_ns = waited > d->max_wait_ns ? waited : d->max_wait_ns;
-  int got_left = pick_up(t, left, d->id), got_right = pick_up(t, right, d->id);
-  /* How many eat at once (at most half the table). Relaxed, as are all
-   * the witnesses: they must not order one diner's meal before another's,
-   * which is ordo's job alone (and what ThreadSanitizer then checks). */
-  long eating =
-      atomic_fetch_add_explicit(&t->eating, 1, memory_order_relaxed) + 1;
-  long peak = atomic_load_explicit(&t->peak, memory_order_relaxed);
-  while (eating > peak && !atomic_compare_exchange_weak_explicit(
-                              &t->peak, &peak, eating, memory_order_relaxed,
-                              memory_order_relaxed))
-    ;
-  sleep_us(t->eat_us); /* eat */
-  atomic_fetch_sub_explicit(&t->eating, 1, memory_order_relaxed);
-  if (got_right)
-    put_down(t, right, d->id);
-  if (got_left)
-    put_down(t, left, d->id);
-  rc = ordo_unlock_all(txn);
-  if (rc < 0)
-    d->unlock_err = rc;
-  return 0;
-}
-
-static void *diner_run(void *arg) {
-  diner_t *d = arg;
-  table_t *t = d->t;
-  uint64_t r = mix64(t->seed ^ mix64((uint64_t)d->id));
-  pthread_barrier_wait(&t->start);
-  long meals = 0;
-  while (!atomic_load(&t->stop) && (t->meals == 0 || meals < t->meals)) {
-    r = mix64(r);
-    sleep_us((long)(r % (uint64_t)(t->think_us + 1))); /* think */
-    d->hungry_ns = now_ns();
-    unsigned attempts = 0;
-    int rc = ordo_retry(d->txn, &t->retry, eat, d, &attempts);
-    d->retries += attempts > 0 ? attempts - 1 : 0;
-    d->err = rc < 0 ? rc : d->unlock_err;
-    if (d->err != 0)
-      break; /* still no forks after every retry, or a backend error */
-    atomic_store(&d->meals, ++meals);
-  }
-  atomic_fetch_add(&t->finished, 1);
-  return NULL;
-}
-
-/* ---- The command line: plumbing, nothing about ordo ---------------------- */
-
-/* opt -- the value of flag name at argv[*i], as "--name V" or "--name=V";
- * NULL when argv[*i] is not that flag. Exits 2 when the value is missing. */
-static const char *opt(int argc, char **argv, int *i, const char *name) {
-  size_t n = strlen(name);
-  if (strncmp(argv[*i], name, n) != 0)
-    return NULL;
-  if (argv[*i][n] == '=')
-    return argv[*i] + n + 1;
-  if (argv[*i][n] != '\0')
-    return NULL;
-  if (*i + 1 < argc)
-    return argv[++*i];
-  fprintf(stderr, PROG ": %s needs a value (see " PROG " --help)\n", name);
-  exit(2);
-}
-
-/* num -- v as a whole number in lo..hi, or exit 2 saying what is wanted. */
-static long num(const char *name, const char *v, long lo, long hi) {
-  char *end;
-  errno = 0;
-  long n = strtol(v, &end, 10);
-  if (end == v || *end != '\0' || errno != 0 || n < lo || n > hi) {
-    fprintf(stderr,
-            PROG ": bad value '%s' for %s: a whole number in %ld..%ld\n", v,
-            name, lo, hi);
+static void setup(int argc, char **argv, table_t *t) {
+  long seed = 1;
+  *t = (table_t){.diners = 5,
+                 .meals = 100,
+                 .eat_us = 500,
+                 .think_us = 500,
+                 .lock_ms = 2000};
+  long *const to[] = {&t->diners,   &t->meals,   &t->seconds, &t->eat_us,
+                      &t->think_us, &t->lock_ms, &seed,       &t->json};
+  t->url = ex_flags(argc, argv, usage, flags, to);
+  t->seed = (uint64_t)seed;
+  if (t->meals == 0 && t->seconds == 0) {
+    fputs(EX_PROG ": --meals 0 runs until --seconds S, which is missing: "
+                  "give one or the other\n",
+          stderr);
     exit(2);
   }
-  return n;
+  ordo_retry_options_init(&t->retry);
+  /* Three lock timeouts, if that is longer than STALL_S. */
+  t->stall_s =
+      STALL_S > 3e-3 * (double)t->lock_ms ? STALL_S : 3e-3 * (double)t->lock_ms;
+  t->d = ex_calloc(t->diners, sizeof *t->d, "--diners");
+  t->fork = ex_calloc(t->diners, sizeof *t->fork, "--diners");
+  t->owner = ex_calloc(t->diners, sizeof *t->owner, "--diners");
+  for (long f = 0; f < t->diners; f++) /* fixed width: table order */
+    snprintf(t->fork[f], sizeof t->fork[f], "fork:%04u", (unsigned)f % 10000u);
 }
 
-/* shown -- url with any password starred out, for error lines. */
-static const char *shown(const char *url, char *buf, size_t cap) {
-  const char *s = strstr(url, "://"), *at = strrchr(url, '@');
-  const char *colon =
-      s && at > s ? memchr(s + 3, ':', (size_t)(at - s - 3)) : NULL;
-  if (colon == NULL)
-    return url;
-  snprintf(buf, cap, "%.*s***%s", (int)(colon + 1 - url), url, at);
-  return buf;
+/* waited -- at a meal's start (delta 1): how long diner d waited, and how
+ * many eat at once (at most half the table); at its end (-1), one fewer.
+ * Relaxed, as are all the witnesses: ordering the meals is ordo's job
+ * alone (and what ThreadSanitizer then checks). */
+static void waited(diner_t *d, long delta) {
+  table_t *t = d->t;
+  if (delta > 0) {
+    double w = ex_now_s() - d->hungry;
+    d->sum_wait += w;
+    d->max_wait = w > d->max_wait ? w : d->max_wait;
+  }
+  long n = atomic_fetch_add_explicit(&t->eating, delta, memory_order_relaxed);
+  long peak = atomic_load_explicit(&t->peak, memory_order_relaxed);
+  while (n + delta > peak && !atomic_compare_exchange_weak_explicit(
+                                 &t->peak, &peak, n + delta,
+                                 memory_order_relaxed, memory_order_relaxed))
+    ;
 }
 
-int main(int argc, char **argv) {
-  const char *url = "mem://", *v;
-  long seconds = 0;
-  int json = 0;
-  table_t t = {.seed = 1,
-               .diners = 5,
-               .meals = 100,
-               .eat_us = 500,
-               .think_us = 500,
-               .lock_ms = 2000};
-  for (int i = 1; i < argc; i++) {
-    if ((v = opt(argc, argv, &i, "--backend")))
-      url = v;
-    else if ((v = opt(argc, argv, &i, "--diners")))
-      t.diners = num("--diners", v, 2, 1000);
-    else if ((v = opt(argc, argv, &i, "--meals")))
-      t.meals = num("--meals", v, 0, LONG_MAX);
-    else if ((v = opt(argc, argv, &i, "--seconds")))
-      seconds = num("--seconds", v, 0, 86400);
-    else if ((v = opt(argc, argv, &i, "--eat-us")))
-      t.eat_us = num("--eat-us", v, 0, 1000000);
-    else if ((v = opt(argc, argv, &i, "--think-us")))
-      t.think_us = num("--think-us", v, 0, 1000000);
-    else if ((v = opt(argc, argv, &i, "--lock-timeout")))
-      t.lock_ms = num("--lock-timeout", v, 0, 3600000);
-    else if ((v = opt(argc, argv, &i, "--seed")))
-      t.seed = (uint64_t)num("--seed", v, 0, LONG_MAX);
-    else if (strcmp(argv[i], "--json") == 0)
-      json = 1;
-    else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      fputs(usage, stdout);
-      return 0;
-    } else {
-      fprintf(stderr,
-              PROG ": unknown option '%s': the options are --backend, "
-                   "--diners, --meals, --seconds, --eat-us, --think-us, "
-                   "--lock-timeout, --seed, --json (see " PROG " --help)\n",
-              argv[i]);
-      return 2;
+/* stalled -- no meal for stall_s: which diner holds which fork, and exit 1
+ * (the diners are stuck: there is nothing to join). */
+static void stalled(table_t *t) {
+  fprintf(stderr,
+          EX_PROG ": no diner has eaten for %.0f s: a deadlock, or a "
+                  "backend that stopped answering; forks held:",
+          t->stall_s);
+  const char *sep = " ";
+  for (long f = 0; f < t->diners; f++)
+    if (atomic_load(&t->owner[f]) != 0) {
+      fprintf(stderr, "%sfork %ld by diner %ld", sep, f,
+              atomic_load(&t->owner[f]) - 1);
+      sep = ", ";
     }
-  }
-  if (t.meals == 0 && seconds == 0) {
-    fputs(PROG ": --meals 0 runs until --seconds S, which is missing: give "
-               "one or the other\n",
-          stderr);
-    return 2;
-  }
-  ordo_retry_options_init(&t.retry);
+  fputc('\n', stderr);
+  if (t->json)
+    printf("{\"example\": \"philosophers\", \"backend\": \"%s\", "
+           "\"stalled\": true, \"ok\": false}\n",
+           ordo_url(t->o));
+  exit(1);
+}
 
-  /* A URL ordo cannot parse is a usage error; a backend that does not
-   * answer is not, and on the remote ones it shows only at the first
-   * ordo_txn_begin, since ordo_open connects to nothing. */
-  char buf[512];
-  int rc = ordo_open(&t.o, url, NULL);
-  if (rc == ORDO_EURL || rc == ORDO_EINVAL) {
-    fprintf(stderr, PROG ": bad backend URL '%s': accepted forms are %s\n",
-            shown(url, buf, sizeof buf), URL_FORMS);
-    return 2;
-  }
-  int opened = rc == 0;
-  diner_t *d = calloc((size_t)t.diners, sizeof *d);
-  t.fork = calloc((size_t)t.diners, sizeof *t.fork);
-  t.owner = calloc((size_t)t.diners, sizeof *t.owner);
-  int oom = !d || !t.fork || !t.owner;
-  long begun = 0;
-  for (; rc == 0 && !oom && begun < t.diners; begun++) {
-    /* Fixed-width numbers: byte order is then table order in dumps. */
-    snprintf(t.fork[begun], sizeof t.fork[begun], "fork:%04u",
-             (unsigned)begun % 10000u);
-    d[begun].t = &t;
-    d[begun].id = begun;
-    rc = ordo_txn_begin(t.o, &d[begun].txn, NULL);
-  }
-  if (oom || rc < 0) {
-    if (oom)
-      fputs(PROG ": out of memory; try fewer --diners\n", stderr);
-    else
-      fprintf(stderr,
-              PROG ": cannot use backend '%s': %s (%s); check that its server "
-                   "is running and that the URL's host, port, database and "
-                   "password are right\n",
-              shown(url, buf, sizeof buf), ordo_strerror(rc),
-              ordo_err_name(rc));
-    for (long i = 0; i < begun; i++)
-      if (d[i].txn != NULL)
-        ordo_txn_end(d[i].txn);
-    if (opened)
-      ordo_close(t.o);
-    free(d);
-    free(t.fork);
-    free(t.owner);
-    return 1;
-  }
-
-  ordo_stats_t s0, s1;
-  memset(&s0, 0, sizeof s0);
-  memset(&s1, 0, sizeof s1);
-  ordo_stats(t.o, &s0);
-  pthread_barrier_init(&t.start, NULL, (unsigned)t.diners + 1);
-  for (long i = 0; i < t.diners; i++)
-    if (pthread_create(&d[i].thread, NULL, diner_run, &d[i]) != 0) {
-      fprintf(stderr, PROG ": cannot start diner %ld; try fewer --diners\n", i);
-      return 1;
-    }
-  pthread_barrier_wait(&t.start);
-
-  /* Watch the table: stop it when the time is up, and call it a deadlock
-   * when no diner at all has eaten for STALL_S seconds (or three lock
-   * timeouts, if longer): with ordo_lock_all that must never happen. */
-  uint64_t t0 = now_ns(), changed = t0;
-  double stall_s = STALL_S > 3e-3 * t.lock_ms ? STALL_S : 3e-3 * t.lock_ms;
-  long total = 0;
-  while (atomic_load(&t.finished) < t.diners) {
-    sleep_us(10000);
-    long sum = 0;
-    for (long i = 0; i < t.diners; i++)
-      sum += atomic_load(&d[i].meals);
-    uint64_t now = now_ns();
-    if (sum != total) {
-      total = sum;
-      changed = now;
-    }
-    if (seconds > 0 && now - t0 >= (uint64_t)seconds * 1000000000u)
-      atomic_store(&t.stop, 1);
-    if ((double)(now - changed) / 1e9 >= stall_s) {
-      fprintf(stderr,
-              PROG ": no diner has eaten for %.0f s: a deadlock, or "
-                   "a backend that stopped answering; forks held:",
-              stall_s);
-      const char *sep = " ";
-      for (long f = 0; f < t.diners; f++)
-        if (atomic_load(&t.owner[f]) != 0) {
-          fprintf(stderr, "%sfork %ld by diner %ld", sep, f,
-                  atomic_load(&t.owner[f]) - 1);
-          sep = ", ";
-        }
-      fputc('\n', stderr);
-      if (json)
-        printf("{\"example\": \"philosophers\", \"backend\": \"%s\", "
-               "\"stalled\": true, \"ok\": false}\n",
-               ordo_url(t.o));
-      exit(1); /* the diners are stuck: nothing to join */
-    }
-  }
-  for (long i = 0; i < t.diners; i++)
-    pthread_join(d[i].thread, NULL);
-  double secs = (double)(now_ns() - t0) / 1e9;
-  ordo_stats(t.o, &s1);
-
-  /* The check: no fork in two hands, every diner ate (all of its meals,
-   * unless the time ran out first), and no diner gave up. */
-  long fewest = LONG_MAX, retries = 0, errors = 0;
-  total = 0;
+static void report(const table_t *t, int ok) {
+  long retries = 0, total = 0;
   int err = 0;
-  for (long i = 0; i < t.diners; i++) {
-    long m = atomic_load(&d[i].meals);
-    total += m;
-    fewest = m < fewest ? m : fewest;
-    retries += d[i].retries;
-    errors += d[i].err != 0;
-    err = d[i].err != 0 ? d[i].err : err;
+  for (long i = 0; i < t->diners; i++) {
+    retries += t->d[i].retries;
+    total += atomic_load(&t->d[i].meals);
+    err = t->d[i].err != 0 ? t->d[i].err : err;
   }
-  long violations = atomic_load(&t.violations);
-  int all_meals = seconds == 0 ? fewest == t.meals : fewest >= 1;
-  int ok = violations == 0 && fewest >= 1 && all_meals && errors == 0;
-  uint64_t deadlocks = s1.deadlocks - s0.deadlocks;
-
-  if (json) {
+  long violations = atomic_load(&t->violations);
+  unsigned long long deadlocks =
+      (unsigned long long)(t->s1.deadlocks - t->s0.deadlocks);
+  if (t->json) {
     printf("{\"example\": \"philosophers\", \"backend\": \"%s\", \"diners\": "
            "%ld, \"seed\": %llu, \"seconds\": %.6f, \"meals\": [",
-           ordo_url(t.o), t.diners, (unsigned long long)t.seed, secs);
-    for (long i = 0; i < t.diners; i++)
-      printf("%s%ld", i ? ", " : "", atomic_load(&d[i].meals));
+           ordo_url(t->o), t->diners, (unsigned long long)t->seed, t->secs);
+    for (long i = 0; i < t->diners; i++)
+      printf("%s%ld", i ? ", " : "", atomic_load(&t->d[i].meals));
     printf("], \"max_wait_us\": [");
-    for (long i = 0; i < t.diners; i++)
-      printf("%s%.1f", i ? ", " : "", (double)d[i].max_wait_ns / 1e3);
+    for (long i = 0; i < t->diners; i++)
+      printf("%s%.1f", i ? ", " : "", t->d[i].max_wait * 1e6);
     printf("], \"fewest_meals\": %ld, \"peak_eating\": %ld, \"retries\": %ld, "
            "\"errors\": %ld, \"fork_violations\": %ld, \"deadlocks\": %llu, "
            "\"stalled\": false, \"ok\": %s}\n",
-           fewest, atomic_load(&t.peak), retries, errors, violations,
-           (unsigned long long)deadlocks, ok ? "true" : "false");
-  } else {
-    char goal[64];
-    if (t.meals == 0)
-      snprintf(goal, sizeof goal, "meals for %ld s", seconds);
-    else
-      snprintf(goal, sizeof goal, "%ld meals each", t.meals);
-    printf(PROG ": %s, %ld diners, %s, eat %ld us, think 0-%ld us, seed "
-                "%llu\n",
-           ordo_url(t.o), t.diners, goal, t.eat_us, t.think_us,
-           (unsigned long long)t.seed);
-    printf("diner  meals  longest wait  mean wait\n");
-    for (long i = 0; i < t.diners; i++) {
-      long m = atomic_load(&d[i].meals);
-      printf("%5ld  %5ld  %9.2f ms  %6.2f ms\n", i, m,
-             (double)d[i].max_wait_ns / 1e6,
-             m ? (double)d[i].sum_wait_ns / 1e6 / (double)m : 0.0);
-    }
-    printf("table      %ld meals in %.2f s, at most %ld of %ld diners eating "
-           "at once\n",
-           total, secs, atomic_load(&t.peak), t.diners);
-    printf("locks      %ld retries; %llu deadlocks (ordo_stats)\n", retries,
-           (unsigned long long)deadlocks);
-    if (errors != 0)
-      printf("errors     %ld diners gave up, the last on %s: %s\n", errors,
-             ordo_err_name(err), ordo_strerror(err));
-    printf("invariant: no fork held by two diners at once (%ld seen), every "
-           "diner ate (fewest meals %ld), no deadlock: %s\n",
-           violations, fewest, ok ? "OK" : "FAIL");
+           t->fewest, atomic_load(&t->peak), retries, t->errors, violations,
+           deadlocks, ok ? "true" : "false");
+    return;
   }
-  for (long i = 0; i < t.diners; i++)
-    ordo_txn_end(d[i].txn);
-  ordo_close(t.o);
-  pthread_barrier_destroy(&t.start);
-  free(d);
-  free(t.fork);
-  free(t.owner);
+  char goal[64];
+  if (t->meals == 0)
+    snprintf(goal, sizeof goal, "meals for %ld s", t->seconds);
+  else
+    snprintf(goal, sizeof goal, "%ld meals each", t->meals);
+  printf(EX_PROG ": %s, %ld diners, %s, eat %ld us, think 0-%ld us, seed "
+                 "%llu\n",
+         ordo_url(t->o), t->diners, goal, t->eat_us, t->think_us,
+         (unsigned long long)t->seed);
+  printf("diner  meals  longest wait  mean wait\n");
+  for (long i = 0; i < t->diners; i++) {
+    long m = atomic_load(&t->d[i].meals);
+    printf("%5ld  %5ld  %9.2f ms  %6.2f ms\n", i, m, t->d[i].max_wait * 1e3,
+           m ? t->d[i].sum_wait * 1e3 / (double)m : 0.0);
+  }
+  printf("table      %ld meals in %.2f s, at most %ld of %ld diners eating "
+         "at once\n",
+         total, t->secs, atomic_load(&t->peak), t->diners);
+  printf("locks      %ld retries; %llu deadlocks (ordo_stats)\n", retries,
+         deadlocks);
+  if (t->errors != 0)
+    printf("errors     %ld diners gave up, the last on %s: %s\n", t->errors,
+           ordo_err_name(err), ordo_strerror(err));
+  printf("invariant: no fork held by two diners at once (%ld seen), every "
+         "diner ate (fewest meals %ld), no deadlock: %s\n",
+         violations, t->fewest, ok ? "OK" : "FAIL");
+}
+
+static void teardown(table_t *t) {
+  free(t->d);
+  free(t->fork);
+  free(t->owner);
+}
+
+int main(int argc, char **argv) {
+  table_t t;
+  setup(argc, argv, &t);
+  int ok = dine(&t);
+  teardown(&t);
   return ok ? 0 : 1;
 }
