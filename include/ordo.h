@@ -225,7 +225,7 @@ ORDO_EXTERN void ordo_options_init(ordo_options_t *opts);
  */
 ORDO_EXTERN int ordo_open(ordo_t **out, const char *url,
                           const ordo_options_t *opts);
-/* Closes; every txn must have ended. */
+/* Closes; every txn must have ended. ordo_close(NULL) does nothing. */
 ORDO_EXTERN void ordo_close(ordo_t *o);
 ORDO_EXTERN unsigned ordo_caps(const ordo_t *o);
 /* The URL as given, less any password. */
@@ -241,7 +241,8 @@ ORDO_EXTERN int ordo_txn_begin(ordo_t *o, ordo_txn_t **out,
                                const ordo_txn_options_t *opts);
 /* Releases whatever the txn still holds, cancels its wait, frees it. An
  * asynchronous request's callback has run exactly once by the time it
- * returns (see the asynchronous form below). */
+ * returns (see the asynchronous form below). ordo_txn_end(NULL) does
+ * nothing, so a cleanup path may end a txn it never began. */
 ORDO_EXTERN void ordo_txn_end(ordo_txn_t *t);
 /* A handle's own id: unique within its ordo_t, increasing with begin order. */
 ORDO_EXTERN uint64_t ordo_txn_id(const ordo_txn_t *t);

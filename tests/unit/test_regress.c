@@ -689,6 +689,32 @@ static void test_idle_lock_not_read_as_held(void **state) {
   ordo_txn_end(u);
 }
 
+/* The documented no-ops, and the engine's face that the lock server uses
+ * instead of mem.c: a mem:// place and txn name their table and owner, and
+ * a txn takes a new priority only while it holds nothing. */
+static void test_engine_face(void **state) {
+  (void)state;
+  ordo_close(NULL);
+  ordo_txn_end(NULL);
+  assert_non_null(ordo__engine_table(O));
+  ordo_txn_t *t;
+  assert_int_equal(ordo_txn_begin(O, &t, NULL), 0);
+  ordo__owner *w = ordo__engine_owner(t);
+  assert_non_null(w);
+  assert_true(w->tab == ordo__engine_table(O));
+  assert_int_equal(ordo__txn_set_priority(t, 7), 0);
+  assert_int_equal(t->priority, 7);
+  assert_int_equal(w->priority, 7);
+  assert_int_equal(ordo_lock(t, "face", 4, ORDO_MODE_X, 0), 0);
+  assert_int_equal(ordo__owner_nholds(w), 1);
+  assert_int_equal(ordo__txn_set_priority(t, 9), ORDO_EBUSY);
+  assert_int_equal(t->priority, 7);
+  assert_int_equal(ordo_unlock_all(t), 1);
+  assert_int_equal(ordo__txn_set_priority(t, 9), 0);
+  assert_int_equal(w->priority, 9);
+  ordo_txn_end(t);
+}
+
 /* argv[1], if given, runs the cases it matches (cmocka's filter). */
 int main(int argc, char **argv) {
   if (argc > 1)
@@ -706,6 +732,7 @@ int main(int argc, char **argv) {
       CASE(test_pool_timeout_bounds),
       CASE(test_hold_count_limit),
       CASE(test_idle_lock_not_read_as_held),
+      CASE(test_engine_face),
 #undef CASE
   };
   return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
