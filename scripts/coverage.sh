@@ -24,11 +24,16 @@ start=$(date +%s)
 #   spin_*         the models of src/core/*.pml run in spin, not our C code;
 #   build_symbols  the instrumented library also exports gcov's own symbols;
 #   build_install  a program linked against the installed, instrumented
-#                  libordo.a needs libgcov, which its pkg-config does not say.
-# The fault harness (faults_*, 10^4 locks per backend) stays: it is the one
-# suite that reaches the remote backends' reconnect paths (about 35 lines of
-# src/backend and src/server), for under 3 minutes of this run.
-EXCLUDE='^(spin_.*|build_symbols|build_install)$'
+#                  libordo.a needs libgcov, which its pkg-config does not say;
+#   faults_*       the fault harness checks each call's latency against
+#                  bounds set for the optimised build, and at -O0 with
+#                  atomic counters, beside the rest of the suite, clients
+#                  broke them with no fault injected ("begin took 5728 ms
+#                  (bound 1600 ms)"). What it adds is about 35 lines of the
+#                  remote backends' reconnect paths (src/backend, no floor)
+#                  and 2 of src/server, for about 3 minutes:
+#                  COVERAGE_FAULTS=1 runs it too, after the rest, alone.
+EXCLUDE='^(spin_.*|build_symbols|build_install|faults_.*)$'
 
 # Every watchdog is doubled: -O0 with atomic counters is slower than the
 # plain build, and a slow run should fail on what it checks, not on time.
@@ -52,6 +57,12 @@ find "$BUILD" -name '*.gcda' -delete
 ctest --test-dir "$BUILD" --output-on-failure --no-tests=error -j "$JOBS" \
   --timeout 600 -E "$EXCLUDE"
 tests_rc=$?
+if [ "${COVERAGE_FAULTS:-0}" = 1 ]; then
+  # One backend at a time, with nothing else running: its bounds are on
+  # time.
+  ctest --test-dir "$BUILD" --output-on-failure --no-tests=error -j 1 \
+    --timeout 600 -R '^faults_' || tests_rc=1
+fi
 
 out="$BUILD/coverage"
 rm -rf "$out"
