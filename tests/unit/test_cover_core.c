@@ -114,24 +114,33 @@ static void bad_sweep(ordo_options_t *o) {
   o->sweep_ms = -1;
 }
 
+static const struct {
+  void (*fn)(ordo_options_t *);
+  const char *url;
+  int want;
+} refused[] = {
+    {bad_hold_sample, "mem://", ORDO_EINVAL},
+    {bad_max_locks, "mem://", ORDO_EINVAL},
+    {bad_key_len, "mem://", ORDO_EINVAL},
+    {bad_spin, "mem://", ORDO_EINVAL},
+    {bad_holds, "mem://", ORDO_EINVAL},
+    {bad_history, "mem://", ORDO_EINVAL},
+    {bad_window, "mem://", ORDO_EINVAL},
+    {bad_sweep, "mem://", ORDO_EINVAL},
+    /* The same checks apply to what a URL's query sets. */
+    {NULL, "mem://?hold_sample=3", ORDO_EINVAL},
+    {NULL, "mem://?alarm_window_s=0", ORDO_EINVAL},
+    /* A query that cannot be read is ORDO_EURL. */
+    {NULL, "mem://?stripes=", ORDO_EURL},
+    {NULL, "mem://?max_locks=-1", ORDO_EURL},
+    {NULL, "mem://?victim=eldest", ORDO_EURL},
+};
+
 static void test_bad_options(void **state) {
   (void)state;
   assert_int_equal(ordo_open(NULL, "mem://", NULL), ORDO_EINVAL);
-  open_refused(bad_hold_sample, "mem://", ORDO_EINVAL);
-  open_refused(bad_max_locks, "mem://", ORDO_EINVAL);
-  open_refused(bad_key_len, "mem://", ORDO_EINVAL);
-  open_refused(bad_spin, "mem://", ORDO_EINVAL);
-  open_refused(bad_holds, "mem://", ORDO_EINVAL);
-  open_refused(bad_history, "mem://", ORDO_EINVAL);
-  open_refused(bad_window, "mem://", ORDO_EINVAL);
-  open_refused(bad_sweep, "mem://", ORDO_EINVAL);
-  /* The same checks apply to what a URL's query sets. */
-  open_refused(NULL, "mem://?hold_sample=3", ORDO_EINVAL);
-  open_refused(NULL, "mem://?alarm_window_s=0", ORDO_EINVAL);
-  /* A query that cannot be read is ORDO_EURL. */
-  open_refused(NULL, "mem://?stripes=", ORDO_EURL);
-  open_refused(NULL, "mem://?max_locks=-1", ORDO_EURL);
-  open_refused(NULL, "mem://?victim=eldest", ORDO_EURL);
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+    open_refused(refused[i].fn, refused[i].url, refused[i].want);
 }
 
 /* Options a URL sets take effect: max_key_len=4 refuses a five-byte key
