@@ -39,7 +39,9 @@ EXCLUDE='^(spin_.*|build_symbols|build_install|faults_.*)$'
 # plain build, and a slow run should fail on what it checks, not on time.
 export ORDO_TEST_TIMEOUT_MULT=${ORDO_TEST_TIMEOUT_MULT:-2}
 
-if ! cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DORDO_COVERAGE=ON \
+# gcc by name: gcov reads gcc's counters, and CC may name another compiler.
+if ! cmake -S . -B "$BUILD" -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DORDO_COVERAGE=ON \
   -DORDO_WERROR=ON -DORDO_TESTS=ON -DORDO_BENCH=OFF >/dev/null; then
   echo "coverage: configuring $BUILD failed" >&2
   exit 1
