@@ -28,11 +28,12 @@ set -euo pipefail
 #   spin                                model-checks the engine's protocols (src/core/*.pml)
 #   iproute2, procps                    the fault harness: ip netns and veth pairs for the
 #                                       partition, ps for the processes a pause stops
+#   gcovr                               `make coverage`'s report of gcov's counts, per folder
 PACKAGES=(build-essential g++ cmake pkg-config libcmocka-dev clang python3
           libclang-rt-14-dev clang-format graphviz libuv1-dev libhiredis-dev
           redis-tools redis-server python3-redis tmux libpq-dev postgresql
           postgresql-contrib libdb5.3-dev gnuplot-nox valgrind spin iproute2
-          procps)
+          procps gcovr)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
