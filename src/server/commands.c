@@ -208,6 +208,7 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
   }
   long long wait = -1, lease = -1, prio = 0;
   bool have_prio = false;
+  const ordo__resp_arg *heldat = NULL;
   for (size_t i = 2 + 2 * (size_t)nk; i < argc; i += 2) {
     if (i + 1 >= argc) {
       ordo__out_error(&c->out, "ERR", "LOCK option '%.*s' needs a value",
@@ -225,13 +226,28 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
       have_prio = true;
       continue;
     }
+    if (arg_is(&argv[i], "HELDAT") && argv[i + 1].len > 0 &&
+        argv[i + 1].len <= ORDOD_HELDAT_MAX &&
+        !memchr(argv[i + 1].ptr, 0, argv[i + 1].len)) {
+      heldat = &argv[i + 1];
+      continue;
+    }
     ordo__out_error(&c->out, "ERR",
                     "bad LOCK option '%.*s %.*s': WAIT ms (0 tries once), "
-                    "LEASE ms (10..86400000), PRIORITY n",
+                    "LEASE ms (10..86400000), PRIORITY n, HELDAT "
+                    "shard[,shard...] (1..%d bytes)",
                     (int)argv[i].len, argv[i].ptr, (int)argv[i + 1].len,
-                    argv[i + 1].ptr);
+                    argv[i + 1].ptr, ORDOD_HELDAT_MAX);
     return;
   }
+  /* Each LOCK says anew where else the txn holds keys (none without it). */
+  char *where = heldat ? strndup(heldat->ptr, heldat->len) : NULL;
+  if (heldat && !where) {
+    ordo__out_error(&c->out, "ERR", "out of memory");
+    return;
+  }
+  free(ss->heldat);
+  ss->heldat = where;
   size_t total = 0;
   for (long long i = 0; i < nk; i++) {
     const ordo__resp_arg *k = &argv[2 + 2 * i], *m = &argv[3 + 2 * i];
@@ -452,6 +468,32 @@ static void cmd_session(conn *c, size_t argc, ordo__resp_arg *argv) {
   sess *ss = c->sess;
   if (arg_is(&argv[1], "ID") && argc == 2) {
     ordo__out_int(&c->out, (long long)ss->id);
+  } else if (arg_is(&argv[1], "GID") && argc == 2) {
+    if (!ss->have_gid) {
+      ordo__out_null(&c->out, c->resp == 3);
+      return;
+    }
+    char hex[ORDOD_GID_HEX + 1];
+    srv_gid_hex(ss->gid, hex);
+    ordo__out_bulk(&c->out, hex, ORDOD_GID_HEX);
+  } else if (arg_is(&argv[1], "GID") && argc == 3) {
+    uint8_t gid[ORDOD_GID_BYTES];
+    if (!srv_gid_parse(argv[2].ptr, argv[2].len, gid)) {
+      ordo__out_error(&c->out, "ERR",
+                      "SESSION GID wants %d hex digits (8 bytes of begin "
+                      "time, 8 random)",
+                      ORDOD_GID_HEX);
+      return;
+    }
+    if (ss->have_gid && memcmp(ss->gid, gid, sizeof gid) != 0) {
+      ordo__out_error(&c->out, "ERR",
+                      "this session's global id is set already; a session "
+                      "is one txn");
+      return;
+    }
+    memcpy(ss->gid, gid, sizeof gid);
+    ss->have_gid = true;
+    ordo__out_simple(&c->out, "OK");
   } else if (arg_is(&argv[1], "RESUMABLE") && argc == 2) {
     if (!ss->resumable) {
       if (srv_sess_make_resumable(s, ss) != 0) {
@@ -800,7 +842,8 @@ static const srv_cmd cmds[] = {
     {"HOLDERS", 2, 0, cmd_holders, "HOLDERS key: a key's holders and waiters"},
     {"GRAPH", -1, 0, cmd_graph, "GRAPH [DOT|JSON]: the wait-for graph"},
     {"SESSION", -2, 0, cmd_session,
-     "SESSION RESUMABLE | RESUME token | ID: resumable sessions"},
+     "SESSION RESUMABLE | RESUME token | ID | GID [hex]: resumable "
+     "sessions, the txn's global id"},
     {"INFO", -1, 0, cmd_info,
      "INFO [section]: server, clients, locks, "
      "deadlocks, latency, order, memory"},

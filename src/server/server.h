@@ -24,6 +24,11 @@
 /* A resume token: 16 bytes from getrandom(2), 32 hex digits. */
 #define ORDOD_TOKEN_BYTES 16
 #define ORDOD_TOKEN_HEX (2 * ORDOD_TOKEN_BYTES)
+/* A global txn id: 8 bytes of begin time and 8 random (docs/protocol.md). */
+#define ORDOD_GID_BYTES 16
+#define ORDOD_GID_HEX (2 * ORDOD_GID_BYTES)
+/* HELDAT's list: at most this many bytes of shard names. */
+#define ORDOD_HELDAT_MAX 4096
 /*
  * Before AUTH (with --requirepass), a connection may send requests of at
  * most ORDOD_PREAUTH_REQUEST bytes and ORDOD_PREAUTH_ARGS arguments (HELLO 3
@@ -145,6 +150,12 @@ struct sess {
   bool recheck;
   TAILQ_ENTRY(sess) rlink;
   sess *hnext; /* the server's id map */
+  /* The txn's global id across shards (SESSION GID; docs/protocol.md,
+   * "Shards"), set once; and where else it holds keys, as its last LOCK
+   * said (HELDAT: shard names, comma-separated, heap; NULL when none). */
+  bool have_gid;
+  uint8_t gid[ORDOD_GID_BYTES];
+  char *heldat;
 };
 
 /* An engine event, on its way to the loop. */
@@ -229,6 +240,10 @@ sess *srv_sess_by_token(srv *s, const char *token, size_t len);
 int srv_sess_make_resumable(srv *s, sess *ss);
 /* Fills buf with n bytes from getrandom(2); 0, or -1. */
 int srv_random(void *buf, size_t n);
+/* A global txn id in lowercase hex, and back (false: not 32 hex digits). */
+void srv_gid_hex(const uint8_t gid[ORDOD_GID_BYTES],
+                 char out[ORDOD_GID_HEX + 1]);
+bool srv_gid_parse(const char *s, size_t len, uint8_t gid[ORDOD_GID_BYTES]);
 void srv_sess_renew(sess *ss);
 void srv_sess_attach(conn *c, sess *ss);
 void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status)
