@@ -318,6 +318,7 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
                                lock_done, tag);
   if (rc == ORDO_PENDING) {
     s->lock_waits++;
+    srv_probe_wait_begin(s, ss);
     return; /* the reply comes with the event */
   }
   free(tag);
@@ -600,6 +601,8 @@ static void cmd_info(conn *c, size_t argc, ordo__resp_arg *argv) {
       (unsigned long long)st.deadlocks, (unsigned long long)st.reorders,
       (unsigned long long)st.sweep_finds, (unsigned long long)st.long_waits);
   }
+  if (SEC("probes") && n < sizeof buf)
+    n += srv_probe_info(s, buf + n, sizeof buf - n);
   if (SEC("latency")) {
     P("# "
       "Latency\r\nwait_p50_us:%llu\r\nwait_p99_us:%llu\r\nmax_wait_us:%llu\r\n"
@@ -844,6 +847,10 @@ static const srv_cmd cmds[] = {
     {"SESSION", -2, 0, cmd_session,
      "SESSION RESUMABLE | RESUME token | ID | GID [hex]: resumable "
      "sessions, the txn's global id"},
+    {"PEER", -2, 0, srv_probe_cmd,
+     "PEER HELLO name | BLOCKED | UNBLOCKED | PROBE | ABORT | CONFIRM | "
+     "CONFIRMED | UNPIN | RELEASE | RELEASED: between shards "
+     "(docs/distributed.md)"},
     {"INFO", -1, 0, cmd_info,
      "INFO [section]: server, clients, locks, "
      "deadlocks, latency, order, memory"},
