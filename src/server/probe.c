@@ -67,7 +67,7 @@ typedef struct pr_abort {
   int nhops;
   int want, yes; /* confirmations asked and granted */
   int release_want, released;
-  int phase; /* 0 confirming, 1 releasing */
+  int phase; /* 0 confirming, 1 releasing, 2 aborted (reply on its way) */
   uint64_t deadline_ms;
   struct pr_abort *next;
 } pr_abort;
@@ -84,6 +84,7 @@ struct srv_probe {
   TAILQ_HEAD(, sess) waiting; /* sessions with a gid that wait */
   uint64_t probes_sent, probes_received, probes_stale, deadlocks,
       confirms_failed, messages_dropped;
+  size_t nfrozen; /* sessions frozen since the count was last found 0 */
 };
 
 /* ---- Shards and links ---------------------------------------------------- */
@@ -372,6 +373,7 @@ static pr_remote *remote_find(srv_probe *p, const uint8_t *gid) {
  */
 
 static void cycle_found(srv_probe *p, pr_hop *h, int n);
+static void tick_arm(srv_probe *p);
 
 static void probe_send(srv_probe *p, int shard, const uint8_t *init,
                        const pr_remote *to, const pr_hop *h, int n) {
@@ -514,7 +516,10 @@ static void abort_free(srv_probe *p, pr_abort *a) {
   free(a);
 }
 
-/* Pins (until > 0) or unpins the hops of this shard. */
+/* Pins (until > 0) or unpins the hops of this shard: each hop's waiter
+ * cannot time out, and the txn it waits for cannot release, here, until
+ * the victim is aborted or the confirmation given up (or the pin's bound:
+ * a lost UNPIN holds nothing for long). */
 static void pin_hops(srv *s, const pr_hop *h, int n, uint64_t until_ns) {
   for (int i = 0; i < n; i++) {
     if (h[i].shard != 0)
@@ -522,7 +527,42 @@ static void pin_hops(srv *s, const pr_hop *h, int n, uint64_t until_ns) {
     sess *a = sess_by_gid(s, h[i].gid);
     if (a && a->waiting && a->gen == h[i].wseq && a->txn)
       (void)ordo__owner_pin(ordo__engine_owner(a->txn), until_ns);
+    sess *b = sess_by_gid(s, h[i].next);
+    if (!b)
+      continue;
+    if (until_ns) {
+      b->frozen = true;
+      b->frozen_until_ms = srv_now_ms() + PR_PIN_MS;
+      if (s->probe)
+        s->probe->nfrozen++;
+    } else if (b->frozen) {
+      srv_sess_thaw(b);
+    }
   }
+  if (s->probe)
+    tick_arm(s->probe);
+}
+
+/* Confirms this shard's hops of a cycle and pins them, in that order per
+ * hop: the pin succeeds only while the engine still has the wait (a
+ * timeout the engine has taken but the loop not yet heard of fails it),
+ * and then the edge is checked. All stand: true, pinned. Else false, and
+ * nothing stays pinned. */
+static bool confirm_hops(srv *s, const pr_hop *h, int n) {
+  uint64_t until = ordo__now_ns() + (uint64_t)PR_PIN_MS * 1000000u;
+  for (int i = 0; i < n; i++) {
+    if (h[i].shard != 0)
+      continue;
+    sess *a = sess_by_gid(s, h[i].gid);
+    if (!a || !a->waiting || a->gen != h[i].wseq || !a->txn ||
+        ordo__owner_pin(ordo__engine_owner(a->txn), until) != 0 ||
+        !hop_stands(s, &h[i])) {
+      pin_hops(s, h, n, 0);
+      return false;
+    }
+  }
+  pin_hops(s, h, n, until); /* and freezes the holders */
+  return true;
 }
 
 static void unpin_all(srv_probe *p, pr_abort *a) {
@@ -550,14 +590,15 @@ static void abort_begin(srv_probe *p, const pr_hop *h, int n, int v) {
   sess *vs = sess_by_gid(s, h[v].gid);
   if (!vs || !vs->waiting || vs->gen != h[v].wseq || vs->probe_aborting)
     return; /* gone, or another initiator's report of the same cycle */
-  for (int i = 0; i < n; i++)
-    if (h[i].shard == 0 && !hop_stands(s, &h[i])) {
-      p->confirms_failed++;
-      return;
-    }
-  pr_abort *a = calloc(1, sizeof *a);
-  if (!a)
+  if (!confirm_hops(s, h, n)) {
+    p->confirms_failed++;
     return;
+  }
+  pr_abort *a = calloc(1, sizeof *a);
+  if (!a) {
+    pin_hops(s, h, n, 0);
+    return;
+  }
   a->id = ++p->next_abort_id;
   memcpy(a->victim, h[v].gid, ORDOD_GID_BYTES);
   a->wseq = h[v].wseq;
@@ -567,7 +608,6 @@ static void abort_begin(srv_probe *p, const pr_hop *h, int n, int v) {
   a->next = p->aborts;
   p->aborts = a;
   vs->probe_aborting = true;
-  pin_hops(s, h, n, ordo__now_ns() + (uint64_t)PR_PIN_MS * 1000000u);
   bool asked[64] = {false};
   for (int i = 0; i < n; i++) {
     int sh = h[i].shard;
@@ -649,11 +689,32 @@ static void abort_finish(srv_probe *p, pr_abort *a) {
     srv_log(s, 1, "cross-shard deadlock: victim session %llu; cycle: %s",
             (unsigned long long)vs->id, vs->xcycle);
     (void)ordo__abort_wait(ordo__engine_owner(vs->txn), ORDO_EDEADLK);
+    a->phase = 2; /* aborted: its reply is on its way */
+    a->deadline_ms = srv_now_ms() + PR_CONFIRM_MS;
   }
-  if (vs)
-    vs->probe_aborting = false;
-  unpin_all(p, a);
-  abort_free(p, a);
+  if (!vs || !vs->xcycle[0]) {
+    /* Nothing to abort: let the cycle's waits go at once. */
+    if (vs)
+      vs->probe_aborting = false;
+    unpin_all(p, a);
+    abort_free(p, a);
+  }
+  /* Else the pins hold until the victim's -DEADLOCK is on its way
+   * (srv_probe_victim_told): whatever the pins hold back (a timeout, a
+   * release) then comes after the abort, to its client too. */
+}
+
+void srv_probe_victim_told(srv *s, sess *vs) {
+  srv_probe *p = s->probe;
+  if (!p || !vs->have_gid)
+    return;
+  for (pr_abort *a = p->aborts; a; a = a->next)
+    if (a->phase == 2 && memcmp(a->victim, vs->gid, ORDOD_GID_BYTES) == 0) {
+      vs->probe_aborting = false;
+      unpin_all(p, a);
+      abort_free(p, a);
+      return;
+    }
 }
 
 /* ---- The loop's hooks ------------------------------------------------------
@@ -670,6 +731,18 @@ static void tick_arm(srv_probe *p) {
   for (pr_abort *a = p->aborts; a; a = a->next)
     if (a->deadline_ms < due)
       due = a->deadline_ms;
+  if (p->nfrozen && p->s->smap_cap) {
+    bool any = false;
+    for (size_t i = 0; i < p->s->smap_cap; i++)
+      for (sess *x = p->s->smap[i]; x; x = x->hnext)
+        if (x->frozen) {
+          any = true;
+          if (x->frozen_until_ms < due)
+            due = x->frozen_until_ms;
+        }
+    if (!any)
+      p->nfrozen = 0;
+  }
   if (due == UINT64_MAX)
     uv_timer_stop(&p->tick);
   else
@@ -679,6 +752,11 @@ static void tick_arm(srv_probe *p) {
 static void tick_fired(uv_timer_t *t) {
   srv_probe *p = t->data;
   uint64_t now = srv_now_ms();
+  if (p->nfrozen)
+    for (size_t i = 0; i < p->s->smap_cap; i++)
+      for (sess *x = p->s->smap[i]; x; x = x->hnext)
+        if (x->frozen && x->frozen_until_ms <= now)
+          srv_sess_thaw(x);
   sess *ss;
   TAILQ_FOREACH(ss, &p->waiting, plink) {
     if (ss->probe_due_ms > now)
@@ -701,8 +779,11 @@ static void tick_fired(uv_timer_t *t) {
         vs->probe_aborting = false;
       unpin_all(p, a);
       abort_free(p, a);
-    } else {
+    } else if (a->phase == 1) {
       abort_finish(p, a); /* a shard that never acked: its leases end */
+    } else {
+      unpin_all(p, a); /* the victim went before its reply */
+      abort_free(p, a);
     }
   }
   tick_arm(p);
@@ -848,12 +929,7 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
   } else if (is(&argv[1], "CONFIRM") && n >= 3 && arg_u64(&v[0], &a) &&
              parse_hops(p, &v[2], n - 2, h, &nh)) {
     int from = shard_by_name(p, v[1].ptr, v[1].len);
-    int yes = 1;
-    for (int i = 0; i < nh; i++)
-      if (h[i].shard == 0 && !hop_stands(s, &h[i]))
-        yes = 0;
-    if (yes)
-      pin_hops(s, h, nh, ordo__now_ns() + (uint64_t)PR_PIN_MS * 1000000u);
+    int yes = confirm_hops(s, h, nh);
     if (from > 0)
       reply_to(p, from, "CONFIRMED", a, yes);
   } else if (is(&argv[1], "CONFIRMED") && n == 2 && arg_u64(&v[0], &a) &&

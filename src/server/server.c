@@ -519,10 +519,12 @@ static void wake_cb(uv_async_t *a) {
         }
       }
       ss->xcycle[0] = 0;
-      if (c) {
+      if (c)
         conn_flush(c);
+      if (xvictim)
+        srv_probe_victim_told(s, ss);
+      if (c)
         conn_process(c); /* requests that queued behind the LOCK */
-      }
     }
     free(q);
   }
@@ -703,6 +705,12 @@ static void conn_defer(conn *c) {
   uv_idle_start(&s->turn, turn_cb);
 }
 
+void srv_sess_thaw(sess *ss) {
+  ss->frozen = false;
+  if (ss->c && !ss->c->closing && ss->c->inlen > 0)
+    conn_defer(ss->c); /* its requests run in the next turn */
+}
+
 /* One turn's budget for each connection deferred before this turn (one
  * that has more again goes to the back, for the next turn), between which
  * the loop serves every other client's reads and timers. */
@@ -733,7 +741,8 @@ static void conn_process(conn *c) {
   srv *s = c->s;
   size_t off = 0, ran = 0, wrote = 0;
   bool more = false;
-  while (!c->closing && off < c->inlen && !(c->sess && c->sess->waiting)) {
+  while (!c->closing && off < c->inlen &&
+         !(c->sess && (c->sess->waiting || c->sess->frozen))) {
     if (c->inlen - off < c->need)
       break;
     if (ran == ORDOD_TURN_REQUESTS || wrote >= ORDOD_TURN_OUTPUT) {

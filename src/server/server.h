@@ -170,6 +170,11 @@ struct sess {
    * waits; a cross-shard abort of it under way; when it is probed next and
    * how often; the cycle its -DEADLOCK names (empty: the engine's). */
   bool probe_listed, probe_told, probe_aborting;
+  /* A confirmed cycle waits for it here: its requests wait (a release
+   * would break the cycle between the confirmation and the abort) until
+   * UNPIN or frozen_until_ms (srv_sess_thaw). */
+  bool frozen;
+  uint64_t frozen_until_ms;
   unsigned probe_every_ms;
   uint64_t probe_due_ms;
   TAILQ_ENTRY(sess) plink;
@@ -273,6 +278,8 @@ void srv_lock_reply(conn *c, sess *ss);
  * ...]; returns how many. Loop thread only. */
 size_t srv_held_write(ordo__out *out, srv *s, sess *ss, bool lost);
 void srv_sess_drop(srv *s, sess *ss);
+/* Ends a freeze (probe.c): the session's queued requests run next turn. */
+void srv_sess_thaw(sess *ss);
 void srv_dispatch(conn *c, size_t argc, ordo__resp_arg *argv);
 
 /* probe.c: shards' peer links and deadlock probes (docs/distributed.md). */
@@ -280,6 +287,8 @@ int srv_probe_init(srv *s, char *err, size_t errlen);
 void srv_probe_close(srv *s);
 void srv_probe_wait_begin(srv *s, sess *ss);
 void srv_probe_wait_end(srv *s, sess *ss);
+/* A cross-shard victim's -DEADLOCK has been written: its cycle's pins go. */
+void srv_probe_victim_told(srv *s, sess *vs);
 void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv);
 size_t srv_probe_info(srv *s, char *buf, size_t cap);
 int srv_conf_parse_file(srv_config *cfg, const char *path, char *err,
