@@ -455,13 +455,28 @@ def case_phantoms(c, cycles=None):
     assert stats["phantoms"] == 0, stats
 
 
+def case_long_cycles(c8):
+    """Cycles of 2, 4, 8 and 16 txns over 2, 4, 8 and 8 shards (round
+    robin): each found, one victim, the youngest; prints how long each
+    took from the LOCK that closed it to the last reply."""
+    for n, k in [(2, 2), (4, 4), (8, 8), (16, 8)]:
+        t0 = time.monotonic()
+        txns, out = ring(c8, [i % k for i in range(n)])
+        v = victims_of(out)
+        assert len(v) == 1 and v[0].gid == max(t.gid for t in txns), (n, out)
+        print("  cycle of %d over %d shards: %.1f ms" % (
+            n, k, (time.monotonic() - t0) * 1000))
+        for t in txns:
+            t.end()
+
+
 CASES = [case_two_shards, case_priority, case_three_shards, case_local_cycle,
          case_shared_txn, case_phantoms]
 
 
 def main():
     c = Cluster(3, "--probe-delay", "1")
-    done = watchdog(c, 120)
+    done = watchdog(c, 240)
     failed = 0
     for case in CASES:
         try:
@@ -473,9 +488,19 @@ def main():
             traceback.print_exc()
             print(c.graphs())
         sys.stdout.flush()
-    done.set()
     c.stop()
-    print("%d passed, %d failed" % (len(CASES) - failed, failed))
+    c8 = Cluster(8, "--probe-delay", "1")
+    try:
+        case_long_cycles(c8)
+        print("ok   case_long_cycles")
+    except Exception:
+        failed += 1
+        print("FAIL case_long_cycles")
+        traceback.print_exc()
+        print(c8.graphs())
+    done.set()
+    c8.stop()
+    print("%d passed, %d failed" % (len(CASES) + 1 - failed, failed))
     return 1 if failed else 0
 
 
