@@ -87,35 +87,6 @@ int srv_random(void *buf, size_t n) {
   return 0;
 }
 
-void srv_gid_hex(const uint8_t gid[ORDOD_GID_BYTES],
-                 char out[ORDOD_GID_HEX + 1]) {
-  static const char hx[] = "0123456789abcdef";
-  for (int i = 0; i < ORDOD_GID_BYTES; i++) {
-    out[2 * i] = hx[gid[i] >> 4];
-    out[2 * i + 1] = hx[gid[i] & 15];
-  }
-  out[ORDOD_GID_HEX] = 0;
-}
-
-bool srv_gid_parse(const char *s, size_t len, uint8_t gid[ORDOD_GID_BYTES]) {
-  if (len != ORDOD_GID_HEX)
-    return false;
-  for (size_t i = 0; i < len; i++) {
-    char ch = s[i];
-    int v = ch >= '0' && ch <= '9'   ? ch - '0'
-            : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-            : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
-                                     : -1;
-    if (v < 0)
-      return false;
-    if (i % 2 == 0)
-      gid[i / 2] = (uint8_t)(v << 4);
-    else
-      gid[i / 2] |= (uint8_t)v;
-  }
-  return true;
-}
-
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
 #define SIPROUND                                                               \
   do {                                                                         \
