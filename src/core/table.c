@@ -773,7 +773,7 @@ bool ordo__abort_locked(ordo__table *tab, ordo__owner *w, int status,
 static uint64_t next_alarm(const ordo__table *tab, const ordo__owner *w) {
   uint64_t t = UINT64_MAX;
   if (w->use_timer)
-    t = w->deadline_ns;
+    t = w->deadline_ns > w->pin_ns ? w->deadline_ns : w->pin_ns;
   if (tab->opts.detect == ORDO_DETECT_DELAYED && !w->checked) {
     uint64_t c = w->enq_ns + (uint64_t)tab->opts.deadlock_timeout_ms * 1000000u;
     if (c < t)
@@ -797,7 +797,7 @@ static void alarm_due(ordo__table *tab, ordo__owner *w, ordo__owner **fire)
   if (atomic_load_explicit(&w->state, memory_order_relaxed) != ORDO__WAITING)
     return;
   uint64_t now = ordo__now_ns();
-  if (w->use_timer && w->deadline_ns <= now) {
+  if (w->use_timer && w->deadline_ns <= now && w->pin_ns <= now) {
     ordo__abort_locked(tab, w, ORDO_ETIMEDOUT, fire);
     return;
   }
@@ -1110,6 +1110,25 @@ int ordo__owner_set_priority(ordo__owner *w, int priority) {
   return rc;
 }
 
+int ordo__owner_pin(ordo__owner *w, uint64_t until_ns) {
+  ordo__table *tab = w->tab;
+  int rc = ORDO_ENOTHELD;
+  ordo__mutex_lock(&tab->wait_mu);
+  if (atomic_load_explicit(&w->state, memory_order_relaxed) == ORDO__WAITING) {
+    w->pin_ns = until_ns;
+    rc = 0;
+    if (w->use_timer) {
+      /* Re-keyed: a pin moves the deadline's alarm later, an unpin back
+       * (to now, if the deadline has passed meanwhile). */
+      w->alarm_ns = next_alarm(tab, w);
+      if (w->alarm_ns != UINT64_MAX)
+        timer_add(tab, w);
+    }
+  }
+  ordo__mutex_unlock(&tab->wait_mu);
+  return rc;
+}
+
 int ordo__txn_set_priority(ordo_txn_t *t, int priority) {
   ordo__owner *w = ordo__engine_owner(t);
   if (!w)
@@ -1336,6 +1355,7 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
       now = ordo__now_ns();
     w->enq_ns = now;
     w->deadline_ns = deadline_ns;
+    w->pin_ns = 0;
     w->cb = cb;
     w->cbarg = arg;
     for (size_t i = 0; i < n; i++) {

@@ -104,6 +104,9 @@ struct ordo__owner {
   uint32_t *stripes;
   size_t nstripes;
   uint64_t enq_ns, deadline_ns;
+  /* A pin (ordo__owner_pin): the deadline ends no wait before this time;
+   * under wait_mu; 0 for none, and 0 again at each new request. */
+  uint64_t pin_ns;
   ordo__event_cb cb;
   void *cbarg;
   /* The fast path's counts (requests granted, keys released), written by
@@ -255,6 +258,13 @@ static inline ordo__table *ordo__engine_table(const ordo_t *o) {
 static inline ordo__owner *ordo__engine_owner(const ordo_txn_t *t) {
   return t->engine;
 }
+/* Pins w's waiting request: its deadline does not end it before until_ns
+ * (CLOCK_MONOTONIC; 0 unpins, and a deadline already past then ends it at
+ * once). A request of the timer's (ORDO__WAIT_EVENT) only. It is what a
+ * distributed deadlock check needs while it confirms a cycle: the edges it
+ * has confirmed cannot end by a timeout before the victim is chosen
+ * (docs/distributed.md). 0, or ORDO_ENOTHELD when w waits for nothing. */
+int ordo__owner_pin(ordo__owner *w, uint64_t until_ns);
 /* ordo__owner_set_priority for a txn, whose own priority then says the new
  * one too: 0, ORDO_EBUSY (nothing changed), or ORDO_ENOTSUP on a remote
  * place. */

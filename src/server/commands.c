@@ -183,6 +183,36 @@ void srv_lock_reply(conn *c, sess *ss) {
   }
 }
 
+/* A global txn id in hex, and back (server.h). */
+void srv_gid_hex(const uint8_t gid[ORDOD_GID_BYTES],
+                 char out[ORDOD_GID_HEX + 1]) {
+  static const char hx[] = "0123456789abcdef";
+  for (int i = 0; i < ORDOD_GID_BYTES; i++) {
+    out[2 * i] = hx[gid[i] >> 4];
+    out[2 * i + 1] = hx[gid[i] & 15];
+  }
+  out[ORDOD_GID_HEX] = 0;
+}
+
+bool srv_gid_parse(const char *s, size_t len, uint8_t gid[ORDOD_GID_BYTES]) {
+  if (len != ORDOD_GID_HEX)
+    return false;
+  for (size_t i = 0; i < len; i++) {
+    char ch = s[i];
+    int v = ch >= '0' && ch <= '9'   ? ch - '0'
+            : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+            : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                     : -1;
+    if (v < 0)
+      return false;
+    if (i % 2 == 0)
+      gid[i / 2] = (uint8_t)(v << 4);
+    else
+      gid[i / 2] |= (uint8_t)v;
+  }
+  return true;
+}
+
 static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
   srv *s = c->s;
   sess *ss = c->sess;
@@ -208,6 +238,7 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
   }
   long long wait = -1, lease = -1, prio = 0;
   bool have_prio = false;
+  const ordo__resp_arg *heldat = NULL;
   for (size_t i = 2 + 2 * (size_t)nk; i < argc; i += 2) {
     if (i + 1 >= argc) {
       ordo__out_error(&c->out, "ERR", "LOCK option '%.*s' needs a value",
@@ -225,13 +256,28 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
       have_prio = true;
       continue;
     }
+    if (arg_is(&argv[i], "HELDAT") && argv[i + 1].len > 0 &&
+        argv[i + 1].len <= ORDOD_HELDAT_MAX &&
+        !memchr(argv[i + 1].ptr, 0, argv[i + 1].len)) {
+      heldat = &argv[i + 1];
+      continue;
+    }
     ordo__out_error(&c->out, "ERR",
                     "bad LOCK option '%.*s %.*s': WAIT ms (0 tries once), "
-                    "LEASE ms (10..86400000), PRIORITY n",
+                    "LEASE ms (10..86400000), PRIORITY n, HELDAT "
+                    "shard[,shard...] (1..%d bytes)",
                     (int)argv[i].len, argv[i].ptr, (int)argv[i + 1].len,
-                    argv[i + 1].ptr);
+                    argv[i + 1].ptr, ORDOD_HELDAT_MAX);
     return;
   }
+  /* Each LOCK says anew where else the txn holds keys (none without it). */
+  char *where = heldat ? strndup(heldat->ptr, heldat->len) : NULL;
+  if (heldat && !where) {
+    ordo__out_error(&c->out, "ERR", "out of memory");
+    return;
+  }
+  free(ss->heldat);
+  ss->heldat = where;
   size_t total = 0;
   for (long long i = 0; i < nk; i++) {
     const ordo__resp_arg *k = &argv[2 + 2 * i], *m = &argv[3 + 2 * i];
@@ -302,6 +348,7 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
                                lock_done, tag);
   if (rc == ORDO_PENDING) {
     s->lock_waits++;
+    srv_probe_wait_begin(s, ss);
     return; /* the reply comes with the event */
   }
   free(tag);
@@ -452,6 +499,32 @@ static void cmd_session(conn *c, size_t argc, ordo__resp_arg *argv) {
   sess *ss = c->sess;
   if (arg_is(&argv[1], "ID") && argc == 2) {
     ordo__out_int(&c->out, (long long)ss->id);
+  } else if (arg_is(&argv[1], "GID") && argc == 2) {
+    if (!ss->have_gid) {
+      ordo__out_null(&c->out, c->resp == 3);
+      return;
+    }
+    char hex[ORDOD_GID_HEX + 1];
+    srv_gid_hex(ss->gid, hex);
+    ordo__out_bulk(&c->out, hex, ORDOD_GID_HEX);
+  } else if (arg_is(&argv[1], "GID") && argc == 3) {
+    uint8_t gid[ORDOD_GID_BYTES];
+    if (!srv_gid_parse(argv[2].ptr, argv[2].len, gid)) {
+      ordo__out_error(&c->out, "ERR",
+                      "SESSION GID wants %d hex digits (8 bytes of begin "
+                      "time, 8 random)",
+                      ORDOD_GID_HEX);
+      return;
+    }
+    if (ss->have_gid && memcmp(ss->gid, gid, sizeof gid) != 0) {
+      ordo__out_error(&c->out, "ERR",
+                      "this session's global id is set already; a session "
+                      "is one txn");
+      return;
+    }
+    memcpy(ss->gid, gid, sizeof gid);
+    ss->have_gid = true;
+    ordo__out_simple(&c->out, "OK");
   } else if (arg_is(&argv[1], "RESUMABLE") && argc == 2) {
     if (!ss->resumable) {
       if (srv_sess_make_resumable(s, ss) != 0) {
@@ -558,6 +631,8 @@ static void cmd_info(conn *c, size_t argc, ordo__resp_arg *argv) {
       (unsigned long long)st.deadlocks, (unsigned long long)st.reorders,
       (unsigned long long)st.sweep_finds, (unsigned long long)st.long_waits);
   }
+  if (SEC("probes") && n < sizeof buf)
+    n += srv_probe_info(s, buf + n, sizeof buf - n);
   if (SEC("latency")) {
     P("# "
       "Latency\r\nwait_p50_us:%llu\r\nwait_p99_us:%llu\r\nmax_wait_us:%llu\r\n"
@@ -800,7 +875,12 @@ static const srv_cmd cmds[] = {
     {"HOLDERS", 2, 0, cmd_holders, "HOLDERS key: a key's holders and waiters"},
     {"GRAPH", -1, 0, cmd_graph, "GRAPH [DOT|JSON]: the wait-for graph"},
     {"SESSION", -2, 0, cmd_session,
-     "SESSION RESUMABLE | RESUME token | ID: resumable sessions"},
+     "SESSION RESUMABLE | RESUME token | ID | GID [hex]: resumable "
+     "sessions, the txn's global id"},
+    {"PEER", -2, 0, srv_probe_cmd,
+     "PEER HELLO name | BLOCKED | UNBLOCKED | PROBE | ABORT | CONFIRM | "
+     "CONFIRMED | UNPIN | RELEASE | RELEASED: between shards "
+     "(docs/distributed.md)"},
     {"INFO", -1, 0, cmd_info,
      "INFO [section]: server, clients, locks, "
      "deadlocks, latency, order, memory"},

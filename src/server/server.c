@@ -223,6 +223,7 @@ static void sess_free_cb(uv_handle_t *h) {
   sess *ss = h->data;
   free(ss->req);
   free(ss->keybuf);
+  free(ss->heldat);
   free(ss);
 }
 
@@ -232,6 +233,8 @@ void srv_sess_drop(srv *s, sess *ss) {
   if (ss->closing)
     return;
   ss->closing = true;
+  if (ss->waiting)
+    srv_probe_wait_end(s, ss);
   smap_remove(s, ss);
   tmap_remove(s, ss);
   if (ss->recheck) {
@@ -435,6 +438,7 @@ static void wake_cb(uv_async_t *a) {
       if (!ss || !ss->waiting || ss->gen != q[i].gen)
         continue; /* a stale event: the session or its LOCK is gone */
       ss->waiting = false;
+      srv_probe_wait_end(s, ss);
       /* The wait kept the lease alive; the lease runs anew from its end,
        * so a grant is never lost to a lease that ran out meanwhile. A
        * detached session's lease is left alone: it counts from the detach,
@@ -442,6 +446,11 @@ static void wake_cb(uv_async_t *a) {
       conn *c = ss->c;
       if (c)
         srv_sess_renew(ss);
+      /* A cross-shard victim (probe.c): its other shards have let its keys
+       * go; so does this one, before the reply says so. */
+      bool xvictim = q[i].status == ORDO_EDEADLK && ss->xcycle[0];
+      if (xvictim)
+        (void)ordo_unlock_all(ss->txn);
       if (q[i].status == 0) {
         s->lock_grants++;
         if (c)
@@ -455,8 +464,10 @@ static void wake_cb(uv_async_t *a) {
         } else if (q[i].status == ORDO_EDEADLK) {
           s->deadlock_victims++;
           ordo_deadlock_t d;
-          char cyc[512] = "";
-          if (ordo_deadlocks(s->o, &d, 1) == 1) {
+          char cyc[1024] = "";
+          if (xvictim) {
+            snprintf(cyc, sizeof cyc, "%s", ss->xcycle);
+          } else if (ordo_deadlocks(s->o, &d, 1) == 1) {
             size_t used = 0;
             for (size_t k = 0; k < d.nedges && k < ORDO_DL_MAX_EDGES; k++) {
               int w = snprintf(cyc + used, sizeof cyc - used,
@@ -470,18 +481,21 @@ static void wake_cb(uv_async_t *a) {
             }
           }
           ordo__out_error(&c->out, "DEADLOCK",
-                          "chosen as the victim of a deadlock; every lock of "
-                          "this session was released; retry. cycle: %s",
-                          cyc);
+                          "chosen as the victim of a %sdeadlock; every lock "
+                          "of this session was released; retry. cycle: %s",
+                          xvictim ? "cross-shard " : "", cyc);
         } else {
           ordo__out_error(&c->out, "ERR", "the LOCK ended: %s",
                           ordo_strerror(q[i].status));
         }
       }
-      if (c) {
+      ss->xcycle[0] = 0;
+      if (c)
         conn_flush(c);
+      if (xvictim)
+        srv_probe_victim_told(s, ss);
+      if (c)
         conn_process(c); /* requests that queued behind the LOCK */
-      }
     }
     free(q);
   }
@@ -662,6 +676,12 @@ static void conn_defer(conn *c) {
   uv_idle_start(&s->turn, turn_cb);
 }
 
+void srv_sess_thaw(sess *ss) {
+  ss->frozen = false;
+  if (ss->c && !ss->c->closing && ss->c->inlen > 0)
+    conn_defer(ss->c); /* its requests run in the next turn */
+}
+
 /* One turn's budget for each connection deferred before this turn (one
  * that has more again goes to the back, for the next turn), between which
  * the loop serves every other client's reads and timers. */
@@ -692,7 +712,8 @@ static void conn_process(conn *c) {
   srv *s = c->s;
   size_t off = 0, ran = 0, wrote = 0;
   bool more = false;
-  while (!c->closing && off < c->inlen && !(c->sess && c->sess->waiting)) {
+  while (!c->closing && off < c->inlen &&
+         !(c->sess && (c->sess->waiting || c->sess->frozen))) {
     if (c->inlen - off < c->need)
       break;
     if (ran == ORDOD_TURN_REQUESTS || wrote >= ORDOD_TURN_OUTPUT) {
@@ -996,6 +1017,7 @@ static void conf_defaults(srv_config *c) {
   c->starvation_us = 1000;
   c->starvation_holds = 8;
   c->verbose = 1;
+  c->probe_delay_ms = 1;
 }
 
 /* One option by name; 0, or -1 with err set. Shared by flags and the
@@ -1071,6 +1093,21 @@ static int conf_set(srv_config *c, const char *name, const char *val, char *err,
     c->verbose = (int)v;
   } else if (IS("no-restart-delay")) {
     c->no_restart_delay = true;
+  } else if (IS("peers")) {
+    if (!val || strlen(val) >= sizeof c->peers) {
+      snprintf(err, errlen, "--peers wants host:port[,host:port...]");
+      return -1;
+    }
+    snprintf(c->peers, sizeof c->peers, "%s", val);
+  } else if (IS("shard-name")) {
+    if (!val || !*val || strlen(val) >= sizeof c->shard_name) {
+      snprintf(err, errlen, "--shard-name wants host:port as peers write it");
+      return -1;
+    }
+    snprintf(c->shard_name, sizeof c->shard_name, "%s", val);
+  } else if (IS("probe-delay")) {
+    NUM(0, 60000);
+    c->probe_delay_ms = (long)v;
   } else {
     snprintf(err, errlen, "unknown option '%s' (see ordod --help)", name);
     return -1;
@@ -1155,6 +1192,13 @@ static void usage(FILE *f) {
       "                      flags win)\n"
       "  --verbose N         0 warnings, 1 info (default), 2 debug; 0 also\n"
       "                      turns off the engine's long-wait log\n"
+      "  --peers LIST        the other shards, host:port,... (with this\n"
+      "                      server's --requirepass): deadlocks across\n"
+      "                      shards are found by probes (docs/distributed.md)\n"
+      "  --shard-name NAME   this shard's name as clients and peers write it\n"
+      "                      (default BIND:PORT)\n"
+      "  --probe-delay MS    a wait this old is probed (default 1; 0: at "
+      "once)\n"
       "  --help              this text\n\n"
       "Once it accepts connections it prints 'ready port=N' on stdout.\n"
       "Commands: docs/protocol.md, or COMMAND DOCS.\n",
@@ -1224,6 +1268,9 @@ int main(int argc, char **argv) {
       {"starvation-us", required_argument, 0, 0},
       {"starvation-holds", required_argument, 0, 0},
       {"verbose", required_argument, 0, 0},
+      {"peers", required_argument, 0, 0},
+      {"shard-name", required_argument, 0, 0},
+      {"probe-delay", required_argument, 0, 0},
       {"no-restart-delay", no_argument, 0, 0},
       {"config", required_argument, 0, 0},
       {"help", no_argument, 0, 'h'},
@@ -1403,6 +1450,13 @@ int main(int argc, char **argv) {
   srv_log(s, 1, "listening on %s:%d%s%s, fencing epoch %llu", s->cfg.bind, port,
           s->have_unix ? " and " : "", s->have_unix ? s->cfg.unixsocket : "",
           (unsigned long long)s->epoch);
+  {
+    char perr[512];
+    if (srv_probe_init(s, perr, sizeof perr) != 0) {
+      fprintf(stderr, "ordod: %s\n", perr);
+      return 2;
+    }
+  }
   printf("ready port=%d\n", port);
   fflush(stdout);
 
@@ -1419,6 +1473,7 @@ int main(int argc, char **argv) {
   uv_walk(s->loop, close_walk, NULL);
   uv_run(s->loop, UV_RUN_DEFAULT);
   uv_loop_close(s->loop);
+  srv_probe_close(s);
   ordo_close(s->o);
   state_close_clean(s);
   if (s->have_unix)

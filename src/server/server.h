@@ -24,6 +24,13 @@
 /* A resume token: 16 bytes from getrandom(2), 32 hex digits. */
 #define ORDOD_TOKEN_BYTES 16
 #define ORDOD_TOKEN_HEX (2 * ORDOD_TOKEN_BYTES)
+/* A global txn id: 8 bytes of begin time and 8 random (docs/protocol.md). */
+#define ORDOD_GID_BYTES 16
+#define ORDOD_GID_HEX (2 * ORDOD_GID_BYTES)
+/* HELDAT's list: at most this many bytes of shard names. */
+#define ORDOD_HELDAT_MAX 4096
+/* A shard's name, "host:port" (docs/distributed.md). */
+#define ORDOD_SHARD_NAME 256
 /*
  * Before AUTH (with --requirepass), a connection may send requests of at
  * most ORDOD_PREAUTH_REQUEST bytes and ORDOD_PREAUTH_ARGS arguments (HELLO 3
@@ -72,11 +79,18 @@ typedef struct srv_config {
   unsigned starvation_holds; /* ...or this many mean hold times */
   char config[512];          /* the config file read, if any */
   int verbose;               /* 0 warnings, 1 info, 2 debug */
+  /* Shards (docs/distributed.md): the other shards, comma-separated;
+   * this one's name (default bind:port); how long a wait lasts before it
+   * is probed (0: at once). */
+  char peers[4096];
+  char shard_name[ORDOD_SHARD_NAME];
+  long probe_delay_ms;
 } srv_config;
 
 typedef struct srv srv;
 typedef struct sess sess;
 typedef struct conn conn;
+typedef struct srv_probe srv_probe;
 
 /* A connection: a socket and its buffers. */
 struct conn {
@@ -115,6 +129,7 @@ struct conn {
    * budget did not run; reading is stopped until they have run. */
   bool deferred;
   TAILQ_ENTRY(conn) dlink;
+  bool peer; /* said PEER HELLO: another shard's link */
 };
 
 /* A session: a txn, its lease, its wait. Outlives its connection when it
@@ -145,6 +160,25 @@ struct sess {
   bool recheck;
   TAILQ_ENTRY(sess) rlink;
   sess *hnext; /* the server's id map */
+  /* The txn's global id across shards (SESSION GID; docs/protocol.md,
+   * "Shards"), set once; and where else it holds keys, as its last LOCK
+   * said (HELDAT: shard names, comma-separated, heap; NULL when none). */
+  bool have_gid;
+  uint8_t gid[ORDOD_GID_BYTES];
+  char *heldat;
+  /* Probes (probe.c): on the waiting list; told the HELDAT shards where it
+   * waits; a cross-shard abort of it under way; when it is probed next and
+   * how often; the cycle its -DEADLOCK names (empty: the engine's). */
+  bool probe_listed, probe_told, probe_aborting;
+  /* A confirmed cycle waits for it here: its requests wait (a release
+   * would break the cycle between the confirmation and the abort) until
+   * UNPIN or frozen_until_ms (srv_sess_thaw). */
+  bool frozen;
+  uint64_t frozen_until_ms;
+  unsigned probe_every_ms;
+  uint64_t probe_due_ms;
+  TAILQ_ENTRY(sess) plink;
+  char xcycle[1024];
 };
 
 /* An engine event, on its way to the loop. */
@@ -199,6 +233,7 @@ struct srv {
   char order_last[512];
   ordo__resp_arg *argv; /* the parser's argument array, cfg.max_keys*2+16 */
   size_t max_args;
+  srv_probe *probe; /* the peers and probes, NULL without --peers */
 };
 
 /* The command table (commands.c). */
@@ -229,6 +264,10 @@ sess *srv_sess_by_token(srv *s, const char *token, size_t len);
 int srv_sess_make_resumable(srv *s, sess *ss);
 /* Fills buf with n bytes from getrandom(2); 0, or -1. */
 int srv_random(void *buf, size_t n);
+/* A global txn id in lowercase hex, and back (false: not 32 hex digits). */
+void srv_gid_hex(const uint8_t gid[ORDOD_GID_BYTES],
+                 char out[ORDOD_GID_HEX + 1]);
+bool srv_gid_parse(const char *s, size_t len, uint8_t gid[ORDOD_GID_BYTES]);
 void srv_sess_renew(sess *ss);
 void srv_sess_attach(conn *c, sess *ss);
 void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status)
@@ -239,7 +278,19 @@ void srv_lock_reply(conn *c, sess *ss);
  * ...]; returns how many. Loop thread only. */
 size_t srv_held_write(ordo__out *out, srv *s, sess *ss, bool lost);
 void srv_sess_drop(srv *s, sess *ss);
+/* Ends a freeze (probe.c): the session's queued requests run next turn. */
+void srv_sess_thaw(sess *ss);
 void srv_dispatch(conn *c, size_t argc, ordo__resp_arg *argv);
+
+/* probe.c: shards' peer links and deadlock probes (docs/distributed.md). */
+int srv_probe_init(srv *s, char *err, size_t errlen);
+void srv_probe_close(srv *s);
+void srv_probe_wait_begin(srv *s, sess *ss);
+void srv_probe_wait_end(srv *s, sess *ss);
+/* A cross-shard victim's -DEADLOCK has been written: its cycle's pins go. */
+void srv_probe_victim_told(srv *s, sess *vs);
+void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv);
+size_t srv_probe_info(srv *s, char *buf, size_t cap);
 int srv_conf_parse_file(srv_config *cfg, const char *path, char *err,
                         size_t errlen);
 /* The name of a lock-order checker mode: "off", "warn" or "refuse". */

@@ -7,6 +7,10 @@
 set(ORDO_IT ${CMAKE_CURRENT_LIST_DIR})
 add_test(NAME integration_ordod
   COMMAND /usr/bin/python3 ${ORDO_IT}/test_ordod.py $<TARGET_FILE:ordod>)
+# Shards of ordod linked by --peers: deadlocks across them found by probes
+# (docs/distributed.md), 10,000 cycles of the phantom check among them.
+add_test(NAME integration_probes
+  COMMAND /usr/bin/python3 ${ORDO_IT}/test_probes.py $<TARGET_FILE:ordod>)
 add_test(NAME integration_redis_cli
   COMMAND bash ${ORDO_IT}/redis_cli.sh $<TARGET_FILE:ordod> redis-cli)
 add_test(NAME integration_docs_examples
@@ -14,7 +18,8 @@ add_test(NAME integration_docs_examples
           ${PROJECT_SOURCE_DIR}/docs/protocol.md)
 add_test(NAME integration_resp3_push
   COMMAND bash ${ORDO_IT}/resp3_push.sh $<TARGET_FILE:ordod>)
-set_tests_properties(integration_ordod PROPERTIES TIMEOUT 300 LABELS server)
+set_tests_properties(integration_ordod integration_probes
+  PROPERTIES TIMEOUT 300 LABELS server)
 set_tests_properties(integration_redis_cli integration_resp3_push
   integration_docs_examples
   PROPERTIES TIMEOUT 60 LABELS server)

@@ -39,7 +39,8 @@ LEASE_MS = 1000
 
 # The commands of src/server/commands.c's table, with their arities.
 ARITY = {"lock": -4, "unlock": -1, "extend": -1, "locks": 1, "holders": 2,
-         "graph": -1, "session": -2, "info": -1, "ping": -1, "hello": -1,
+         "graph": -1, "session": -2, "peer": -2, "info": -1, "ping": -1,
+         "hello": -1,
          "auth": -2, "client": -2, "command": -1, "quit": 1}
 
 
@@ -1052,6 +1053,34 @@ def case_quit_lingering_close(srv):
     probe.close()
 
 
+def case_session_gid(srv):
+    """SESSION GID sets the txn's global id once (32 hex digits) and gives
+    it back; a different one, or a malformed one, is refused and changes
+    nothing. LOCK takes HELDAT shard[,shard...]; an empty or missing value
+    is refused with the options' line."""
+    c = srv.raw()
+    assert c.cmd("SESSION", "GID") is None
+    for bad in ["", "xyz", "0" * 31, "0" * 33, "g" * 32]:
+        r = c.cmd("SESSION", "GID", bad)
+        assert isinstance(r, Err) and r.startswith(
+            "ERR SESSION GID wants 32 hex digits"), (bad, r)
+    assert c.cmd("SESSION", "GID") is None
+    gid = "0123456789ABCDEF" + "fedcba9876543210"
+    assert c.cmd("SESSION", "GID", gid) == "OK"
+    assert c.cmd("SESSION", "GID", gid.lower()) == "OK"  # the same one
+    r = c.cmd("SESSION", "GID", "1" * 32)
+    assert isinstance(r, Err) and "set already" in r, r
+    assert c.cmd("SESSION", "GID") == gid.lower().encode()
+    r = c.cmd("LOCK", 1, "g:1", "X", "WAIT", 0, "HELDAT", "127.0.0.1:1,h:2")
+    assert is_grant(r, "g:1"), r
+    r = c.cmd("LOCK", 1, "g:2", "X", "HELDAT", "")
+    assert isinstance(r, Err) and r.startswith("ERR bad LOCK option"), r
+    r = c.cmd("LOCK", 1, "g:2", "X", "HELDAT", "x" * 4097)
+    assert isinstance(r, Err) and "HELDAT shard[,shard...]" in r, r
+    assert c.cmd("UNLOCK") == 1
+    c.close()
+
+
 def check_cut_off(srv, nreq=400):
     """A client that sends requests and never reads the replies is cut off:
     the server closes its connection (seen as EOF or a reset, within a
@@ -1713,7 +1742,7 @@ CASES = [case_lock_release_tokens, case_many_keys_one_session,
          case_priority_victim, case_priority_one_identity,
          case_one_release_wakes_one,
          case_requests_wait_behind_lock, case_client_and_command,
-         case_quit_lingering_close,
+         case_quit_lingering_close, case_session_gid,
          case_memory_steady, case_restart_tokens, case_limits_and_auth,
          case_preauth_limits, case_flood_takes_turns,
          case_long_wait_log_verbose,

@@ -18,6 +18,7 @@
 #include <limits.h>
 #include "core/table.h"
 
+#include <sched.h>
 #include <string.h>
 
 static ordo_t *O;
@@ -715,6 +716,49 @@ static void test_engine_face(void **state) {
   ordo_txn_end(t);
 }
 
+static _Atomic int pin_status = 1;
+static void pin_event(ordo__owner *w, int status, void *arg) {
+  (void)w;
+  (void)arg;
+  atomic_store(&pin_status, status);
+}
+
+/* A pinned wait outlives its deadline until the pin ends; unpinned, a
+ * deadline already past ends it at once (the timer re-keys it both ways).
+ * The distributed deadlock check pins the waits of a cycle it confirms. */
+static void test_pin_holds_deadline(void **state) {
+  (void)state;
+  ordo_options_t opts;
+  ordo_options_init(&opts);
+  ordo__table *tab = NULL;
+  assert_int_equal(ordo__table_create(&tab, &opts), 0);
+  ordo__owner a, b;
+  ordo__owner_init(tab, &a, 1, 0);
+  ordo__owner_init(tab, &b, 2, 0);
+  ordo_req_t r = ORDO_REQ_X("pin", 3);
+  assert_int_equal(ordo__acquire(&a, &r, 1, 0, ORDO__WAIT_EVENT, NULL, NULL),
+                   0);
+  assert_int_equal(ordo__owner_pin(&b, 1), ORDO_ENOTHELD); /* not waiting */
+  atomic_store(&pin_status, 1);
+  uint64_t t0 = ordo__now_ns();
+  assert_int_equal(ordo__acquire(&b, &r, 1, t0 + 20 * 1000000u,
+                                 ORDO__WAIT_EVENT, pin_event, NULL),
+                   ORDO_PENDING);
+  assert_int_equal(ordo__owner_pin(&b, UINT64_MAX), 0);
+  /* Well past the deadline, the pinned wait still waits. */
+  while (ordo__now_ns() < t0 + 200 * 1000000u)
+    assert_int_equal(atomic_load(&pin_status), 1);
+  assert_int_equal(ordo__owner_pin(&b, 0), 0);
+  uint64_t end = ordo__now_ns() + tu_ms(5000) * 1000000u;
+  while (atomic_load(&pin_status) == 1 && ordo__now_ns() < end)
+    sched_yield();
+  assert_int_equal(atomic_load(&pin_status), ORDO_ETIMEDOUT);
+  assert_int_equal(ordo__owner_pin(&b, 1), ORDO_ENOTHELD);
+  (void)ordo__owner_fini(&b);
+  (void)ordo__owner_fini(&a);
+  ordo__table_destroy(tab);
+}
+
 /* argv[1], if given, runs the cases it matches (cmocka's filter). */
 int main(int argc, char **argv) {
   if (argc > 1)
@@ -733,6 +777,7 @@ int main(int argc, char **argv) {
       CASE(test_hold_count_limit),
       CASE(test_idle_lock_not_read_as_held),
       CASE(test_engine_face),
+      CASE(test_pin_holds_deadline),
 #undef CASE
   };
   return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));

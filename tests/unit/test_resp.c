@@ -669,6 +669,26 @@ int srv_conf_parse_file(srv_config *cfg, const char *path, char *err,
   return -1;
 }
 
+/* Shards' probes are probe.c's (tests/integration/test_probes.py): a
+ * server here has no peers. */
+void srv_probe_wait_begin(srv *s, sess *ss) {
+  (void)s;
+  (void)ss;
+}
+
+void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
+  (void)argc;
+  (void)argv;
+  ordo__out_error(&c->out, "ERR", "no peers in this test");
+}
+
+size_t srv_probe_info(srv *s, char *buf, size_t cap) {
+  (void)s;
+  (void)buf;
+  (void)cap;
+  return 0;
+}
+
 const char *srv_order_name(ordo_order_mode_t m) {
   return m == ORDO_ORDER_WARN     ? "warn"
          : m == ORDO_ORDER_REFUSE ? "refuse"
