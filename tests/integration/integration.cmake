@@ -9,6 +9,13 @@
 set(ORDO_ITB ${CMAKE_CURRENT_LIST_DIR})
 
 ordo_cmocka_test(unit_ordod_url unit/test_ordod_url.c 30)
+# The sharded place (ordod://a,b,c) without servers: placement and its
+# vectors (in C, and in Python against docs/protocol.md's table), URLs.
+ordo_cmocka_test(unit_shards unit/test_shards.c 30)
+add_test(NAME unit_shards_place
+  COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/unit/test_shards_place.py
+          ${PROJECT_SOURCE_DIR}/docs/protocol.md)
+set_tests_properties(unit_shards_place PROPERTIES TIMEOUT 30)
 
 add_test(NAME conformance_ordod
   COMMAND bash ${ORDO_ITB}/conformance_ordod.sh $<TARGET_FILE:ordod>
