@@ -2,7 +2,7 @@
 # bank_shards.sh ORDOD ORDO -- `ordo bank` (ordered: each transfer's two
 # accounts by one lock_all) over a sharded ordod:// place of 3 servers
 # (shards_fixture.sh), 8 workers: the check passes (balance conserved), 0
-# deadlocks, and every shard saw sessions (the accounts are spread over
+# deadlocks, and every shard granted locks (16 accounts, spread over
 # all three). Bounded by timeout and --watchdog (times
 # ORDO_TEST_TIMEOUT_MULT); the fixture fails the test if a server does not
 # stop cleanly or a sanitizer reports.
@@ -25,7 +25,8 @@ fail() {
 }
 set +e
 timeout "$((30 * MULT))" "$ORDO" bank --backend "$ORDO_SHARD_URL" \
-  --workers 8 --json --watchdog "$((20 * MULT))" >"$out" 2>"$err"
+  --workers 8 --accounts 16 --json --watchdog "$((20 * MULT))" >"$out" \
+  2>"$err"
 rc=$?
 set -e
 [ "$rc" -eq 0 ] || fail "ordo bank exited $rc"
