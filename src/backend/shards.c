@@ -350,10 +350,11 @@ static int sh_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
                        uint64_t deadline_ns) {
   sh_txn *t = st(tx);
   sh_place *p = sp(tx->o);
-  /* One block: the keys in group order, each key's shard, each shard's
-   * first index and count, the HELDAT text. */
+  /* The keys in group order, each key's shard, each shard's first index
+   * (and after it, the next free slot of each group while they fill), the
+   * HELDAT text. */
   size_t *sh = malloc(n * sizeof *sh);
-  size_t *first = calloc(p->n + 1, sizeof *first);
+  size_t *first = calloc(2 * p->n + 1, sizeof *first);
   ordo_req_t *g = malloc(n * sizeof *g);
   char *heldat = malloc(p->names_len + 1);
   int rc = 0;
@@ -367,13 +368,11 @@ static int sh_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   }
   for (size_t i = 0; i < p->n; i++)
     first[i + 1] += first[i];
-  {
-    /* A stable counting sort: each group keeps the canonical key order. */
-    size_t fill[p->n];
-    memcpy(fill, first, p->n * sizeof *fill);
-    for (size_t i = 0; i < n; i++)
-      g[fill[sh[i]]++] = r[i];
-  }
+  /* A stable counting sort: each group keeps the canonical key order. */
+  size_t *fill = first + p->n + 1;
+  memcpy(fill, first, p->n * sizeof *fill);
+  for (size_t i = 0; i < n; i++)
+    g[fill[sh[i]]++] = r[i];
   size_t i;
   for (i = 0; i < p->n; i++) {
     size_t m = first[i + 1] - first[i];
