@@ -498,6 +498,49 @@ static void test_shard_killed(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* A deadlock inside one shard (two txns, one key at a time): the victim's
+ * -DEADLOCK released everything it held there, and the sharded place lets
+ * go of what it held on the others too, as one ordod's victim holds
+ * nothing. */
+static void test_victim_holds_nothing(void **state) {
+  (void)state;
+  ordo_t *o = open_url(url);
+  char x[32], y[32], za[32], zb[32];
+  key_on(0, "dx", x, sizeof x);
+  key_on(0, "dy", y, sizeof y);
+  key_on(1, "dza", za, sizeof za);
+  key_on(2, "dzb", zb, sizeof zb);
+  ordo_txn_t *a, *b;
+  assert_int_equal(ordo_txn_begin(o, &a, NULL), 0);
+  assert_int_equal(ordo_txn_begin(o, &b, NULL), 0);
+  assert_int_equal(ordo_lock(a, za, strlen(za), ORDO_MODE_X, 5000), 0);
+  assert_int_equal(ordo_lock(b, zb, strlen(zb), ORDO_MODE_X, 5000), 0);
+  assert_int_equal(ordo_lock(a, x, strlen(x), ORDO_MODE_X, 5000), 0);
+  assert_int_equal(ordo_lock(b, y, strlen(y), ORDO_MODE_X, 5000), 0);
+  tu_locker w = {.t = a,
+                 .reqs = {{y, strlen(y), ORDO_MODE_X}},
+                 .n = 1,
+                 .timeout_ms = (long)tu_ms(20000)};
+  tu_locker_start(&w);
+  assert_true(tu_wait_waiting(o, 1));
+  int rb = ordo_lock(b, x, strlen(x), ORDO_MODE_X, (long)tu_ms(20000));
+  int ra = tu_locker_join(&w);
+  /* Exactly one victim; the other gets its key. */
+  assert_true((ra == ORDO_EDEADLK) != (rb == ORDO_EDEADLK));
+  assert_true(ra == 0 || rb == 0);
+  ordo_txn_t *victim = ra == ORDO_EDEADLK ? a : b;
+  const char *other_z = victim == a ? za : zb;
+  assert_int_equal(ordo_held(victim, other_z, strlen(other_z), NULL), 0);
+  assert_true(ordo_txn_aborts(victim) == 1);
+  ordo_txn_t *p;
+  assert_int_equal(ordo_txn_begin(o, &p, NULL), 0);
+  assert_int_equal(ordo_lock(p, other_z, strlen(other_z), ORDO_MODE_X, 0), 0);
+  ordo_txn_end(p);
+  ordo_txn_end(a);
+  ordo_txn_end(b);
+  ordo_close(o);
+}
+
 static void test_graph(void **state) {
   (void)state;
   ordo_t *o = open_url(url);
@@ -518,6 +561,24 @@ static void test_graph(void **state) {
     snprintf(c, sizeof c, "// shard %s\n", sorted[i]);
     assert_non_null(strstr(buf, c));
   }
+  /* The dump: the shards in shard order, each with its own dump. */
+  strcpy(path, "/tmp/ordo_shards_graph_XXXXXX");
+  fd = mkstemp(path);
+  assert_true(fd >= 0);
+  ordo_dump(o, fd);
+  n = pread(fd, buf, sizeof buf - 1, 0);
+  assert_true(n > 0);
+  buf[n] = 0;
+  close(fd);
+  unlink(path);
+  assert_non_null(strstr(buf, "3 shards, in shard order"));
+  const char *at = buf;
+  for (int i = 0; i < 3; i++) {
+    char c[64];
+    snprintf(c, sizeof c, "-- shard %d: %s\n", i, sorted[i]);
+    at = strstr(at, c);
+    assert_non_null(at);
+  }
   ordo_close(o);
 }
 
@@ -528,6 +589,7 @@ int main(void) {
       cmocka_unit_test(test_url_order),
       cmocka_unit_test(test_shard_stopped),
       cmocka_unit_test(test_shard_killed),
+      cmocka_unit_test(test_victim_holds_nothing),
       cmocka_unit_test(test_graph),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
