@@ -24,7 +24,14 @@
 #include <sys/random.h>
 #include <time.h>
 
-/* ---- Placement (docs/protocol.md, "## Shards") --------------------------- */
+/* ---- Placement (docs/protocol.md, "## Shards") ---------------------------
+ * Rendezvous, or highest-random-weight, hashing (Thaler and Ravishankar, "A
+ * name-based mapping scheme for rendezvous", 1996): every key scores every
+ * shard and goes to the highest, so adding a shard moves only the keys it
+ * now wins, about 1/N, and none between the old shards. The score mixes
+ * FNV-1a 64 (Fowler, Noll, Vo) of the key and of the name through the
+ * finalizer of Appleby's MurmurHash3, which spreads FNV's weak low bits.
+ */
 
 uint64_t ordo__shard_fnv1a64(const void *s, size_t n) {
   const unsigned char *b = s;
