@@ -143,6 +143,10 @@ extern const ordo__backend ordo__backend_ordod;
 extern const ordo__backend ordo__backend_redis;
 extern const ordo__backend ordo__backend_redlock;
 extern const ordo__backend ordo__backend_postgres;
+/* A sharded ordod:// place (backend/shards.c), and whether url names one:
+ * two or more addresses. */
+extern const ordo__backend ordo__backend_shards;
+bool ordo__shards_multi(const char *url);
 
 /* A hold, as the engine's face (core/table.h, ordo__owner_each_hold) lists
  * it: key, mode, fencing token and hold count. */

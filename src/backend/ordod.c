@@ -13,10 +13,13 @@
  * (IPv6 hosts in brackets; the port defaults to 7411; the password and the
  * socket path are percent-decoded.)
  *
- * Interface: ordo__backend_ordod.
+ * Interface: ordo__backend_ordod, and for the sharded place (shards.c) the
+ * hooks of ordod.h: a txn begun with a global id (SESSION GID on each of
+ * its sessions) and an owner, and a LOCK with HELDAT.
  */
 #include "ordo_int.h"
 #include "ordo_tsa.h"
+#include "backend/ordod.h"
 #include "backend/remote.h"
 #include "backend/renewer.h"
 
@@ -254,6 +257,11 @@ struct od_txn {
   _Atomic uint64_t lease_ns;   /* the session's lease length */
   _Atomic unsigned aborts;     /* -DEADLOCK replies */
   _Atomic uint64_t sess_id;    /* the server's id of the session, for dumps */
+  /* Set at begin, read-only after: the global txn id sent with SESSION GID
+   * on each session ("" for none, as a plain ordod:// txn has), and the
+   * sharded txn this one is a part of (ordod.h). */
+  char gid[ORDO__OD_GID_LEN + 1];
+  void *owner;
 };
 
 static od_txn *ot(ordo_txn_t *t) {
@@ -325,13 +333,13 @@ static int map_err(const redisReply *r) {
 /*
  * od_connect -- opens a session: connects within timeout_ms, AUTHs when the
  * URL has a password, sets the lease when the URL asks, learns the lease's
- * length from EXTEND and the session's id from SESSION ID (all pipelined,
- * one round trip). Returns 0 with *out, *lease_ms and *sess_id, or
- * ORDO_EBACKEND (unreachable; the text is kept for ordo_dump), ORDO_EAUTH
- * or ORDO_ENOMEM.
+ * length from EXTEND and the session's id from SESSION ID, and sends
+ * SESSION GID when gid is not empty (all pipelined, one round trip). Returns 0
+ * with *out, *lease_ms and *sess_id, or ORDO_EBACKEND (unreachable; the text is
+ * kept for ordo_dump), ORDO_EAUTH or ORDO_ENOMEM.
  */
 static int od_connect(od_place *p, redisContext **out, long *lease_ms,
-                      uint64_t *sess_id) {
+                      uint64_t *sess_id, const char *gid) {
   const od_url *u = &p->u;
   struct timeval tv = {(time_t)(u->timeout_ms / 1000),
                        (suseconds_t)(u->timeout_ms % 1000) * 1000};
@@ -356,7 +364,7 @@ static int od_connect(od_place *p, redisContext **out, long *lease_ms,
     redisEnableKeepAlive(c);
   const char *av[3];
   size_t al[3];
-  int n = 0, expect = 2;
+  int n = 0, expect = 2, before = 0; /* before: replies ahead of EXTEND's */
   if (u->have_pass) {
     av[n++] = "AUTH";
     if (u->user[0])
@@ -366,6 +374,7 @@ static int od_connect(od_place *p, redisContext **out, long *lease_ms,
       al[i] = strlen(av[i]);
     redisAppendCommandArgv(c, n, av, al);
     expect = 3;
+    before = 1;
   }
   char lease[24];
   av[0] = "EXTEND";
@@ -381,6 +390,12 @@ static int od_connect(od_place *p, redisContext **out, long *lease_ms,
   al[0] = 7;
   al[1] = 2;
   redisAppendCommandArgv(c, 2, av, al);
+  if (gid && gid[0]) {
+    const char *gv[3] = {"SESSION", "GID", gid};
+    size_t gl[3] = {7, 3, strlen(gid)};
+    redisAppendCommandArgv(c, 3, gv, gl);
+    expect++;
+  }
   int rc = 0, done = 0;
   bool sent = ordo__redis_flush(c, &done) == 0;
   if (!sent) {
@@ -395,7 +410,8 @@ static int od_connect(od_place *p, redisContext **out, long *lease_ms,
       break;
     }
     redisReply *r = vr;
-    int which = i - (expect - 2); /* -1 AUTH, 0 EXTEND, 1 SESSION ID */
+    /* -1 AUTH, 0 EXTEND, 1 SESSION ID, 2 SESSION GID */
+    int which = i - before;
     if (r->type == REDIS_REPLY_ERROR) {
       if (rc == 0) {
         note_err(p,
@@ -406,6 +422,11 @@ static int od_connect(od_place *p, redisContext **out, long *lease_ms,
         /* A refused AUTH (or none where one is needed) is EAUTH. */
         rc = (which < 0 || map_err(r) == ORDO_EAUTH) ? ORDO_EAUTH
                                                      : ORDO_EBACKEND;
+      }
+    } else if (which == 2) {
+      if (rc == 0 && r->type != REDIS_REPLY_STATUS) {
+        note_err(p, "SESSION GID", "the reply is not +OK");
+        rc = ORDO_EBACKEND;
       }
     } else if (which >= 0 && r->type != REDIS_REPLY_INTEGER) {
       if (rc == 0) {
@@ -707,15 +728,18 @@ static void od_close(ordo_t *o) {
   free(p);
 }
 
-static int od_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
-  ORDO_UNUSED(priority); /* sent with each LOCK: api.c keeps it in base */
+int ordo__od_txn_begin(ordo_t *o, ordo_txn_t **out, const char *gid,
+                       void *owner) {
   od_place *p = op(o);
   od_txn *t = calloc(1, sizeof *t);
   if (!t)
     return ORDO_ENOMEM;
+  if (gid)
+    snprintf(t->gid, sizeof t->gid, "%s", gid);
+  t->owner = owner;
   long lease_ms = OD_DEFAULT_LEASE_MS;
   uint64_t sid = 0;
-  int rc = od_connect(p, &t->c, &lease_ms, &sid);
+  int rc = od_connect(p, &t->c, &lease_ms, &sid, t->gid);
   if (rc) {
     free(t);
     return rc;
@@ -731,6 +755,19 @@ static int od_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
   ordo__rn_link(&p->rn, &t->rn, &t->base, &t->mu);
   *out = &t->base;
   return 0;
+}
+
+static int od_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
+  ORDO_UNUSED(priority); /* sent with each LOCK: api.c keeps it in base */
+  return ordo__od_txn_begin(o, out, NULL, NULL);
+}
+
+void *ordo__od_txn_owner(const ordo_txn_t *t) {
+  return ((const od_txn *)t)->owner;
+}
+
+bool ordo__od_txn_holding(const ordo_txn_t *t) {
+  return atomic_load(&((const od_txn *)t)->rn.holding);
 }
 
 static void od_txn_end(ordo_txn_t *tx) {
@@ -765,7 +802,7 @@ static int ensure_conn(od_place *p, od_txn *t) ORDO_REQUIRES(t->mu) {
     return 0;
   long lease_ms = (long)(atomic_load(&t->lease_ns) / OD_MS);
   uint64_t sid = 0;
-  int rc = od_connect(p, &t->c, &lease_ms, &sid);
+  int rc = od_connect(p, &t->c, &lease_ms, &sid, t->gid);
   if (rc)
     return rc;
   atomic_store(&t->sess_id, sid);
@@ -828,7 +865,8 @@ static int record_grant(od_txn *t, const ordo_req_t *r, size_t n,
 }
 
 /*
- * od_lock_all -- LOCK n k1 X|S ... [WAIT ms] [PRIORITY p]. The keys come
+ * od_lock_all -- LOCK n k1 X|S ... [WAIT ms] [PRIORITY p] [HELDAT h] (h
+ * given by the sharded place alone: ordo__od_lock_heldat). The keys come
  * sorted and distinct (api.c). The deadline becomes the remaining whole
  * milliseconds (rounded up), ORDO_NO_DEADLINE no WAIT at all; the socket's
  * read timeout is WAIT plus timeout_ms, or none, never below WAIT, since
@@ -836,11 +874,11 @@ static int record_grant(od_txn *t, const ordo_req_t *r, size_t n,
  * fail for want of memory is allocated before the LOCK is sent, so a grant
  * is always recorded.
  */
-static int od_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
-                       uint64_t deadline_ns) {
+int ordo__od_lock_heldat(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
+                         uint64_t deadline_ns, const char *heldat) {
   od_txn *t = ot(tx);
   od_place *p = op(tx->o);
-  size_t argc = 2 + 2 * n + 4;
+  size_t argc = 2 + 2 * n + 6;
   const char **av = malloc(argc * sizeof *av);
   size_t *al = malloc(argc * sizeof *al);
   uint8_t **copies = calloc(n, sizeof *copies);
@@ -893,6 +931,12 @@ static int od_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     av[a] = pbuf;
     al[a++] = (size_t)snprintf(pbuf, sizeof pbuf, "%d", tx->priority);
   }
+  if (heldat && heldat[0]) {
+    av[a] = "HELDAT";
+    al[a++] = 6;
+    av[a] = heldat;
+    al[a++] = strlen(heldat);
+  }
   bool was_holding = t->nh > 0;
   uint64_t sent = ordo__now_ns();
   redisReply *rep =
@@ -939,6 +983,11 @@ out:
   free(av);
   free(al);
   return rc;
+}
+
+static int od_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
+                       uint64_t deadline_ns) {
+  return ordo__od_lock_heldat(tx, r, n, deadline_ns, NULL);
 }
 
 static int od_unlock(ordo_txn_t *tx, const void *key, size_t len) {
@@ -1049,7 +1098,7 @@ static redisReply *ctl_call(od_place *p, int argc, const char **av,
   if (!p->ctl) {
     long lease_ms;
     uint64_t sid;
-    if (od_connect(p, &p->ctl, &lease_ms, &sid) != 0)
+    if (od_connect(p, &p->ctl, &lease_ms, &sid, NULL) != 0)
       return NULL;
     p->ctl_tmo = p->u.timeout_ms;
   }

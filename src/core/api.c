@@ -222,7 +222,8 @@ int ordo_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
       return ORDO_EURL;
     }
   } else if (strncmp(url, "ordod://", 8) == 0) {
-    be = &ordo__backend_ordod; /* its open parses and checks the rest */
+    /* Two or more addresses make a sharded place (backend/shards.c). */
+    be = ordo__shards_multi(url) ? &ordo__backend_shards : &ordo__backend_ordod;
   } else if (strncmp(url, "redis://", 8) == 0) {
     be = &ordo__backend_redis; /* likewise */
   } else if (strncmp(url, "redlock://", 10) == 0) {

@@ -10,7 +10,10 @@
  * capability where the backend declares it, and where it does not, what the
  * backend promises instead: ORDO_ENOTSUP from ordo_cancel and
  * ordo_lock_all_async, and on postgres:// (no ORDO_CAP_WAIT_HOLDS_NOTHING)
- * a waiting set that holds the prefix it has taken in its own order.
+ * a waiting set that holds the prefix it has taken in its own order; on a
+ * sharded ordod:// place (two or more addresses, src/backend/shards.c),
+ * likewise, the groups it took on the shards ranked below the one where it
+ * waits.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +29,17 @@
 /* The value postgres:// locks for a key (src/backend/postgres.c): its
  * waiting sets are taken in the order of these values. */
 int64_t ordo__pg_key_value(const void *key, size_t len);
+/* Whether a URL names a sharded ordod:// place, and a key's shard there
+ * (src/backend/shards.h). */
+bool ordo__shards_multi(const char *url);
+size_t ordo__shard_place(const char *const *names, size_t n, const void *key,
+                         size_t len);
+/* A sharded place declares ordod's set less ORDO_CAP_WAIT_HOLDS_NOTHING: a
+ * lock_all that waits on one shard holds what it took on those below. */
+#define SHARDS_CAPS                                                            \
+  (ORDO_CAP_SHARED | ORDO_CAP_SERVER_WAIT | ORDO_CAP_FENCE |                   \
+   ORDO_CAP_FENCE_DURABLE | ORDO_CAP_INCREMENTAL | ORDO_CAP_REENTRANT |        \
+   ORDO_CAP_UPGRADE)
 
 /* The default sets the starvation bound long, as tests/CMakeLists.txt does:
  * see test_waiter_holds_nothing. */
@@ -105,6 +119,12 @@ static bool free_for_other(const char *key) {
 static void test_caps(void **state) {
   (void)state;
   const char *url = URL[0] ? URL : "mem://";
+  if (ordo__shards_multi(url)) {
+    if (ordo_caps(O) != SHARDS_CAPS)
+      fail_msg("%s declares capabilities 0x%x, pinned 0x%x", URL, ordo_caps(O),
+               SHARDS_CAPS);
+    return;
+  }
   for (size_t i = 0; i < sizeof PINNED / sizeof PINNED[0]; i++)
     if (strncmp(url, PINNED[i].scheme, strlen(PINNED[i].scheme)) == 0) {
       if (ordo_caps(O) != PINNED[i].caps)
@@ -197,6 +217,28 @@ static bool becomes_taken(const char *key) {
   return false;
 }
 
+/* The rank (shard order: names sorted bytewise) of key's shard in the
+ * sharded URL. */
+static int shard_rank(const char *key) {
+  char buf[512];
+  const char *rest = URL + 8, *hp = rest;
+  size_t alen = strcspn(rest, "?");
+  for (const char *q = rest; q < rest + alen; q++)
+    if (*q == '@')
+      hp = q + 1;
+  snprintf(buf, sizeof buf, "%.*s", (int)(rest + alen - hp), hp);
+  const char *names[16];
+  size_t n = 0;
+  for (char *sv, *tok = strtok_r(buf, ",", &sv); tok && n < 16;
+       tok = strtok_r(NULL, ",", &sv))
+    names[n++] = tok;
+  const char *mine = names[ordo__shard_place(names, n, key, strlen(key))];
+  int rank = 0;
+  for (size_t i = 0; i < n; i++)
+    rank += strcmp(names[i], mine) < 0;
+  return rank;
+}
+
 static void test_waiter_holds_nothing(void **state) {
   (void)state;
   const char *k1 = "w1", *k2 = "w2";
@@ -207,6 +249,23 @@ static void test_waiter_holds_nothing(void **state) {
      * k2 is k1. */
     k1 = "w2";
     k2 = "w1";
+  }
+  static char s1[3], s2[3];
+  if (!holds_nothing && ordo__shards_multi(URL)) {
+    /* A sharded place takes a set's groups in shard order: k1 on a shard
+     * ranked below k2's, so that the group it holds while it waits for k2
+     * is k1's. */
+    for (int i = 0; i < 10 && !s1[0]; i++)
+      for (int j = 0; j < 10 && !s1[0]; j++) {
+        char a[3] = {'w', (char)('0' + i), 0}, b[3] = {'w', (char)('0' + j), 0};
+        if (shard_rank(a) < shard_rank(b)) {
+          memcpy(s1, a, 3);
+          memcpy(s2, b, 3);
+        }
+      }
+    assert_true(s1[0] != 0); /* 10 keys all on one shard: (1/3)^9 */
+    k1 = s1;
+    k2 = s2;
   }
   ordo_txn_t *h = txn();
   assert_int_equal(ordo_lock(h, k2, 2, ORDO_MODE_X, 0), 0);

@@ -1,0 +1,39 @@
+/*
+ * ordod.h -- what ordod.c gives the sharded place (shards.c) beyond its
+ * vtable: a txn whose every session carries a global txn id (SESSION GID,
+ * sent after HELLO/AUTH on the first connect and again on each reconnect)
+ * and names the sharded txn it is a part of, and a LOCK that says where
+ * else that txn holds keys (HELDAT). A plain ordod:// place uses none of
+ * them, and its sessions send neither. docs/protocol.md, "## Shards".
+ */
+#ifndef ORDO_BACKEND_ORDOD_H
+#define ORDO_BACKEND_ORDOD_H
+
+#include "ordo_int.h"
+
+#include <stdbool.h>
+
+/* A global txn id on the wire: 32 lowercase hex digits. */
+#define ORDO__OD_GID_LEN 32
+
+/*
+ * ordo__od_txn_begin -- begins a txn of the ordod:// place o, as
+ * ordo_txn_begin does (it connects), whose sessions send SESSION GID gid
+ * (NULL or "": none) and whose owner is owner (ordo__od_txn_owner). The
+ * caller fills the base fields api.c would (o, priority, name).
+ */
+int ordo__od_txn_begin(ordo_t *o, ordo_txn_t **out, const char *gid,
+                       void *owner);
+/* The owner given to ordo__od_txn_begin (NULL for a plain txn). */
+void *ordo__od_txn_owner(const ordo_txn_t *t);
+/* Whether t's record holds any key now (read without its lock). */
+bool ordo__od_txn_holding(const ordo_txn_t *t);
+/*
+ * ordo__od_lock_heldat -- the vtable's lock_all, with `HELDAT heldat`
+ * appended to the LOCK when heldat is not NULL or "" (a comma-separated
+ * list of shard names).
+ */
+int ordo__od_lock_heldat(ordo_txn_t *t, const ordo_req_t *sorted, size_t n,
+                         uint64_t deadline_ns, const char *heldat);
+
+#endif
