@@ -136,6 +136,7 @@ static void print_report(struct sim *s, const struct report *r) {
   }
   out_kv(&w, "probes_stale", "%" PRIu64, s->probes_stale);
   out_kv(&w, "confirms_failed", "%" PRIu64, s->confirms_failed);
+  out_kv(&w, "reprobes_after_confirm", "%" PRIu64, s->reprobes);
   out_kv(&w, "aborts_dropped_dup", "%" PRIu64, s->dup_aborts);
   out_kv(&w, "polls", "%" PRIu64, s->polls);
   out_kv(&w, "polls_skipped", "%" PRIu64, s->polls_skipped);

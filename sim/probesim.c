@@ -419,6 +419,23 @@ static int sess_new(struct sim *s, int victim, int V, const struct hop *h,
   return s->nss++;
 }
 
+static void probe_start(struct sim *s, int t);
+
+/* same_cycle -- whether hops h name the very waits of session ss. */
+static bool same_cycle(const struct sess *ss, const struct hop *h, int n) {
+  if (ss->nhops != n)
+    return false;
+  for (int i = 0; i < n; i++) {
+    bool found = false;
+    for (int j = 0; j < n; j++)
+      found |= ss->hops[j].txn == h[i].txn && ss->hops[j].wseq == h[i].wseq &&
+               ss->hops[j].shard == h[i].shard;
+    if (!found)
+      return false;
+  }
+  return true;
+}
+
 static void confirm_done(struct sim *s, int id) {
   struct sess *ss = &s->ss[id];
   if (ss->ok) {
@@ -426,8 +443,17 @@ static void confirm_done(struct sim *s, int id) {
     return;
   }
   /* Some edge had gone: UNPIN where it was pinned, abort nothing. */
+  struct txn *v = &s->tx[ss->victim];
   s->confirms_failed++;
-  s->tx[ss->victim].in_abort = false;
+  v->in_abort = false;
+  if (v->abort_again && v->waiting && !s->o.central) {
+    /* An ABORT for another cycle through this wait was dropped while this
+     * confirmation ran; that cycle may stand. Without a new probe from the
+     * victim nobody would look again (see sim/README.md, "Findings"). */
+    s->reprobes++;
+    probe_start(s, ss->victim);
+  }
+  v->abort_again = false;
   for (int i = 0; i < ss->nshards; i++) {
     if (!ss->yes[i])
       continue;
@@ -453,6 +479,8 @@ static void abort_at_v(struct sim *s, int V, const struct hop *h, int n, int vi,
   struct txn *v = &s->tx[victim];
   if (v->in_abort || v->aborted_wseq == h[vi].wseq + 1) {
     s->dup_aborts++;
+    if (v->in_abort && !s->o.bug_no_reprobe)
+      v->abort_again |= !same_cycle(&s->ss[v->sess], h, n);
     return;
   }
   if (!waits_at(s, victim, V) ||
@@ -460,6 +488,7 @@ static void abort_at_v(struct sim *s, int V, const struct hop *h, int n, int vi,
     return;
   v->in_abort = true;
   int id = sess_new(s, victim, V, h, n);
+  v->sess = id;
   struct sess *ss = &s->ss[id];
   if (!confirm) {
     decide(s, id);
@@ -563,6 +592,8 @@ static void extend(struct sim *s, int T, struct hop *h, int n) {
 }
 
 static void probe_start(struct sim *s, int t) {
+  if (!s->tx[t].waiting)
+    return;
   struct hop h[MAXHOPS];
   int S = txn_shard_of_wait(s, t);
   h[0] = (struct hop){S, t, s->tx[t].wseq, s->tx[t].prio};

@@ -23,8 +23,9 @@ typedef int64_t simtime;
 #define MSG_KINDS(X)                                                           \
   X(BLOCKED)                                                                   \
   X(UNBLOCKED)                                                                 \
-  X(PROBE) X(ABORT) X(CONFIRM) X(CONFIRM_REPLY) X(RELEASE) X(RELEASE_ACK)      \
-      X(UNPIN) X(POLL) X(POLL_REPLY)
+  X(PROBE)                                                                     \
+  X(ABORT) X(CONFIRM) X(CONFIRM_REPLY) X(RELEASE) X(RELEASE_ACK) X(UNPIN)      \
+      X(POLL) X(POLL_REPLY)
 #define MSG_ENUM(n) M_##n,
 #define MSG_NAME(n) #n,
 enum { MSG_KINDS(MSG_ENUM) M_KINDS };
@@ -82,7 +83,8 @@ struct txn {
   uint32_t kb_wseq[MAXHOLD];
   int want, qnext, widx;
   uint32_t wseq;
-  bool waiting, delayed, tmo_deferred, in_abort, retry;
+  bool waiting, delayed, tmo_deferred, in_abort, abort_again, retry;
+  int sess;              /* the abort session under way when in_abort */
   simtime retry_after;   /* drawn with the workload, used at the timeout */
   uint32_t aborted_wseq; /* V aborts a (gid, wseq) once: wseq + 1, or 0 */
   int pins;
@@ -146,7 +148,8 @@ struct sim {
   int *adj_first, *adj_stamp, *color;
   /* The results. */
   uint64_t msgs[M_KINDS], events;
-  uint64_t probes_stale, confirms_failed, dup_aborts, local_found, phantoms;
+  uint64_t reprobes, probes_stale, confirms_failed, dup_aborts, local_found,
+      phantoms;
   uint64_t polls, polls_skipped, victims_total;
   double *lat;
   size_t nlat, caplat;
