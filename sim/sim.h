@@ -20,12 +20,11 @@
 typedef int64_t simtime;
 
 /* The messages, counted by kind: every one of them travels the network. */
+/* clang-format off */
 #define MSG_KINDS(X)                                                           \
-  X(BLOCKED)                                                                   \
-  X(UNBLOCKED)                                                                 \
-  X(PROBE)                                                                     \
-  X(ABORT) X(CONFIRM) X(CONFIRM_REPLY) X(RELEASE) X(RELEASE_ACK) X(UNPIN)      \
-      X(POLL) X(POLL_REPLY)
+  X(BLOCKED) X(UNBLOCKED) X(PROBE) X(ABORT) X(CONFIRM) X(CONFIRM_REPLY)        \
+  X(RELEASE) X(RELEASE_ACK) X(UNPIN) X(POLL) X(POLL_REPLY)
+/* clang-format on */
 #define MSG_ENUM(n) M_##n,
 #define MSG_NAME(n) #n,
 enum { MSG_KINDS(MSG_ENUM) M_KINDS };
