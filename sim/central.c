@@ -14,7 +14,6 @@
 #include "sim.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 static int edge_cmp(const void *a, const void *b) {
   const struct edge *x = a, *y = b;
@@ -77,10 +76,8 @@ static void central_search(struct sim *s) {
                                 s->tx[ej->waiter].prio};
         }
         int vi = sim_pick_victim(s, h, m);
-        struct ev *msg = sim_msg_new(h[vi].txn, h[vi].wseq);
+        struct ev *msg = sim_msg_hops(h[vi].txn, h[vi].wseq, h, m);
         msg->aux = vi;
-        msg->nhops = m;
-        memcpy(msg->hops, h, (size_t)m * sizeof(*h));
         sim_send(s, M_ABORT, C, h[vi].shard, msg);
         s->color[h[vi].txn] = s->round * 3 + 2;
         continue;

@@ -348,6 +348,27 @@ static void unpin_hops_at(struct sim *s, const struct hop *h, int n,
       unpin(s, h[i].txn, h[i].wseq);
 }
 
+/* sim_msg_hops -- a message that carries a copy of the hops h[0..n). */
+struct ev *sim_msg_hops(int txn, uint32_t wseq, const struct hop *h, int n) {
+  struct ev *m = sim_msg_new(txn, wseq);
+  m->nhops = n;
+  memcpy(m->hops, h, (size_t)n * sizeof(*h));
+  return m;
+}
+
+/* unpin_all -- UNPIN on every shard of the session that pinned its hops. */
+static void unpin_all(struct sim *s, const struct sess *ss) {
+  for (int i = 0; i < ss->nshards; i++) {
+    if (!ss->yes[i])
+      continue;
+    if (ss->shards[i] == ss->V)
+      unpin_hops_at(s, ss->hops, ss->nhops, ss->V);
+    else
+      sim_send(s, M_UNPIN, ss->V, ss->shards[i],
+               sim_msg_hops(ss->victim, ss->wseq, ss->hops, ss->nhops));
+  }
+}
+
 static void finish_abort(struct sim *s, int id) {
   struct sess *ss = &s->ss[id];
   struct txn *v = &s->tx[ss->victim];
@@ -361,18 +382,7 @@ static void finish_abort(struct sim *s, int id) {
     GROW(s->lat, s->nlat, s->caplat);
     s->lat[s->nlat++] = (double)(s->now - s->cy[v->cyc].close_t) / NS_PER_US;
   }
-  for (int i = 0; i < ss->nshards; i++) {
-    if (!ss->yes[i])
-      continue;
-    if (ss->shards[i] == ss->V) {
-      unpin_hops_at(s, ss->hops, ss->nhops, ss->V);
-      continue;
-    }
-    struct ev *m = sim_msg_new(ss->victim, ss->wseq);
-    m->nhops = ss->nhops;
-    memcpy(m->hops, ss->hops, sizeof(ss->hops));
-    sim_send(s, M_UNPIN, ss->V, ss->shards[i], m);
-  }
+  unpin_all(s, ss);
 }
 
 /* decide -- every edge of the cycle has been confirmed (and pinned): this is
@@ -454,18 +464,7 @@ static void confirm_done(struct sim *s, int id) {
     probe_start(s, ss->victim);
   }
   v->abort_again = false;
-  for (int i = 0; i < ss->nshards; i++) {
-    if (!ss->yes[i])
-      continue;
-    if (ss->shards[i] == ss->V) {
-      unpin_hops_at(s, ss->hops, ss->nhops, ss->V);
-      continue;
-    }
-    struct ev *m = sim_msg_new(ss->victim, ss->wseq);
-    m->nhops = ss->nhops;
-    memcpy(m->hops, ss->hops, sizeof(ss->hops));
-    sim_send(s, M_UNPIN, ss->V, ss->shards[i], m);
-  }
+  unpin_all(s, ss);
 }
 
 /* abort_at_v -- PEER ABORT has reached the victim's shard V (or was found
@@ -500,11 +499,9 @@ static void abort_at_v(struct sim *s, int V, const struct hop *h, int n, int vi,
       ss->ok &= ss->yes[i];
       continue;
     }
-    struct ev *m = sim_msg_new(victim, ss->wseq);
+    struct ev *m = sim_msg_hops(victim, ss->wseq, h, n);
     m->aux = id;
     m->ok = i;
-    m->nhops = n;
-    memcpy(m->hops, h, (size_t)n * sizeof(*h));
     sim_send(s, M_CONFIRM, V, ss->shards[i], m);
     ss->pending++;
   }
@@ -522,10 +519,8 @@ static void cycle_found(struct sim *s, int here, const struct hop *h, int n) {
     abort_at_v(s, here, h, n, vi, confirm);
     return;
   }
-  struct ev *m = sim_msg_new(h[vi].txn, h[vi].wseq);
+  struct ev *m = sim_msg_hops(h[vi].txn, h[vi].wseq, h, n);
   m->aux = vi;
-  m->nhops = n;
-  memcpy(m->hops, h, (size_t)n * sizeof(*h));
   sim_send(s, M_ABORT, here, h[vi].shard, m);
 }
 
@@ -582,11 +577,8 @@ static void extend(struct sim *s, int T, struct hop *h, int n) {
     int U = known_blocked(s, nx, T, &w);
     if (U < 0 || visited(h, n, U, nx))
       return;
-    struct ev *m = sim_msg_new(nx, w);
     h[n++] = (struct hop){U, nx, w, s->tx[nx].prio};
-    m->nhops = n;
-    memcpy(m->hops, h, (size_t)n * sizeof(*h));
-    sim_send(s, M_PROBE, T, U, m);
+    sim_send(s, M_PROBE, T, U, sim_msg_hops(nx, w, h, n));
     return;
   }
 }

@@ -174,6 +174,7 @@ void sim_at(struct sim *s, int kind, simtime t, int txn, uint32_t wseq,
             int key);
 void sim_send(struct sim *s, int msg, int from, int to, struct ev *e);
 struct ev *sim_msg_new(int txn, uint32_t wseq);
+struct ev *sim_msg_hops(int txn, uint32_t wseq, const struct hop *h, int n);
 int sim_holder_of_wait(struct sim *s, int t);
 int sim_pick_victim(struct sim *s, const struct hop *h, int n);
 bool sim_on_live_cycle(struct sim *s, int t);
