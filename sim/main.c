@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,92 +146,103 @@ static void print_report(struct sim *s, const struct report *r) {
     printf("}\n");
 }
 
+/* The options, one table: the long name, the field it sets, its kind and
+ * range, and its help line; usage() and parse() both read it. */
+enum { K_FLAG, K_INT, K_DBL, K_U64 };
+struct optdef {
+  const char *name, *arg, *help;
+  int kind;
+  size_t off;
+  double lo, hi; /* the accepted range, both ends included */
+};
+#define F(field) offsetof(struct opts, field)
+static const struct optdef optdefs[] = {
+    {"central-confirm", NULL, "the coordinator's victim is confirmed first",
+     K_FLAG, F(central_confirm), 0, 1},
+    {"shards", "N", "shards (default 1000)", K_INT, F(shards), 1, 1000},
+    {"len", "L", "cycle length (default 4)", K_INT, F(len), 2, MAXHOPS},
+    {"span", "S", "shards a cycle's keys spread over (default L)", K_INT,
+     F(span), 1, 1000},
+    {"cycles", "C", "cycles to make (default 2000)", K_INT, F(cycles), 0, 1e7},
+    {"rate", "R", "cycles begun per ms (default 1)", K_DBL, F(rate_per_ms),
+     1e-9, 1e6},
+    {"chains", "X", "chains that end, per cycle (default 1)", K_DBL, F(chains),
+     0, 100},
+    {"break-frac", "F", "cycles with a breaker (default 0.3)", K_DBL,
+     F(break_frac), 0, 1},
+    {"retry-frac", "F", "breakers that keep their key, ask again (0.5)", K_DBL,
+     F(retry_frac), 0, 1},
+    {"rtt-us", "U", "round trip (default 200)", K_DBL, F(rtt_us), 0, 1e9},
+    {"jitter", "J", "one-way delay's jitter, +-J (default 0.2)", K_DBL,
+     F(jitter), 0, 0.99},
+    {"probe-delay-us", "U", "(default 1000)", K_DBL, F(probe_delay_us), 0, 1e9},
+    {"poll-ms", "P", "the coordinator's period (default 10)", K_DBL, F(poll_ms),
+     1e-3, 1e6},
+    {"spread-us", "U", "a group's requests' spread (default 50)", K_DBL,
+     F(spread_us), 0, 1e9},
+    {"work-us", "U", "work after a grant (default 100)", K_DBL, F(work_us), 0,
+     1e9},
+    {"hold-us", "U", "a chain's end holds about U (default 500)", K_DBL,
+     F(hold_us), 0, 1e9},
+    {"pin-bound-ms", "M", "(default 2000)", K_DBL, F(pin_bound_ms), 0, 1e9},
+    {"seed", "N", "(default 1)", K_U64, F(seed), 0, 0},
+    {"json", NULL, "one JSON object instead of lines", K_FLAG, F(json), 0, 1},
+    {"bug-no-confirm", NULL, "V aborts without confirming", K_FLAG,
+     F(bug_no_confirm), 0, 1},
+    {"bug-no-pins", NULL, "the confirmation pins nothing", K_FLAG,
+     F(bug_no_pins), 0, 1},
+    {"bug-no-versions", NULL, "every check ignores wseq", K_FLAG,
+     F(bug_no_versions), 0, 1},
+    {"bug-no-reprobe", NULL, "the draft's probe trigger alone", K_FLAG,
+     F(bug_no_reprobe), 0, 1},
+};
+#undef F
+#define NOPTS (sizeof(optdefs) / sizeof(optdefs[0]))
+
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: ordo_probesim [options]\n"
-          "  --algo probes|central   the detector (default probes)\n"
-          "  --central-confirm       the coordinator's victim is confirmed "
-          "first\n"
-          "  --shards N              shards, 1..1000 (default 1000)\n"
-          "  --len L                 cycle length, 2..16 (default 4)\n"
-          "  --span S                shards a cycle's keys spread over "
-          "(default L)\n"
-          "  --cycles C              cycles to make (default 2000)\n"
-          "  --rate R                cycles begun per ms (default 1)\n"
-          "  --chains X              chains that end, per cycle (default 1)\n"
-          "  --break-frac F          cycles with a breaker's timeout "
-          "(default 0.3)\n"
-          "  --retry-frac F          breakers that keep their key and ask "
-          "again (0.5)\n"
-          "  --rtt-us U              round trip (default 200)\n"
-          "  --jitter J              one-way delay's jitter, +-J (default "
-          "0.2)\n"
-          "  --probe-delay-us U      (default 1000)\n"
-          "  --poll-ms P             the coordinator's period (default 10)\n"
-          "  --spread-us U           a group's requests spread (default 50)\n"
-          "  --work-us U             work after a grant (default 100)\n"
-          "  --hold-us U             a chain's end holds ~U (default 500)\n"
-          "  --pin-bound-ms M        (default 2000)\n"
-          "  --seed N                (default 1)\n"
-          "  --json                  one JSON object instead of lines\n"
-          "  --bug-no-confirm, --bug-no-pins, --bug-no-versions,\n"
-          "  --bug-no-reprobe        disable one step (see sim/README.md)\n");
+  fprintf(f, "usage: ordo_probesim [options] (see sim/README.md)\n"
+             "  --algo probes|central    the detector (default probes)\n");
+  for (size_t i = 0; i < NOPTS; i++) {
+    char left[40];
+    snprintf(left, sizeof(left), "--%s%s%s", optdefs[i].name,
+             optdefs[i].arg ? " " : "", optdefs[i].arg ? optdefs[i].arg : "");
+    fprintf(f, "  %-24s %s\n", left, optdefs[i].help);
+  }
+}
+
+/* set_opt -- one option of the table from its argument: -1 when it is not a
+ * number in the option's range. */
+static int set_opt(const struct optdef *d, const char *arg, struct opts *o) {
+  char *p = (char *)o + d->off, *end = NULL;
+  if (d->kind == K_FLAG) {
+    *(int *)p = 1;
+    return 0;
+  }
+  if (d->kind == K_U64) {
+    *(uint64_t *)p = strtoull(arg, &end, 10);
+    return *arg && !*end ? 0 : -1;
+  }
+  double v = strtod(arg, &end);
+  if (!*arg || *end || !(v >= d->lo && v <= d->hi))
+    return -1;
+  if (d->kind == K_INT) {
+    if (v != (double)(int)v)
+      return -1;
+    *(int *)p = (int)v;
+  } else {
+    *(double *)p = v;
+  }
+  return 0;
 }
 
 static int parse(int argc, char **argv, struct opts *o) {
-  enum {
-    O_ALGO = 256,
-    O_CC,
-    O_SHARDS,
-    O_LEN,
-    O_SPAN,
-    O_CYCLES,
-    O_RATE,
-    O_CHAINS,
-    O_BREAK,
-    O_RETRY,
-    O_RTT,
-    O_JITTER,
-    O_DELAY,
-    O_POLL,
-    O_SPREAD,
-    O_WORK,
-    O_HOLD,
-    O_PINB,
-    O_SEED,
-    O_JSON,
-    O_BNC,
-    O_BNP,
-    O_BNV,
-    O_BNR,
-    O_HELP
-  };
-  static const struct option lo[] = {{"algo", 1, 0, O_ALGO},
-                                     {"central-confirm", 0, 0, O_CC},
-                                     {"shards", 1, 0, O_SHARDS},
-                                     {"len", 1, 0, O_LEN},
-                                     {"span", 1, 0, O_SPAN},
-                                     {"cycles", 1, 0, O_CYCLES},
-                                     {"rate", 1, 0, O_RATE},
-                                     {"chains", 1, 0, O_CHAINS},
-                                     {"break-frac", 1, 0, O_BREAK},
-                                     {"retry-frac", 1, 0, O_RETRY},
-                                     {"rtt-us", 1, 0, O_RTT},
-                                     {"jitter", 1, 0, O_JITTER},
-                                     {"probe-delay-us", 1, 0, O_DELAY},
-                                     {"poll-ms", 1, 0, O_POLL},
-                                     {"spread-us", 1, 0, O_SPREAD},
-                                     {"work-us", 1, 0, O_WORK},
-                                     {"hold-us", 1, 0, O_HOLD},
-                                     {"pin-bound-ms", 1, 0, O_PINB},
-                                     {"seed", 1, 0, O_SEED},
-                                     {"json", 0, 0, O_JSON},
-                                     {"bug-no-confirm", 0, 0, O_BNC},
-                                     {"bug-no-pins", 0, 0, O_BNP},
-                                     {"bug-no-versions", 0, 0, O_BNV},
-                                     {"bug-no-reprobe", 0, 0, O_BNR},
-                                     {"help", 0, 0, O_HELP},
-                                     {0, 0, 0, 0}};
+  struct option lo[NOPTS + 3];
+  for (size_t i = 0; i < NOPTS; i++)
+    lo[i] = (struct option){optdefs[i].name, optdefs[i].arg ? 1 : 0, NULL,
+                            256 + (int)i};
+  lo[NOPTS] = (struct option){"algo", 1, NULL, 'a'};
+  lo[NOPTS + 1] = (struct option){"help", 0, NULL, 'h'};
+  lo[NOPTS + 2] = (struct option){NULL, 0, NULL, 0};
   *o = (struct opts){.shards = 1000,
                      .len = 4,
                      .span = -1,
@@ -250,99 +262,22 @@ static int parse(int argc, char **argv, struct opts *o) {
                      .seed = 1};
   int c;
   while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-    switch (c) {
-    case O_ALGO:
+    if (c == 'h') {
+      usage(stdout);
+      exit(0);
+    }
+    if (c == 'a') {
       if (strcmp(optarg, "probes") && strcmp(optarg, "central"))
         return -1;
       o->central = !strcmp(optarg, "central");
-      break;
-    case O_CC:
-      o->central_confirm = 1;
-      break;
-    case O_SHARDS:
-      o->shards = atoi(optarg);
-      break;
-    case O_LEN:
-      o->len = atoi(optarg);
-      break;
-    case O_SPAN:
-      o->span = atoi(optarg);
-      break;
-    case O_CYCLES:
-      o->cycles = atoi(optarg);
-      break;
-    case O_RATE:
-      o->rate_per_ms = atof(optarg);
-      break;
-    case O_CHAINS:
-      o->chains = atof(optarg);
-      break;
-    case O_BREAK:
-      o->break_frac = atof(optarg);
-      break;
-    case O_RETRY:
-      o->retry_frac = atof(optarg);
-      break;
-    case O_RTT:
-      o->rtt_us = atof(optarg);
-      break;
-    case O_JITTER:
-      o->jitter = atof(optarg);
-      break;
-    case O_DELAY:
-      o->probe_delay_us = atof(optarg);
-      break;
-    case O_POLL:
-      o->poll_ms = atof(optarg);
-      break;
-    case O_SPREAD:
-      o->spread_us = atof(optarg);
-      break;
-    case O_WORK:
-      o->work_us = atof(optarg);
-      break;
-    case O_HOLD:
-      o->hold_us = atof(optarg);
-      break;
-    case O_PINB:
-      o->pin_bound_ms = atof(optarg);
-      break;
-    case O_SEED:
-      o->seed = strtoull(optarg, NULL, 10);
-      break;
-    case O_JSON:
-      o->json = 1;
-      break;
-    case O_BNC:
-      o->bug_no_confirm = 1;
-      break;
-    case O_BNP:
-      o->bug_no_pins = 1;
-      break;
-    case O_BNV:
-      o->bug_no_versions = 1;
-      break;
-    case O_BNR:
-      o->bug_no_reprobe = 1;
-      break;
-    case O_HELP:
-      usage(stdout);
-      exit(0);
-    default:
-      return -1;
+      continue;
     }
+    if (c < 256 || set_opt(&optdefs[c - 256], optarg, o) < 0)
+      return -1;
   }
   if (o->span < 0)
     o->span = o->len;
-  if (optind != argc || o->shards < 1 || o->shards > 1000 || o->len < 2 ||
-      o->len > MAXHOPS || o->span < 1 || o->cycles < 0 || o->rate_per_ms <= 0 ||
-      o->chains < 0 || o->break_frac < 0 || o->break_frac > 1 ||
-      o->retry_frac < 0 || o->retry_frac > 1 || o->rtt_us < 0 ||
-      o->jitter < 0 || o->jitter >= 1 || o->probe_delay_us < 0 ||
-      o->poll_ms <= 0 || o->spread_us < 0 || o->work_us < 0 || o->hold_us < 0 ||
-      o->pin_bound_ms < 0)
-    return -1;
-  return 0;
+  return optind == argc ? 0 : -1;
 }
 
 /* schedule -- the workload's start events, Poisson arrivals at --rate: each
