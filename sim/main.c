@@ -153,48 +153,48 @@ struct optdef {
   const char *name, *arg, *help;
   int kind;
   size_t off;
-  double lo, hi; /* the accepted range, both ends included */
+  double def, lo, hi; /* the default; the range, both ends included */
 };
 #define F(field) offsetof(struct opts, field)
 static const struct optdef optdefs[] = {
     {"central-confirm", NULL, "the coordinator's victim is confirmed first",
-     K_FLAG, F(central_confirm), 0, 1},
-    {"shards", "N", "shards (default 1000)", K_INT, F(shards), 1, 1000},
-    {"len", "L", "cycle length (default 4)", K_INT, F(len), 2, MAXHOPS},
-    {"span", "S", "shards a cycle's keys spread over (default L)", K_INT,
-     F(span), 1, 1000},
-    {"cycles", "C", "cycles to make (default 2000)", K_INT, F(cycles), 0, 1e7},
-    {"rate", "R", "cycles begun per ms (default 1)", K_DBL, F(rate_per_ms),
-     1e-9, 1e6},
-    {"chains", "X", "chains that end, per cycle (default 1)", K_DBL, F(chains),
-     0, 100},
-    {"break-frac", "F", "cycles with a breaker (default 0.3)", K_DBL,
-     F(break_frac), 0, 1},
-    {"retry-frac", "F", "breakers that keep their key, ask again (0.5)", K_DBL,
-     F(retry_frac), 0, 1},
-    {"rtt-us", "U", "round trip (default 200)", K_DBL, F(rtt_us), 0, 1e9},
-    {"jitter", "J", "one-way delay's jitter, +-J (default 0.2)", K_DBL,
-     F(jitter), 0, 0.99},
-    {"probe-delay-us", "U", "(default 1000)", K_DBL, F(probe_delay_us), 0, 1e9},
-    {"poll-ms", "P", "the coordinator's period (default 10)", K_DBL, F(poll_ms),
-     1e-3, 1e6},
-    {"spread-us", "U", "a group's requests' spread (default 50)", K_DBL,
-     F(spread_us), 0, 1e9},
-    {"work-us", "U", "work after a grant (default 100)", K_DBL, F(work_us), 0,
+     K_FLAG, F(central_confirm), 0, 0, 1},
+    {"shards", "N", "shards", K_INT, F(shards), 1000, 1, 1000},
+    {"len", "L", "cycle length", K_INT, F(len), 4, 2, MAXHOPS},
+    {"span", "S", "shards a cycle's keys spread over (0: L)", K_INT, F(span), 0,
+     1, 1000},
+    {"cycles", "C", "cycles to make", K_INT, F(cycles), 2000, 0, 1e7},
+    {"rate", "R", "cycles begun per ms", K_DBL, F(rate_per_ms), 1, 1e-9, 1e6},
+    {"chains", "X", "chains that end, per cycle", K_DBL, F(chains), 1, 0, 100},
+    {"break-frac", "F", "cycles with a breaker", K_DBL, F(break_frac), 0.3, 0,
+     1},
+    {"retry-frac", "F", "breakers that keep their key, ask again", K_DBL,
+     F(retry_frac), 0.5, 0, 1},
+    {"rtt-us", "U", "round trip", K_DBL, F(rtt_us), 200, 0, 1e9},
+    {"jitter", "J", "one-way delay's jitter, +-J", K_DBL, F(jitter), 0.2, 0,
+     0.99},
+    {"probe-delay-us", "U", "the wait before a probe", K_DBL, F(probe_delay_us),
+     1000, 0, 1e9},
+    {"poll-ms", "P", "the coordinator's period", K_DBL, F(poll_ms), 10, 1e-3,
+     1e6},
+    {"spread-us", "U", "a group's requests' spread", K_DBL, F(spread_us), 50, 0,
      1e9},
-    {"hold-us", "U", "a chain's end holds about U (default 500)", K_DBL,
-     F(hold_us), 0, 1e9},
-    {"pin-bound-ms", "M", "(default 2000)", K_DBL, F(pin_bound_ms), 0, 1e9},
-    {"seed", "N", "(default 1)", K_U64, F(seed), 0, 0},
-    {"json", NULL, "one JSON object instead of lines", K_FLAG, F(json), 0, 1},
+    {"work-us", "U", "work after a grant", K_DBL, F(work_us), 100, 0, 1e9},
+    {"hold-us", "U", "a chain's end holds about U", K_DBL, F(hold_us), 500, 0,
+     1e9},
+    {"pin-bound-ms", "M", "a pinned timeout waits at most", K_DBL,
+     F(pin_bound_ms), 2000, 0, 1e9},
+    {"seed", "N", "the run", K_U64, F(seed), 1, 0, 0},
+    {"json", NULL, "one JSON object instead of lines", K_FLAG, F(json), 0, 0,
+     1},
     {"bug-no-confirm", NULL, "V aborts without confirming", K_FLAG,
-     F(bug_no_confirm), 0, 1},
+     F(bug_no_confirm), 0, 0, 1},
     {"bug-no-pins", NULL, "the confirmation pins nothing", K_FLAG,
-     F(bug_no_pins), 0, 1},
+     F(bug_no_pins), 0, 0, 1},
     {"bug-no-versions", NULL, "every check ignores wseq", K_FLAG,
-     F(bug_no_versions), 0, 1},
+     F(bug_no_versions), 0, 0, 1},
     {"bug-no-reprobe", NULL, "the draft's probe trigger alone", K_FLAG,
-     F(bug_no_reprobe), 0, 1},
+     F(bug_no_reprobe), 0, 0, 1},
 };
 #undef F
 #define NOPTS (sizeof(optdefs) / sizeof(optdefs[0]))
@@ -206,8 +206,22 @@ static void usage(FILE *f) {
     char left[40];
     snprintf(left, sizeof(left), "--%s%s%s", optdefs[i].name,
              optdefs[i].arg ? " " : "", optdefs[i].arg ? optdefs[i].arg : "");
-    fprintf(f, "  %-24s %s\n", left, optdefs[i].help);
+    if (optdefs[i].kind == K_FLAG)
+      fprintf(f, "  %-24s %s\n", left, optdefs[i].help);
+    else
+      fprintf(f, "  %-24s %s (default %g)\n", left, optdefs[i].help,
+              optdefs[i].def);
   }
+}
+
+static void set_value(const struct optdef *d, double v, struct opts *o) {
+  char *p = (char *)o + d->off;
+  if (d->kind == K_U64)
+    *(uint64_t *)p = (uint64_t)v;
+  else if (d->kind == K_DBL)
+    *(double *)p = v;
+  else
+    *(int *)p = (int)v;
 }
 
 /* set_opt -- one option of the table from its argument: -1 when it is not a
@@ -243,23 +257,9 @@ static int parse(int argc, char **argv, struct opts *o) {
   lo[NOPTS] = (struct option){"algo", 1, NULL, 'a'};
   lo[NOPTS + 1] = (struct option){"help", 0, NULL, 'h'};
   lo[NOPTS + 2] = (struct option){NULL, 0, NULL, 0};
-  *o = (struct opts){.shards = 1000,
-                     .len = 4,
-                     .span = -1,
-                     .cycles = 2000,
-                     .rtt_us = 200,
-                     .jitter = 0.2,
-                     .probe_delay_us = 1000,
-                     .poll_ms = 10,
-                     .rate_per_ms = 1,
-                     .chains = 1,
-                     .break_frac = 0.3,
-                     .retry_frac = 0.5,
-                     .spread_us = 50,
-                     .work_us = 100,
-                     .hold_us = 500,
-                     .pin_bound_ms = 2000,
-                     .seed = 1};
+  memset(o, 0, sizeof(*o));
+  for (size_t i = 0; i < NOPTS; i++)
+    set_value(&optdefs[i], optdefs[i].def, o);
   int c;
   while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
     if (c == 'h') {
@@ -275,8 +275,8 @@ static int parse(int argc, char **argv, struct opts *o) {
     if (c < 256 || set_opt(&optdefs[c - 256], optarg, o) < 0)
       return -1;
   }
-  if (o->span < 0)
-    o->span = o->len;
+  if (o->span == 0)
+    o->span = o->len; /* the default span is the cycle's length */
   return optind == argc ? 0 : -1;
 }
 
