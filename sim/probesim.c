@@ -501,7 +501,7 @@ static void abort_at_v(struct sim *s, int V, const struct hop *h, int n, int vi,
     }
     struct ev *m = sim_msg_hops(victim, ss->wseq, h, n);
     m->aux = id;
-    m->ok = i;
+    m->idx = i;
     sim_send(s, M_CONFIRM, V, ss->shards[i], m);
     ss->pending++;
   }
@@ -843,15 +843,15 @@ static void on_msg(struct sim *s, struct ev *e) {
   case M_CONFIRM: {
     struct ev *r = sim_msg_new(e->txn, e->wseq);
     r->aux = e->aux;
-    r->ok = e->ok;
-    r->nhops = hops_stand_at(s, e->hops, e->nhops, e->to) ? 1 : 0;
+    r->idx = e->idx;
+    r->ok = hops_stand_at(s, e->hops, e->nhops, e->to);
     sim_send(s, M_CONFIRM_REPLY, e->to, e->from, r);
     break;
   }
   case M_CONFIRM_REPLY: {
     struct sess *ss = &s->ss[e->aux];
-    ss->yes[e->ok] = e->nhops == 1;
-    ss->ok &= ss->yes[e->ok];
+    ss->yes[e->idx] = e->ok;
+    ss->ok &= ss->yes[e->idx];
     if (--ss->pending == 0)
       confirm_done(s, e->aux);
     break;

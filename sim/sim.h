@@ -58,7 +58,10 @@ struct ev {
   uint64_t seq;
   int kind, msg;
   int from, to;
-  int txn, key, aux, ok;
+  int txn, key;
+  int aux; /* an abort session's id, a victim's hop, a start's kind */
+  int idx; /* CONFIRM and its reply: the shard's place in the session */
+  bool ok; /* a CONFIRM's reply: every hop stands (and is pinned) */
   uint32_t wseq;
   int nhops;
   struct hop hops[MAXHOPS];
