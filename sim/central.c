@@ -9,7 +9,7 @@
  * with it, the victim's shard confirms every edge first, as for a probe.
  * See sim/README.md.
  *
- * Interface: sim_on_poll, sim_on_poll_reply.
+ * Interface: sim_central_owns, sim_central_dispatch.
  */
 #include "sim.h"
 
@@ -93,7 +93,7 @@ static void central_search(struct sim *s) {
   s->nredges = 0;
 }
 
-void sim_on_poll_reply(struct sim *s, struct ev *e) {
+static void on_poll_reply(struct sim *s, struct ev *e) {
   for (int i = 0; i < e->nedges; i++) {
     GROW(s->redges, s->nredges, s->capredges);
     s->redges[s->nredges++] = e->edges[i];
@@ -102,7 +102,7 @@ void sim_on_poll_reply(struct sim *s, struct ev *e) {
     central_search(s);
 }
 
-void sim_on_poll(struct sim *s, struct ev *e) {
+static void on_poll(struct sim *s, struct ev *e) {
   struct shard *sh = &s->sh[e->to];
   struct ev *r = sim_msg_new(-1, 0);
   r->edges = sim_xrealloc(NULL, (size_t)sh->nwait * sizeof(*r->edges));
@@ -112,4 +112,33 @@ void sim_on_poll(struct sim *s, struct ev *e) {
       r->edges[r->nedges++] = (struct edge){w, h, e->to, s->tx[w].wseq};
   }
   sim_send(s, M_POLL_REPLY, e->to, s->o.shards, r);
+}
+
+bool sim_central_owns(const struct ev *e) {
+  return e->kind == E_POLL ||
+         (e->kind == E_MSG && (e->msg == M_POLL || e->msg == M_POLL_REPLY));
+}
+
+/* sim_central_dispatch -- the coordinator's timer (a round of polls, unless
+ * the last round's replies are still out), a shard's answer to a poll, and
+ * the coordinator's receipt of it. */
+void sim_central_dispatch(struct sim *s, struct ev *e) {
+  if (e->kind == E_MSG) {
+    if (e->msg == M_POLL)
+      on_poll(s, e);
+    else
+      on_poll_reply(s, e);
+    return;
+  }
+  if (s->poll_pending > 0) {
+    s->polls_skipped++;
+  } else {
+    s->polls++;
+    s->poll_pending = s->o.shards;
+    for (int i = 0; i < s->o.shards; i++)
+      sim_send(s, M_POLL, s->o.shards, i, sim_msg_new(-1, 0));
+  }
+  simtime next = s->now + (simtime)(s->o.poll_ms * NS_PER_MS);
+  if (next <= s->horizon)
+    sim_at(s, E_POLL, next, -1, 0, -1);
 }

@@ -345,7 +345,10 @@ int main(int argc, char **argv) {
   while (s->nheap > 0) {
     struct ev *e = sim_pop(s);
     s->now = e->t;
-    sim_dispatch(s, e);
+    if (sim_central_owns(e))
+      sim_central_dispatch(s, e);
+    else
+      sim_dispatch(s, e);
     free(e->edges);
     free(e);
     if (tty && (++s->events & 0xffff) == 0)

@@ -6,11 +6,12 @@
  * Citus does). See sim/README.md for the model and its assumptions.
  *
  * Everything runs on one simulated clock in nanoseconds, from one event
- * heap ordered by (time, sequence number), with one seeded generator
- * (splitmix64): the same options and --seed give the same output byte for
- * byte. The simulator knows the true global wait-for graph at every instant,
- * which is what lets it count phantom aborts (a victim aborted while it was
- * on no live cycle) and missed cycles (a closed cycle still live at the end).
+ * heap ordered by (time, sequence number), with two seeded splitmix64
+ * streams (the workload's and the network's): the same options and --seed
+ * give the same output byte for byte. The simulator knows the true global
+ * wait-for graph at every instant, which is what lets it count phantom aborts
+ * (a victim aborted while it was on no live cycle) and missed cycles (a closed
+ * cycle still live at the end).
  *
  * Interface: the sim_ functions sim.h declares for central.c and main.c.
  */
@@ -870,12 +871,6 @@ static void on_msg(struct sim *s, struct ev *e) {
   case M_UNPIN:
     unpin_hops_at(s, e->hops, e->nhops, e->to);
     break;
-  case M_POLL:
-    sim_on_poll(s, e);
-    break;
-  case M_POLL_REPLY:
-    sim_on_poll_reply(s, e);
-    break;
   }
 }
 
@@ -904,19 +899,6 @@ void sim_dispatch(struct sim *s, struct ev *e) {
       release_all(s, e->txn);
       s->tx[e->txn].state = T_DONE;
     }
-    break;
-  case E_POLL:
-    if (s->poll_pending > 0) {
-      s->polls_skipped++; /* the last round is not all back yet */
-    } else {
-      s->polls++;
-      s->poll_pending = s->o.shards;
-      for (int i = 0; i < s->o.shards; i++)
-        sim_send(s, M_POLL, s->o.shards, i, sim_msg_new(-1, 0));
-    }
-    if (s->now + (simtime)(s->o.poll_ms * NS_PER_MS) <= s->horizon)
-      sim_at(s, E_POLL, s->now + (simtime)(s->o.poll_ms * NS_PER_MS), -1, 0,
-             -1);
     break;
   }
 }

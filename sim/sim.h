@@ -1,7 +1,8 @@
 /*
  * sim.h -- the simulator's types, shared by probesim.c (the engine: the
  * network, the lock managers, the probes, the aborts, the workload),
- * central.c (the polling coordinator) and main.c (options and report).
+ * central.c (the polling coordinator) and main.c (options, the run loop,
+ * the report). The run loop hands each event to central.c or probesim.c.
  * See sim/README.md.
  */
 #ifndef ORDO_SIM_H
@@ -183,8 +184,9 @@ int sim_pick_victim(struct sim *s, const struct hop *h, int n);
 bool sim_on_live_cycle(struct sim *s, int t);
 void sim_dispatch(struct sim *s, struct ev *e);
 
-/* central.c: the centralized alternative. */
-void sim_on_poll(struct sim *s, struct ev *e);
-void sim_on_poll_reply(struct sim *s, struct ev *e);
+/* central.c: the centralized alternative. The run loop (main.c) hands it
+ * the events it owns, so that the engine does not depend on it. */
+bool sim_central_owns(const struct ev *e);
+void sim_central_dispatch(struct sim *s, struct ev *e);
 
 #endif
