@@ -46,7 +46,7 @@ static void summarize(struct sim *s, struct report *r) {
     r->closed++;
     if (c->victims > 0)
       r->detected++;
-    if (c->victims > 1)
+    if (c->victims_all > 1)
       r->multi_victim++;
     if (c->victims == 0 && c->broken_after > 0)
       r->broken_after++;

@@ -379,7 +379,7 @@ static void finish_abort(struct sim *s, int id) {
     cancel_wait(s, ss->victim);
   release_all(s, ss->victim);
   v->state = T_VICTIM;
-  if (v->cyc >= 0 && s->cy[v->cyc].closed) {
+  if (ss->genuine && v->cyc >= 0) {
     GROW(s->lat, s->nlat, s->caplat);
     s->lat[s->nlat++] = (double)(s->now - s->cy[v->cyc].close_t) / NS_PER_US;
   }
@@ -394,10 +394,13 @@ static void decide(struct sim *s, int id) {
   struct txn *v = &s->tx[ss->victim];
   v->aborted_wseq = ss->wseq + 1;
   s->victims_total++;
-  if (!sim_on_live_cycle(s, ss->victim))
+  ss->genuine = sim_on_live_cycle(s, ss->victim);
+  if (!ss->genuine)
     s->phantoms++;
-  if (v->cyc >= 0)
-    s->cy[v->cyc].victims++;
+  if (v->cyc >= 0) {
+    s->cy[v->cyc].victims_all++;
+    s->cy[v->cyc].victims += ss->genuine;
+  }
   int hs[MAXHOLD], n = heldat(s, ss->victim, ss->V, hs);
   ss->pending = n;
   for (int i = 0; i < n; i++) {

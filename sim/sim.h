@@ -98,7 +98,9 @@ struct cycle {
   int first, len;
   bool closed, live, breaker; /* live: closed and not broken since */
   simtime close_t;
-  int victims, broken_after;
+  int victims;     /* genuine ones: on a live cycle at the abort instant */
+  int victims_all; /* phantom ones too */
+  int broken_after;
 };
 
 struct shard {
@@ -114,7 +116,7 @@ struct sess {
   int shards[MAXHOPS], nshards;
   bool yes[MAXHOPS];
   int pending;
-  bool ok;
+  bool ok, genuine; /* genuine: the victim was on a live cycle */
 };
 
 struct opts {
