@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 CMAKE_FLAGS ?=
 
-.PHONY: all build run test bench model verify faults coverage bootstrap format format-check clean install
+.PHONY: all build run test bench model verify faults coverage sim bootstrap format format-check clean install
 
 all: build
 
@@ -60,6 +60,14 @@ faults: bootstrap
 # src/detect is under 90% of lines, or src/server under 80%.
 coverage: bootstrap
 	scripts/coverage.sh
+
+# The simulator of the cross-shard probes at 1,000 shards against a
+# polling coordinator (sim/README.md, docs/distributed.md): sim/run.sh's
+# table and plot in sim/results/, in a few seconds; PUBLISH=1 also copies
+# the plot to docs/img/sim-latency.png.
+sim: bootstrap
+	@$(MAKE) --no-print-directory build
+	sim/run.sh $(if $(filter-out 0,$(PUBLISH)),--publish)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')
