@@ -490,7 +490,53 @@ static void cmd_graph(conn *c, size_t argc, ordo__resp_arg *argv) {
   char *buf = malloc(len > 0 ? (size_t)len : 1);
   size_t got = buf ? fread(buf, 1, (size_t)(len > 0 ? len : 0), f) : 0;
   fclose(f);
-  ordo__out_bulk(&c->out, buf ? buf : "", got);
+  /* The txns of a sharded place are named by their global ids too: a DOT
+   * node label, or a JSON member "gids", for each session with one that
+   * the graph names (docs/distributed.md). */
+  char *eb = NULL;
+  size_t el = 0;
+  FILE *ef = buf ? open_memstream(&eb, &el) : NULL;
+  size_t cut = got;
+  while (cut > 0 && (buf[cut - 1] == '\n' || buf[cut - 1] == '}'))
+    cut--; /* before the final brace (and a JSON's, the object's) */
+  bool first = true;
+  for (size_t i = 0; ef && i < c->s->smap_cap; i++)
+    for (sess *x = c->s->smap[i]; x; x = x->hnext) {
+      char name[48], hex[ORDOD_GID_HEX + 1];
+      int nl = snprintf(name, sizeof name,
+                        fmt == ORDO_GRAPH_DOT ? "\"txn %llu\"" : "%llu",
+                        (unsigned long long)x->id);
+      if (!x->have_gid || nl <= 0 || !memmem(buf, got, name, (size_t)nl))
+        continue;
+      srv_gid_hex(x->gid, hex);
+      if (fmt == ORDO_GRAPH_DOT)
+        fprintf(ef, "  \"txn %llu\" [label=\"txn %llu\\ngid %s\"];\n",
+                (unsigned long long)x->id, (unsigned long long)x->id, hex);
+      else
+        fprintf(ef, "%s\"%llu\": \"%s\"", first ? ", \"gids\": {" : ", ",
+                (unsigned long long)x->id, hex);
+      first = false;
+    }
+  if (ef && !first && fmt == ORDO_GRAPH_JSON)
+    fputc('}', ef);
+  if (ef && !first)
+    fwrite(buf + cut, 1, got - cut, ef);
+  if (ef)
+    fclose(ef);
+  if (first || !eb) {
+    ordo__out_bulk(&c->out, buf ? buf : "", got);
+  } else {
+    char *all = malloc(cut + el);
+    if (all) {
+      memcpy(all, buf, cut);
+      memcpy(all + cut, eb, el);
+      ordo__out_bulk(&c->out, all, cut + el);
+      free(all);
+    } else {
+      ordo__out_bulk(&c->out, buf, got);
+    }
+  }
+  free(eb);
   free(buf);
 }
 
@@ -628,8 +674,12 @@ static void cmd_info(conn *c, size_t argc, ordo__resp_arg *argv) {
   if (SEC("deadlocks")) {
     P("# Deadlocks\r\ndeadlocks:%llu\r\nreorders:%llu\r\nsweep_finds:%llu\r\n"
       "long_waits:%llu\r\n\r\n",
-      (unsigned long long)st.deadlocks, (unsigned long long)st.reorders,
-      (unsigned long long)st.sweep_finds, (unsigned long long)st.long_waits);
+      /* The cycles this server resolved: inside it, and across shards
+       * (counted at the victim's shard alone, so shards' sums count each
+       * once). */
+      (unsigned long long)(st.deadlocks + srv_probe_deadlocks(s)),
+      (unsigned long long)st.reorders, (unsigned long long)st.sweep_finds,
+      (unsigned long long)st.long_waits);
   }
   if (SEC("probes") && n < sizeof buf)
     n += srv_probe_info(s, buf + n, sizeof buf - n);

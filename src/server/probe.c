@@ -411,7 +411,11 @@ static void probe_walk(srv_probe *p, const uint8_t *init, sess *a, pr_hop *h,
     x->prio = a->txn ? a->txn->priority : 0;
     memcpy(x->next, b->gid, ORDOD_GID_BYTES);
     if (memcmp(b->gid, init, ORDOD_GID_BYTES) == 0) {
-      cycle_found(p, h, n + 1);
+      bool across = false;
+      for (int j = 0; j <= n; j++)
+        across |= h[j].shard != 0;
+      if (across) /* one wholly inside this shard is the engine's */
+        cycle_found(p, h, n + 1);
       continue;
     }
     bool seen = false;
@@ -688,9 +692,15 @@ static void abort_finish(srv_probe *p, pr_abort *a) {
     p->deadlocks++;
     srv_log(s, 1, "cross-shard deadlock: victim session %llu; cycle: %s",
             (unsigned long long)vs->id, vs->xcycle);
-    (void)ordo__abort_wait(ordo__engine_owner(vs->txn), ORDO_EDEADLK);
-    a->phase = 2; /* aborted: its reply is on its way */
-    a->deadline_ms = srv_now_ms() + PR_CONFIRM_MS;
+    if (ordo__abort_wait(ordo__engine_owner(vs->txn), ORDO_EDEADLK) == 0) {
+      a->phase = 2; /* aborted: its reply is on its way */
+      a->deadline_ms = srv_now_ms() + PR_CONFIRM_MS;
+    } else {
+      /* The wait ended meanwhile (a grant, or the engine's own victim):
+       * nothing was aborted. */
+      p->deadlocks--;
+      vs->xcycle[0] = 0;
+    }
   }
   if (!vs || !vs->xcycle[0]) {
     /* Nothing to abort: let the cycle's waits go at once. */
@@ -782,6 +792,9 @@ static void tick_fired(uv_timer_t *t) {
     } else if (a->phase == 1) {
       abort_finish(p, a); /* a shard that never acked: its leases end */
     } else {
+      sess *vs = sess_by_gid(p->s, a->victim);
+      if (vs)
+        vs->probe_aborting = false;
       unpin_all(p, a); /* the victim went before its reply */
       abort_free(p, a);
     }
@@ -795,6 +808,7 @@ void srv_probe_wait_begin(srv *s, sess *ss) {
     return;
   ss->probe_listed = true;
   ss->probe_told = false;
+  ss->probe_aborting = false;
   ss->probe_every_ms = 0;
   ss->probe_due_ms = srv_now_ms() + (uint64_t)s->cfg.probe_delay_ms;
   TAILQ_INSERT_TAIL(&p->waiting, ss, plink);
@@ -1073,6 +1087,10 @@ void srv_probe_close(srv *s) {
   free(p->shard);
   free(p);
   s->probe = NULL;
+}
+
+uint64_t srv_probe_deadlocks(srv *s) {
+  return s->probe ? s->probe->deadlocks : 0;
 }
 
 size_t srv_probe_info(srv *s, char *buf, size_t cap) {

@@ -291,6 +291,8 @@ void srv_probe_wait_end(srv *s, sess *ss);
 void srv_probe_victim_told(srv *s, sess *vs);
 void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv);
 size_t srv_probe_info(srv *s, char *buf, size_t cap);
+/* Cross-shard deadlocks resolved here (this shard the victim's). */
+uint64_t srv_probe_deadlocks(srv *s);
 int srv_conf_parse_file(srv_config *cfg, const char *path, char *err,
                         size_t errlen);
 /* The name of a lock-order checker mode: "off", "warn" or "refuse". */

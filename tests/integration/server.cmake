@@ -10,7 +10,8 @@ add_test(NAME integration_ordod
 # Shards of ordod linked by --peers: deadlocks across them found by probes
 # (docs/distributed.md), 10,000 cycles of the phantom check among them.
 add_test(NAME integration_probes
-  COMMAND /usr/bin/python3 ${ORDO_IT}/test_probes.py $<TARGET_FILE:ordod>)
+  COMMAND /usr/bin/python3 ${ORDO_IT}/test_probes.py $<TARGET_FILE:ordod>
+          $<TARGET_FILE:ordo_cli>)
 add_test(NAME integration_redis_cli
   COMMAND bash ${ORDO_IT}/redis_cli.sh $<TARGET_FILE:ordod> redis-cli)
 add_test(NAME integration_docs_examples

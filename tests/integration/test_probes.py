@@ -2,7 +2,7 @@
 """test_probes.py -- deadlocks across shards of ordod, found by probes
 (docs/distributed.md), against real ordod processes linked by --peers.
 
-Usage: test_probes.py ORDOD_BINARY
+Usage: test_probes.py ORDOD_BINARY ORDO_CLI
 
 Each case drives txns the way the sharded ordod:// client does: one session
 per shard a txn touches, each told the txn's global id (SESSION GID), and
@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ordod_proc import Ordod  # noqa: E402
 
 ORDOD = sys.argv[1]
+ORDO_CLI = sys.argv[2] if len(sys.argv) > 2 else None
 MULT = float(os.environ.get("ORDO_TEST_TIMEOUT_MULT", "1"))
 # Linux's SO_TIMESTAMPNS (socket(7)); Python does not name it.
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
@@ -470,8 +471,63 @@ def case_long_cycles(c8):
             t.end()
 
 
+def case_graph_gids(c):
+    """GRAPH names a sharded txn by its global id too: a DOT label and a
+    JSON "gids" member for each session with one that the graph names."""
+    import json
+    a, b = Txn(c), Txn(c)
+    assert isinstance(a.lock(0, "gg:k"), list)
+    b.lock_send(0, "gg:k", 5000)
+    probe = Sess(c.ports[0])
+    end = time.monotonic() + T(5)
+    while b"->" not in probe.cmd("GRAPH", "DOT"):
+        assert time.monotonic() < end, "b never waited"
+        time.sleep(0.002)
+    dot = probe.cmd("GRAPH", "DOT").decode()
+    for t in (a, b):
+        assert ("gid %s" % t.gid) in dot, dot
+    assert dot.rstrip().endswith("}"), dot
+    j = json.loads(probe.cmd("GRAPH", "JSON"))
+    assert sorted(j["gids"].values()) == sorted([a.gid, b.gid]), j
+    assert j["edges"] and "waiting" in j, j
+    a.release_all()
+    assert isinstance(b.lock_reply(0), list)
+    b.release_all()
+    probe.sock.close()
+    a.end()
+    b.end()
+
+
+def case_bank(c):
+    """ordo bank over the 3 shards, both ways: ordered, 0 deadlocks; naive,
+    deadlocks across shards found and retried, and nothing lost (the
+    balance and every transfer checked by the bank itself)."""
+    if not ORDO_CLI:
+        raise AssertionError("usage: test_probes.py ORDOD ORDO_CLI")
+    import json
+    import subprocess
+    url = "ordod://" + ",".join(c.names)
+    xd = c.total("deadlocks_cross_shard")
+    for mode in ([], ["--naive"]):
+        r = subprocess.run([ORDO_CLI, "bank", "--backend", url, "--accounts",
+                            "8", "--json", *mode], capture_output=True,
+                           text=True, timeout=T(120))
+        assert r.returncode == 0, (mode, r.stdout[-2000:], r.stderr[-2000:])
+        j = json.loads(r.stdout)
+        assert j["ok"] and j["violations"] == 0, j
+        assert j["total_before"] == j["total_after"], j
+        assert j["transfers"] == j["transfers_expected"], j
+        if mode:
+            assert j["deadlocks"] > 0 and j["victims"] > 0, j
+        else:
+            assert j["deadlocks"] == 0 and j["victims"] == 0, j
+        print("  bank %s: %d transfers in %.2f s, %d deadlocks" % (
+            j["mode"], j["transfers"], j["seconds"], j["deadlocks"]))
+    assert c.total("deadlocks_cross_shard") > xd, "none across shards"
+
+
 CASES = [case_two_shards, case_priority, case_three_shards, case_local_cycle,
-         case_shared_txn, case_phantoms]
+         case_shared_txn, case_graph_gids, case_phantoms, case_bank]
 
 
 def main():
