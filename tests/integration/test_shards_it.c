@@ -592,5 +592,5 @@ int main(void) {
       cmocka_unit_test(test_victim_holds_nothing),
       cmocka_unit_test(test_graph),
   };
-  return cmocka_run_group_tests(tests, setup, NULL);
+  return tu_exit(cmocka_run_group_tests(tests, setup, NULL));
 }

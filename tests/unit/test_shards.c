@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "../common/testutil.h"
 #include "ordo_int.h"
 #include "backend/shards.h"
 
@@ -137,5 +138,5 @@ int main(void) {
       cmocka_unit_test(test_multi_urls),
       cmocka_unit_test(test_open_caps_lazy),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }
