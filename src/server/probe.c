@@ -219,6 +219,25 @@ static void link_connect(peer *pe) {
 
 /* ---- Messages ------------------------------------------------------------ */
 
+/* Sends msg to each shard a HELDAT list names (its own name and names not
+ * of --peers are passed over); returns how many it was sent to. */
+static int heldat_send(srv_probe *p, const char *heldat, ordo__out *msg) {
+  int n = 0;
+  for (const char *q = heldat; *q;) {
+    const char *e = strchr(q, ',');
+    size_t len = e ? (size_t)(e - q) : strlen(q);
+    int sh = shard_by_name(p, q, len);
+    if (sh > 0) {
+      link_send(p, sh, msg);
+      n++;
+    }
+    q += len;
+    if (*q == ',')
+      q++;
+  }
+  return n;
+}
+
 static void out_u64(ordo__out *o, uint64_t v) {
   char b[24];
   int n = snprintf(b, sizeof b, "%llu", (unsigned long long)v);
@@ -441,26 +460,15 @@ static void probe_walk(srv_probe *p, const uint8_t *init, sess *a, pr_hop *h,
 static void probe_start(srv_probe *p, sess *a) {
   if (!a->probe_told && a->heldat) {
     a->probe_told = true;
-    const char *q = a->heldat;
-    while (*q) {
-      const char *e = strchr(q, ',');
-      size_t len = e ? (size_t)(e - q) : strlen(q);
-      int sh = shard_by_name(p, q, len);
-      if (sh > 0) {
-        ordo__out o = {0};
-        ordo__out_array(&o, 5);
-        ordo__out_bulk(&o, "PEER", 4);
-        ordo__out_bulk(&o, "BLOCKED", 7);
-        out_gid(&o, a->gid);
-        out_u64(&o, a->gen);
-        ordo__out_bulk(&o, p->shard[0].name, strlen(p->shard[0].name));
-        link_send(p, sh, &o);
-        ordo__out_free(&o);
-      }
-      q += len;
-      if (*q == ',')
-        q++;
-    }
+    ordo__out o = {0};
+    ordo__out_array(&o, 5);
+    ordo__out_bulk(&o, "PEER", 4);
+    ordo__out_bulk(&o, "BLOCKED", 7);
+    out_gid(&o, a->gid);
+    out_u64(&o, a->gen);
+    ordo__out_bulk(&o, p->shard[0].name, strlen(p->shard[0].name));
+    heldat_send(p, a->heldat, &o);
+    ordo__out_free(&o);
   }
   pr_hop h[PR_MAX_HOPS];
   probe_walk(p, a->gid, a, h, 0);
@@ -641,27 +649,15 @@ static void abort_release(srv_probe *p, pr_abort *a) {
   a->phase = 1;
   a->deadline_ms = srv_now_ms() + PR_CONFIRM_MS;
   if (vs && vs->heldat) {
-    const char *q = vs->heldat;
-    while (*q) {
-      const char *e = strchr(q, ',');
-      size_t len = e ? (size_t)(e - q) : strlen(q);
-      int sh = shard_by_name(p, q, len);
-      if (sh > 0) {
-        a->release_want++;
-        ordo__out o = {0};
-        ordo__out_array(&o, 5);
-        ordo__out_bulk(&o, "PEER", 4);
-        ordo__out_bulk(&o, "RELEASE", 7);
-        out_u64(&o, a->id);
-        ordo__out_bulk(&o, p->shard[0].name, strlen(p->shard[0].name));
-        out_gid(&o, a->victim);
-        link_send(p, sh, &o);
-        ordo__out_free(&o);
-      }
-      q += len;
-      if (*q == ',')
-        q++;
-    }
+    ordo__out o = {0};
+    ordo__out_array(&o, 5);
+    ordo__out_bulk(&o, "PEER", 4);
+    ordo__out_bulk(&o, "RELEASE", 7);
+    out_u64(&o, a->id);
+    ordo__out_bulk(&o, p->shard[0].name, strlen(p->shard[0].name));
+    out_gid(&o, a->victim);
+    a->release_want = heldat_send(p, vs->heldat, &o);
+    ordo__out_free(&o);
   }
   if (a->released >= a->release_want)
     abort_finish(p, a);
@@ -822,25 +818,14 @@ void srv_probe_wait_end(srv *s, sess *ss) {
   ss->probe_listed = false;
   TAILQ_REMOVE(&p->waiting, ss, plink);
   if (ss->probe_told && ss->heldat) {
-    const char *q = ss->heldat;
-    while (*q) {
-      const char *e = strchr(q, ',');
-      size_t len = e ? (size_t)(e - q) : strlen(q);
-      int sh = shard_by_name(p, q, len);
-      if (sh > 0) {
-        ordo__out o = {0};
-        ordo__out_array(&o, 4);
-        ordo__out_bulk(&o, "PEER", 4);
-        ordo__out_bulk(&o, "UNBLOCKED", 9);
-        out_gid(&o, ss->gid);
-        out_u64(&o, ss->gen);
-        link_send(p, sh, &o);
-        ordo__out_free(&o);
-      }
-      q += len;
-      if (*q == ',')
-        q++;
-    }
+    ordo__out o = {0};
+    ordo__out_array(&o, 4);
+    ordo__out_bulk(&o, "PEER", 4);
+    ordo__out_bulk(&o, "UNBLOCKED", 9);
+    out_gid(&o, ss->gid);
+    out_u64(&o, ss->gen);
+    heldat_send(p, ss->heldat, &o);
+    ordo__out_free(&o);
   }
 }
 
