@@ -1119,7 +1119,13 @@ int ordo__owner_pin(ordo__owner *w, uint64_t until_ns) {
     rc = 0;
     if (w->use_timer) {
       /* Re-keyed: a pin moves the deadline's alarm later, an unpin back
-       * (to now, if the deadline has passed meanwhile). */
+       * (to now, if the deadline has passed meanwhile). The timer thread
+       * reads alarm_ns of the owners in its heap under timer_mu: out of the
+       * heap first, then the new key, then back in. */
+      ordo__mutex_lock(&tab->timer_mu);
+      if (w->timer_idx >= 0)
+        heap_remove(tab, w);
+      ordo__mutex_unlock(&tab->timer_mu);
       w->alarm_ns = next_alarm(tab, w);
       if (w->alarm_ns != UINT64_MAX)
         timer_add(tab, w);
