@@ -242,8 +242,7 @@ static size_t nrows;
 
 static void bench_gather(void) {
   const bench_table_t *const fam[] = {&bench_bdb_table, &bench_philo_table,
-                                      &bench_memory_table,
-                                      &bench_pgbench_table,
+                                      &bench_memory_table, &bench_pgbench_table,
                                       &bench_shards_table};
   for (size_t i = 0; i < sizeof bench_rows / sizeof bench_rows[0]; i++)
     all_rows[nrows++] = &bench_rows[i];

@@ -267,7 +267,9 @@ int bench_server_start_ordod(const bench_row_t *row, bench_server_t *s,
   return server_start(row, BENCH_SERVER_ORDOD, s, port, extra);
 }
 
-int bench_free_port(void) { return server_free_port(); }
+int bench_free_port(void) {
+  return server_free_port();
+}
 
 static int server_start(const bench_row_t *row, bench_server_kind kind,
                         bench_server_t *s, int ordod_port,

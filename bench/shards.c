@@ -119,9 +119,9 @@ static int sh_start_shards(const bench_row_t *row, bench_server_t *s,
   for (int i = 0; i < SH_SHARDS; i++) {
     redisContext *c = bench_server_connect(&s[i], SH_IO_S);
     long long up = -1;
-    while (c != NULL && (up = bench_server_info(c, "probes",
-                                                "peers_linked")) !=
-                            SH_SHARDS - 1 &&
+    while (c != NULL &&
+           (up = bench_server_info(c, "probes", "peers_linked")) !=
+               SH_SHARDS - 1 &&
            bench_now() < deadline)
       bench_sleep(0.01);
     if (c != NULL)
@@ -198,8 +198,8 @@ static void sh_txns_free(sh_txn_t *t, int n) {
 }
 
 /* A session on s told gid: NULL after bench_error(). */
-static redisContext *sh_session(const bench_row_t *row,
-                                const bench_server_t *s, const char *gid) {
+static redisContext *sh_session(const bench_row_t *row, const bench_server_t *s,
+                                const char *gid) {
   redisContext *c = bench_server_connect(s, SH_IO_S);
   if (c == NULL) {
     bench_error(row, "cannot connect to the shard on port %d", s->port);
@@ -232,7 +232,9 @@ static int sh_cycle_hold(const bench_row_t *row, sh_state_t *st,
     snprintf(gid, sizeof gid, "%016llx%016llx",
              (unsigned long long)(bench_now() * 1e9) + (unsigned long long)i,
              (unsigned long long)(*id * 0x9E3779B97F4A7C15ULL | 1));
-    const bench_server_t *h = &s[i % SH_SHARDS], *w = &s[(i + 1) % SH_SHARDS];
+    /* Key j lives on shard j % 3; txn i asks for key (i + 1) % n. */
+    const bench_server_t *h = &s[i % SH_SHARDS];
+    const bench_server_t *w = &s[((i + 1) % n) % SH_SHARDS];
     if ((t[i].hold = sh_session(row, h, gid)) == NULL ||
         (t[i].wait = sh_session(row, w, gid)) == NULL)
       return -1;
@@ -252,8 +254,8 @@ static int sh_cycle_hold(const bench_row_t *row, sh_state_t *st,
 
 /* Sends txn i's waiting LOCK (with WAIT wait_ms when > 0) without reading
  * its reply: 0, or -1. */
-static int sh_cycle_ask(const bench_row_t *row, const bench_server_t *s,
-                        int n, sh_txn_t *t, uint64_t id, int i, int wait_ms) {
+static int sh_cycle_ask(const bench_row_t *row, const bench_server_t *s, int n,
+                        sh_txn_t *t, uint64_t id, int i, int wait_ms) {
   char key[48], held[32], wait[16];
   int done = 0;
   snprintf(key, sizeof key, "xc:%llu:%d", (unsigned long long)id, (i + 1) % n);
@@ -419,8 +421,8 @@ static void *sh_timeout_wave(void *arg) {
     for (int i = 0; i < w->n; i++) {
       if (i == w->n - 1)
         closed[c] = bench_now();
-      if (sh_cycle_ask(w->row, w->st->solo, w->n, t[c], id[c], i,
-                       SH_WAIT_MS) != 0)
+      if (sh_cycle_ask(w->row, w->st->solo, w->n, t[c], id[c], i, SH_WAIT_MS) !=
+          0)
         goto out;
     }
   }
@@ -662,8 +664,8 @@ static void *sh_client(void *arg) {
       goto out;
     }
     if ((orc = ordo_unlock_all(t)) != kpl) {
-      bench_error(row, "%s: ordo_unlock_all gave %d (%s), not %d", cl->url,
-                  orc, orc < 0 ? ordo_err_name(orc) : "keys", kpl);
+      bench_error(row, "%s: ordo_unlock_all gave %d (%s), not %d", cl->url, orc,
+                  orc < 0 ? ordo_err_name(orc) : "keys", kpl);
       goto out;
     }
     cl->pairs++;
@@ -686,8 +688,8 @@ static int sh_lock_run(const bench_row_t *row, sh_state_t *st, int shards,
   pthread_t th[SH_MAX_CLIENTS];
   int started = 0, rc = 0;
   size_t len = (size_t)snprintf(url, sizeof url, "ordod://");
-  if (clients < 1 || clients > SH_MAX_CLIENTS || kpl < 1 ||
-      kpl > SH_MAX_KPL || bench_param_int(row, "keys") < kpl) {
+  if (clients < 1 || clients > SH_MAX_CLIENTS || kpl < 1 || kpl > SH_MAX_KPL ||
+      bench_param_int(row, "keys") < kpl) {
     bench_error(row, "clients must be 1..%d, keys_per_lock 1..%d",
                 SH_MAX_CLIENTS, SH_MAX_KPL);
     return -1;
@@ -737,11 +739,10 @@ static int sh_lock_run_one(const bench_row_t *row, void *state, double seconds,
 #define SH_CYCLE_ROW(id_, txns, cycles_, waves_)                               \
   {                                                                            \
     .id = id_,                                                                 \
-    .title = "Cross-shard deadlock of " #txns " txns on 3 ordod shards, "     \
-             "from the cycle's close to the victim's -DEADLOCK",              \
+    .title = "Cross-shard deadlock, " #txns " txns on 3 shards: close to "     \
+             "-DEADLOCK",                                                      \
     .metric = "ms p99", .higher_is_better = 0,                                 \
-    .peer_name = "PostgreSQL's detector (deadlock_timeout 1s)",               \
-    .target = NAN,                                                             \
+    .peer_name = "PostgreSQL's detector (deadlock_timeout 1s)", .target = NAN, \
     .params = {{"cycle_txns", txns, NULL},                                     \
                {"shards", SH_SHARDS, NULL},                                    \
                {"probe_delay_ms", SH_PROBE_DELAY_MS, NULL},                    \
@@ -749,8 +750,8 @@ static int sh_lock_run_one(const bench_row_t *row, void *state, double seconds,
                {"waves", waves_, NULL}},                                       \
     .setup = sh_cycle_setup, .teardown = sh_teardown,                          \
     .run_ordo = sh_cycle_run_probes, .run_peer = sh_cycle_run_peers,           \
-    .extras = {"p50_ms", "samples", "rtt_ms", "bound_ms", "bound_met",        \
-               "timeout_p50_ms", "timeout_p99_ms"},                            \
+    .extras = {"p50_ms",    "samples",        "rtt_ms",        "bound_ms",     \
+               "bound_met", "timeout_p50_ms", "timeout_p99_ms"},               \
     .fixed_work = 1,                                                           \
   }
 
