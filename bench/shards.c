@@ -768,7 +768,7 @@ static int sh_lock_run_one(const bench_row_t *row, void *state, double seconds,
   }
 
 static const bench_row_t shards_rows[] = {
-    SH_CYCLE_ROW("xshard_cycle_l2", 2, 200, 16),
+    SH_CYCLE_ROW("xshard_cycle_l2", 2, 100, 16),
     SH_CYCLE_ROW("xshard_cycle_l8", 8, 100, 8),
     SH_LOCK_ROW("shards_lock1", 1,
                 "ordo_lock_all+unlock_all of 1 key over 3 shards, 8 clients"),
