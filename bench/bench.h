@@ -1,7 +1,7 @@
 /*
  * bench.h -- the types shared by the ordo benchmark harness (bench.c) and
  * its workloads (bank.c, uncontended.c, detect.c, victim.c, pairs.c,
- * redlock.c, ledger.c). See README.md.
+ * redlock.c, ledger.c, shards.c, ...). See README.md.
  *
  * A row compares ordo with one peer on one workload. The harness owns the
  * schedule (warm-up, alternating ordo and peer runs, medians, the ratio); a
@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #define BENCH_MAX_PARAMS 6
-#define BENCH_MAX_EXTRAS 4
+#define BENCH_MAX_EXTRAS 8
 
 /* One named parameter of a row: a number, or a string when str is set. */
 typedef struct bench_param_s {
@@ -254,6 +254,13 @@ int ledger_run_ordered(const bench_row_t *row, void *state, double seconds,
                        double *out);
 int ledger_run_naive(const bench_row_t *row, void *state, double seconds,
                      double *out);
+
+/* ledger.c, for shards.c: the same cluster as ledger_setup() (shared with
+ * the other PostgreSQL rows; ledger_teardown() keeps or stops it) without
+ * the calibration, and the URL of its database ordo (role ordo, a
+ * superuser: it may SET deadlock_timeout). */
+int ledger_cluster_setup(const bench_row_t *row, void **state);
+const char *ledger_cluster_url(const void *state);
 
 /* What one run of `ordo bank --json` reported (ledger.c). */
 typedef struct ledger_report_s {

@@ -65,6 +65,9 @@
  *   ledger_side_url(), _rate(),         a side's database, its calibrated
  *   ledger_side_transfers()             rate, the transfers of a run
  *   ledger_side_bank()                  one `ordo bank` of a side
+ * and, for shards.c's cycle rows, which only need PostgreSQL itself:
+ *   ledger_cluster_setup()              the cluster, without calibrating
+ *   ledger_cluster_url()                its database ordo (superuser ordo)
  */
 #include "bench.h"
 
@@ -732,13 +735,15 @@ static void ledger_stop_kept(void) {
 
 static int ledger_calibrate(const bench_row_t *row, ledger_state_t *st);
 
-int ledger_setup(const bench_row_t *row, void **state) {
+/* The cluster (the one kept, or a new one with its databases), calibrated
+ * when `calibrate`: 0, or -1 after reporting. */
+static int ledger_open(const bench_row_t *row, void **state, bool calibrate) {
   char script[PATH_MAX];
   const char *tmp = getenv("TMPDIR");
   if (ledger_kept != NULL) {
     ledger_state_t *kept = ledger_kept;
     ledger_kept = NULL;
-    if (ledger_calibrate(row, kept) != 0) {
+    if (calibrate && ledger_calibrate(row, kept) != 0) {
       ledger_stop(row, kept);
       return -1;
     }
@@ -782,13 +787,25 @@ int ledger_setup(const bench_row_t *row, void **state) {
     if (ledger_createdb(row, st, ledger_side_db[side]) != 0)
       goto fail;
   }
-  if (ledger_calibrate(row, st) != 0)
+  if (calibrate && ledger_calibrate(row, st) != 0)
     goto fail;
   *state = st;
   return 0;
 fail:
   ledger_stop(row, st);
   return -1;
+}
+
+int ledger_setup(const bench_row_t *row, void **state) {
+  return ledger_open(row, state, true);
+}
+
+int ledger_cluster_setup(const bench_row_t *row, void **state) {
+  return ledger_open(row, state, false);
+}
+
+const char *ledger_cluster_url(const void *state) {
+  return ((const ledger_state_t *)state)->url;
 }
 
 /* The calibration: a run of each side at LEDGER_CALIBRATE_FIRST each way,

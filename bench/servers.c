@@ -25,6 +25,8 @@
  * Interface:
  *   bench_server_t                 one running server
  *   bench_server_start()           BENCH_SERVER_ORDOD or BENCH_SERVER_REDIS
+ *   bench_server_start_ordod()     ordod on a given port, with further flags
+ *   bench_free_port()              a port of 127.0.0.1 free a moment ago
  *   bench_server_stop()            SIGTERM, wait, remove the folder
  *   bench_server_connect()         a blocking hiredis connection to it
  *   bench_server_cpu()             its CPU seconds so far (all threads)
@@ -248,8 +250,30 @@ static int server_wait_ready(const bench_row_t *row, bench_server_t *s,
   return -1;
 }
 
+/* The most further arguments bench_server_start_ordod() passes on. */
+#define SERVER_MAX_EXTRA 16
+
+static int server_start(const bench_row_t *row, bench_server_kind kind,
+                        bench_server_t *s, int ordod_port,
+                        const char *const extra[]);
+
 int bench_server_start(const bench_row_t *row, bench_server_kind kind,
                        bench_server_t *s) {
+  return server_start(row, kind, s, 0, NULL);
+}
+
+int bench_server_start_ordod(const bench_row_t *row, bench_server_t *s,
+                             int port, const char *const extra[]) {
+  return server_start(row, BENCH_SERVER_ORDOD, s, port, extra);
+}
+
+int bench_free_port(void) {
+  return server_free_port();
+}
+
+static int server_start(const bench_row_t *row, bench_server_kind kind,
+                        bench_server_t *s, int ordod_port,
+                        const char *const extra[]) {
   const char *tmp = getenv("TMPDIR");
   char bin[PATH_MAX], port[16];
   memset(s, 0, sizeof *s);
@@ -269,8 +293,20 @@ int bench_server_start(const bench_row_t *row, bench_server_kind kind,
       return -1;
     }
     if (kind == BENCH_SERVER_ORDOD) {
-      char *argv[] = {bin,    "--port",    "0", "--dir",
-                      s->dir, "--verbose", "0", NULL};
+      char *argv[8 + SERVER_MAX_EXTRA] = {bin,    "--port",    port, "--dir",
+                                          s->dir, "--verbose", "0",  NULL};
+      size_t n = 7;
+      snprintf(port, sizeof port, "%d", ordod_port);
+      size_t i = 0;
+      for (; extra != NULL && extra[i] != NULL && i < SERVER_MAX_EXTRA; i++)
+        argv[n++] = (char *)extra[i];
+      argv[n] = NULL;
+      if (extra != NULL && extra[i] != NULL) {
+        bench_error(row, "ordod: more than %d further arguments",
+                    SERVER_MAX_EXTRA);
+        break;
+      }
+      /* A port given is the one to use; 0: ordod prints the one it got. */
       s->port = 0;
       if (server_spawn(row, s, argv) != 0)
         break;

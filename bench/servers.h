@@ -29,6 +29,14 @@ typedef struct bench_server_s {
  * failure nothing is left running. */
 int bench_server_start(const bench_row_t *row, bench_server_kind kind,
                        bench_server_t *s);
+/* The same for ordod on `port` (0: any; ordod says which) with further
+ * arguments (NULL-terminated, or NULL), such as --peers for shards that
+ * must know each other's ports before they start. */
+int bench_server_start_ordod(const bench_row_t *row, bench_server_t *s,
+                             int port, const char *const extra[]);
+/* A port of 127.0.0.1 that was free a moment ago (bound to port 0 and
+ * closed again), or -1. */
+int bench_free_port(void);
 /* SIGTERM, a bounded wait (then SIGKILL), and the folder removed. Safe on a
  * server that is not running. */
 void bench_server_stop(const bench_row_t *row, bench_server_t *s);
