@@ -419,6 +419,17 @@ void srv_event_push(srv *s, uint64_t sess_id, uint64_t gen, int status) {
 static void conn_process(conn *c);
 static void turn_cb(uv_idle_t *h);
 
+/* " (gid HEX)" for a session with a global id, else "". */
+static void sess_gid_tag(srv *s, uint64_t id, char *out, size_t cap) {
+  sess *x = srv_sess_find(s, id);
+  out[0] = 0;
+  if (x && x->have_gid) {
+    char hex[ORDOD_GID_HEX + 1];
+    srv_gid_hex(x->gid, hex);
+    snprintf(out, cap, " (gid %s)", hex);
+  }
+}
+
 /* Drains the event queue on the loop thread: each answers a waiting LOCK. */
 static void wake_cb(uv_async_t *a) {
   srv *s = a->data;
@@ -470,11 +481,16 @@ static void wake_cb(uv_async_t *a) {
           } else if (ordo_deadlocks(s->o, &d, 1) == 1) {
             size_t used = 0;
             for (size_t k = 0; k < d.nedges && k < ORDO_DL_MAX_EDGES; k++) {
-              int w = snprintf(cyc + used, sizeof cyc - used,
-                               "%s%llu waits for %llu on %.*s", k ? ", " : "",
-                               (unsigned long long)d.edge[k].from,
-                               (unsigned long long)d.edge[k].to,
-                               (int)d.edge[k].key_len, (char *)d.edge[k].key);
+              /* A sharded txn is named by its global id too. */
+              char gf[ORDOD_GID_HEX + 8] = "", gt[ORDOD_GID_HEX + 8] = "";
+              sess_gid_tag(s, d.edge[k].from, gf, sizeof gf);
+              sess_gid_tag(s, d.edge[k].to, gt, sizeof gt);
+              int w =
+                  snprintf(cyc + used, sizeof cyc - used,
+                           "%s%llu%s waits for %llu%s on %.*s", k ? ", " : "",
+                           (unsigned long long)d.edge[k].from, gf,
+                           (unsigned long long)d.edge[k].to, gt,
+                           (int)d.edge[k].key_len, (char *)d.edge[k].key);
               if (w < 0 || (size_t)w >= sizeof cyc - used)
                 break;
               used += (size_t)w;
