@@ -38,6 +38,14 @@
 /* The lease assumed until a server tells us its own (its default). */
 #define OD_DEFAULT_LEASE_MS 30000L
 #define OD_MS 1000000u /* nanoseconds in a millisecond */
+/* A shard's round trips are bounded by the call's deadline (ordod.h,
+ * ordo__od_shard_bound): the LOCK's WAIT leaves a twentieth of what is
+ * left (at most 1 s) for the reply, and the reply has at least 100 ms (or
+ * timeout_ms, when smaller) past the WAIT: a shorter grace would take a
+ * loaded but live shard for a dead one, and that costs the txn its
+ * session there. */
+#define OD_SHARD_GRACE_MS 100L
+#define OD_SHARD_MARGIN_MAX_MS 1000L
 
 /* ---- The URL ------------------------------------------------------------- */
 
@@ -285,17 +293,48 @@ static void note_err(od_place *p, const char *what, const char *detail)
 
 /* Sends one command and reads its reply; NULL when the connection failed
  * (c->err says why, and c can only be freed). */
-static redisReply *od_call(redisContext *c, int argc, const char **argv,
-                           const size_t *lens) {
+/*
+ * readable_by -- whether c has a reply to read before until_ns
+ * (CLOCK_MONOTONIC; 0: no bound here). poll's timer is a high-resolution
+ * one; the socket's SO_RCVTIMEO, which stays the bound of a reply that
+ * comes in parts, runs late by a few percent on a loaded VM, too late for
+ * a bound that is a call's deadline. False on timeout, with c's error set.
+ */
+static bool readable_by(redisContext *c, uint64_t until_ns) {
+  if (!until_ns || (c->reader && c->reader->pos < c->reader->len))
+    return true;
+  for (;;) {
+    uint64_t now = ordo__now_ns();
+    int ms = now >= until_ns ? 0 : (int)((until_ns - now + OD_MS - 1) / OD_MS);
+    struct pollfd pf = {.fd = c->fd, .events = POLLIN};
+    int k = poll(&pf, 1, ms);
+    if (k > 0)
+      return true;
+    if (k == 0 || errno != EINTR) {
+      c->err = REDIS_ERR_IO;
+      snprintf(c->errstr, sizeof c->errstr, "no reply by the call's deadline");
+      return false;
+    }
+  }
+}
+
+/* Sends a command and reads its reply, by until_ns when it is not 0. */
+static redisReply *od_call_by(redisContext *c, int argc, const char **argv,
+                              const size_t *lens, uint64_t until_ns) {
   if (redisAppendCommandArgv(c, argc, argv, lens) != REDIS_OK)
     return NULL;
   int done = 0;
   if (ordo__redis_flush(c, &done) != 0)
     return NULL;
   void *r = NULL;
-  if (redisGetReply(c, &r) != REDIS_OK)
+  if (!readable_by(c, until_ns) || redisGetReply(c, &r) != REDIS_OK)
     return NULL;
   return r;
+}
+
+static redisReply *od_call(redisContext *c, int argc, const char **argv,
+                           const size_t *lens) {
+  return od_call_by(c, argc, argv, lens, 0);
 }
 
 /* Sets c's socket timeout (0: none) unless it is set already. */
@@ -331,7 +370,8 @@ static int map_err(const redisReply *r) {
 }
 
 /*
- * od_connect -- opens a session: connects within timeout_ms, AUTHs when the
+ * od_connect -- opens a session: connects within tmo_ms (timeout_ms, or a
+ * sharded call's bound), AUTHs when the
  * URL has a password, sets the lease when the URL asks, learns the lease's
  * length from EXTEND and the session's id from SESSION ID, and sends
  * SESSION GID when gid is not empty (all pipelined, one round trip). Returns 0
@@ -339,10 +379,11 @@ static int map_err(const redisReply *r) {
  * kept for ordo_dump), ORDO_EAUTH or ORDO_ENOMEM.
  */
 static int od_connect(od_place *p, redisContext **out, long *lease_ms,
-                      uint64_t *sess_id, const char *gid) {
+                      uint64_t *sess_id, const char *gid, long tmo_ms) {
   const od_url *u = &p->u;
-  struct timeval tv = {(time_t)(u->timeout_ms / 1000),
-                       (suseconds_t)(u->timeout_ms % 1000) * 1000};
+  uint64_t until = ordo__now_ns() + (uint64_t)tmo_ms * OD_MS;
+  struct timeval tv = {(time_t)(tmo_ms / 1000),
+                       (suseconds_t)(tmo_ms % 1000) * 1000};
   redisContext *c = u->unix_sock
                         ? redisConnectUnixWithTimeout(u->path, tv)
                         : redisConnectWithTimeout(u->host, u->port, tv);
@@ -404,7 +445,7 @@ static int od_connect(od_place *p, redisContext **out, long *lease_ms,
   }
   for (int i = 0; sent && i < expect; i++) {
     void *vr = NULL;
-    if (redisGetReply(c, &vr) != REDIS_OK) {
+    if (!readable_by(c, until) || redisGetReply(c, &vr) != REDIS_OK) {
       note_err(p, "connect", c->errstr);
       rc = ORDO_EBACKEND;
       break;
@@ -729,8 +770,10 @@ static void od_close(ordo_t *o) {
 }
 
 int ordo__od_txn_begin(ordo_t *o, ordo_txn_t **out, const char *gid,
-                       void *owner) {
+                       void *owner, long connect_ms) {
   od_place *p = op(o);
+  if (connect_ms <= 0 || connect_ms > p->u.timeout_ms)
+    connect_ms = p->u.timeout_ms;
   od_txn *t = calloc(1, sizeof *t);
   if (!t)
     return ORDO_ENOMEM;
@@ -739,13 +782,13 @@ int ordo__od_txn_begin(ordo_t *o, ordo_txn_t **out, const char *gid,
   t->owner = owner;
   long lease_ms = OD_DEFAULT_LEASE_MS;
   uint64_t sid = 0;
-  int rc = od_connect(p, &t->c, &lease_ms, &sid, t->gid);
+  int rc = od_connect(p, &t->c, &lease_ms, &sid, t->gid, connect_ms);
   if (rc) {
     free(t);
     return rc;
   }
   atomic_init(&t->sess_id, sid);
-  t->tmo = p->u.timeout_ms;
+  t->tmo = connect_ms; /* the socket's timeout now */
   t->base.id = atomic_fetch_add(&p->next_id, 1);
   ordo__mutex_init(&t->mu);
   atomic_init(&t->lease_lost, false);
@@ -759,7 +802,7 @@ int ordo__od_txn_begin(ordo_t *o, ordo_txn_t **out, const char *gid,
 
 static int od_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
   ORDO_UNUSED(priority); /* sent with each LOCK: api.c keeps it in base */
-  return ordo__od_txn_begin(o, out, NULL, NULL);
+  return ordo__od_txn_begin(o, out, NULL, NULL, 0);
 }
 
 void *ordo__od_txn_owner(const ordo_txn_t *t) {
@@ -796,17 +839,19 @@ static void od_txn_end(ordo_txn_t *tx) {
   free(t);
 }
 
-/* Reconnects a txn whose connection was lost. Caller holds t->mu. */
-static int ensure_conn(od_place *p, od_txn *t) ORDO_REQUIRES(t->mu) {
+/* Reconnects a txn whose connection was lost, within tmo_ms. Caller holds
+ * t->mu. */
+static int ensure_conn(od_place *p, od_txn *t, long tmo_ms)
+    ORDO_REQUIRES(t->mu) {
   if (t->c)
     return 0;
   long lease_ms = (long)(atomic_load(&t->lease_ns) / OD_MS);
   uint64_t sid = 0;
-  int rc = od_connect(p, &t->c, &lease_ms, &sid, t->gid);
+  int rc = od_connect(p, &t->c, &lease_ms, &sid, t->gid, tmo_ms);
   if (rc)
     return rc;
   atomic_store(&t->sess_id, sid);
-  t->tmo = p->u.timeout_ms;
+  t->tmo = tmo_ms; /* the socket's timeout now */
   atomic_store(&t->lease_ns, (uint64_t)lease_ms * OD_MS);
   return 0;
 }
@@ -864,18 +909,42 @@ static int record_grant(od_txn *t, const ordo_req_t *r, size_t n,
   return 0;
 }
 
+/* ordod.h; OD_SHARD_GRACE_MS above. */
+long ordo__od_shard_bound(ordo_t *o, uint64_t deadline_ns, long *wait_ms) {
+  long tmo = op(o)->u.timeout_ms;
+  uint64_t now = ordo__now_ns();
+  long left =
+      deadline_ns > now ? (long)((deadline_ns - now + OD_MS - 1) / OD_MS) : 0;
+  if (deadline_ns == ORDO_NO_DEADLINE) {
+    if (wait_ms)
+      *wait_ms = -1;
+    return tmo;
+  }
+  long margin = left / 20;
+  if (margin > OD_SHARD_MARGIN_MAX_MS)
+    margin = OD_SHARD_MARGIN_MAX_MS;
+  long wait = left - margin;
+  if (wait_ms)
+    *wait_ms = wait;
+  long grace = tmo < OD_SHARD_GRACE_MS ? tmo : OD_SHARD_GRACE_MS;
+  return left > wait + grace ? left : wait + grace;
+}
+
 /*
- * od_lock_all -- LOCK n k1 X|S ... [WAIT ms] [PRIORITY p] [HELDAT h] (h
- * given by the sharded place alone: ordo__od_lock_heldat). The keys come
- * sorted and distinct (api.c). The deadline becomes the remaining whole
- * milliseconds (rounded up), ORDO_NO_DEADLINE no WAIT at all; the socket's
- * read timeout is WAIT plus timeout_ms, or none, never below WAIT, since
- * hiredis drops a connection whose read timed out. Everything that can
- * fail for want of memory is allocated before the LOCK is sent, so a grant
- * is always recorded.
+ * od_lock -- LOCK n k1 X|S ... [WAIT ms] [PRIORITY p] [HELDAT h] (h and
+ * sharded given by the sharded place alone: ordo__od_lock_heldat). The
+ * keys come sorted and distinct (api.c). The deadline becomes the
+ * remaining whole milliseconds (rounded up), ORDO_NO_DEADLINE no WAIT at
+ * all; the socket's read timeout is WAIT plus timeout_ms, or none, never
+ * below WAIT, since hiredis drops a connection whose read timed out. On a
+ * shard (sharded), the reconnect and the reply are bounded by the deadline
+ * instead (ordo__od_shard_bound: a shard that is down fails the call inside
+ * it), and WAIT leaves room for the reply. Everything that can fail for
+ * want of memory is allocated before the LOCK is sent, so a grant is
+ * always recorded.
  */
-int ordo__od_lock_heldat(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
-                         uint64_t deadline_ns, const char *heldat) {
+static int od_lock(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
+                   uint64_t deadline_ns, const char *heldat, bool sharded) {
   od_txn *t = ot(tx);
   od_place *p = op(tx->o);
   size_t argc = 2 + 2 * n + 6;
@@ -899,7 +968,9 @@ int ordo__od_lock_heldat(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     goto out;
   if ((rc = ordo__hold_copy_new(t->h, t->nh, sizeof *t->h, r, n, copies)) != 0)
     goto out;
-  if ((rc = ensure_conn(p, t)) != 0)
+  if ((rc = ensure_conn(p, t,
+                        sharded ? ordo__od_shard_bound(tx->o, deadline_ns, NULL)
+                                : p->u.timeout_ms)) != 0)
     goto out;
   char nbuf[24], wbuf[24], pbuf[24];
   size_t a = 0;
@@ -918,12 +989,17 @@ int ordo__od_lock_heldat(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     uint64_t now = ordo__now_ns();
     uint64_t wait =
         deadline_ns > now ? (deadline_ns - now + OD_MS - 1) / OD_MS : 0;
+    tmo = (long)wait + p->u.timeout_ms;
+    if (sharded) {
+      long w;
+      tmo = ordo__od_shard_bound(tx->o, deadline_ns, &w);
+      wait = (uint64_t)w;
+    }
     av[a] = "WAIT";
     al[a++] = 4;
     av[a] = wbuf;
     al[a++] =
         (size_t)snprintf(wbuf, sizeof wbuf, "%llu", (unsigned long long)wait);
-    tmo = (long)wait + p->u.timeout_ms;
   }
   if (tx->priority != 0) {
     av[a] = "PRIORITY";
@@ -939,8 +1015,10 @@ int ordo__od_lock_heldat(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   }
   bool was_holding = t->nh > 0;
   uint64_t sent = ordo__now_ns();
-  redisReply *rep =
-      set_tmo(t->c, &t->tmo, tmo) == 0 ? od_call(t->c, (int)a, av, al) : NULL;
+  uint64_t until = sharded && tmo ? sent + (uint64_t)tmo * OD_MS : 0;
+  redisReply *rep = set_tmo(t->c, &t->tmo, tmo) == 0
+                        ? od_call_by(t->c, (int)a, av, al, until)
+                        : NULL;
   if (!rep) {
     /* Whatever the txn held went with the session. */
     if (conn_lost(p, t, "LOCK") > 0)
@@ -985,9 +1063,14 @@ out:
   return rc;
 }
 
+int ordo__od_lock_heldat(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
+                         uint64_t deadline_ns, const char *heldat) {
+  return od_lock(tx, r, n, deadline_ns, heldat, true);
+}
+
 static int od_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
                        uint64_t deadline_ns) {
-  return ordo__od_lock_heldat(tx, r, n, deadline_ns, NULL);
+  return od_lock(tx, r, n, deadline_ns, NULL, false);
 }
 
 static int od_unlock(ordo_txn_t *tx, const void *key, size_t len) {
@@ -1098,7 +1181,7 @@ static redisReply *ctl_call(od_place *p, int argc, const char **av,
   if (!p->ctl) {
     long lease_ms;
     uint64_t sid;
-    if (od_connect(p, &p->ctl, &lease_ms, &sid, NULL) != 0)
+    if (od_connect(p, &p->ctl, &lease_ms, &sid, NULL, p->u.timeout_ms) != 0)
       return NULL;
     p->ctl_tmo = p->u.timeout_ms;
   }

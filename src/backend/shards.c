@@ -307,12 +307,15 @@ static void sh_txn_end(ordo_txn_t *tx) {
   free(t);
 }
 
-/* Shard i's sub-txn, begun (connected) now if it has none yet. */
-static int sub_open(sh_txn *t, size_t i, ordo_txn_t **out) {
+/* Shard i's sub-txn, begun (connected, within the call's deadline:
+ * ordo__od_shard_bound) now if it has none yet. */
+static int sub_open(sh_txn *t, size_t i, uint64_t deadline_ns,
+                    ordo_txn_t **out) {
   ordo_txn_t *s = atomic_load(&t->sub[i]);
   if (!s) {
     ordo_t *sub = sp(t->base.o)->s[i].sub;
-    int rc = ordo__od_txn_begin(sub, &s, t->gid, t);
+    int rc = ordo__od_txn_begin(sub, &s, t->gid, t,
+                                ordo__od_shard_bound(sub, deadline_ns, NULL));
     if (rc)
       return rc;
     /* What api.c's ordo_txn_begin fills in. */
@@ -386,7 +389,7 @@ static int sh_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     if (m == 0)
       continue;
     ordo_txn_t *s;
-    if ((rc = sub_open(t, i, &s)) != 0)
+    if ((rc = sub_open(t, i, deadline_ns, &s)) != 0)
       break;
     held_at(p, t, i, heldat);
     if ((rc = ordo__od_lock_heldat(s, g + first[i], m, deadline_ns, heldat)))
