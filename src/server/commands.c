@@ -910,6 +910,46 @@ static void cmd_quit(conn *c, size_t argc, ordo__resp_arg *argv) {
   c->closing_after_reply = true;
 }
 
+/*
+ * cmd_deadlocks -- DEADLOCKS [count]: the newest count (default 10, at most
+ * the 64 kept) deadlocks this server ended, newest first, each a flat
+ * array of field and value as SLOWLOG's entries are: seq, time_ms, kind
+ * ("local" or "cross-shard"), victim (session id), victim_gid (32 hex
+ * digits, or "" for a txn without one), cycle (as its -DEADLOCK named it).
+ */
+static void cmd_deadlocks(conn *c, size_t argc, ordo__resp_arg *argv) {
+  srv *s = c->s;
+  long long want = 10;
+  if (argc > 2 || (argc == 2 && !arg_num(&argv[1], 0, LLONG_MAX, &want))) {
+    ordo__out_error(&c->out, "ERR",
+                    "DEADLOCKS [count]: count is a whole number, 0 or more");
+    return;
+  }
+  uint64_t kept = s->ndl < SRV_DL_HISTORY ? s->ndl : SRV_DL_HISTORY;
+  uint64_t n = (uint64_t)want < kept ? (uint64_t)want : kept;
+  ordo__out_array(&c->out, n);
+  for (uint64_t i = 0; i < n; i++) {
+    const srv_dl *r = &s->dl[(s->ndl - 1 - i) % SRV_DL_HISTORY];
+    char hex[ORDOD_GID_HEX + 1] = "";
+    if (r->have_gid)
+      srv_gid_hex(r->gid, hex);
+    ordo__out_array(&c->out, 12);
+    ordo__out_bulk(&c->out, "seq", 3);
+    ordo__out_int(&c->out, (long long)r->seq);
+    ordo__out_bulk(&c->out, "time_ms", 7);
+    ordo__out_int(&c->out, (long long)r->time_ms);
+    ordo__out_bulk(&c->out, "kind", 4);
+    const char *kind = r->cross_shard ? "cross-shard" : "local";
+    ordo__out_bulk(&c->out, kind, strlen(kind));
+    ordo__out_bulk(&c->out, "victim", 6);
+    ordo__out_int(&c->out, (long long)r->victim);
+    ordo__out_bulk(&c->out, "victim_gid", 10);
+    ordo__out_bulk(&c->out, hex, strlen(hex));
+    ordo__out_bulk(&c->out, "cycle", 5);
+    ordo__out_bulk(&c->out, r->cycle, strlen(r->cycle));
+  }
+}
+
 /* ---- The table ------------------------------------------------------------
  */
 
@@ -924,6 +964,8 @@ static const srv_cmd cmds[] = {
     {"LOCKS", 1, 0, cmd_locks, "LOCKS: this session's locks"},
     {"HOLDERS", 2, 0, cmd_holders, "HOLDERS key: a key's holders and waiters"},
     {"GRAPH", -1, 0, cmd_graph, "GRAPH [DOT|JSON]: the wait-for graph"},
+    {"DEADLOCKS", -1, 0, cmd_deadlocks,
+     "DEADLOCKS [count]: the newest deadlocks this server ended"},
     {"SESSION", -2, 0, cmd_session,
      "SESSION RESUMABLE | RESUME token | ID | GID [hex]: resumable "
      "sessions, the txn's global id"},

@@ -430,6 +430,54 @@ static void sess_gid_tag(srv *s, uint64_t id, char *out, size_t cap) {
   }
 }
 
+/*
+ * deadlock_record -- the cycle ss was the victim of, as its -DEADLOCK
+ * names it, into cyc: a cross-shard one's (xvictim) from probe.c, the
+ * engine's newest record otherwise, each txn by session id and, when it
+ * has one, by global id. Also enters it in the server's deadlock history
+ * (DEADLOCKS) and logs it.
+ */
+static void deadlock_record(srv *s, sess *ss, bool xvictim, char *cyc,
+                            size_t cap) {
+  ordo_deadlock_t d;
+  cyc[0] = 0;
+  if (xvictim) {
+    snprintf(cyc, cap, "%s", ss->xcycle);
+  } else if (ordo_deadlocks(s->o, &d, 1) == 1) {
+    size_t used = 0;
+    for (size_t k = 0; k < d.nedges && k < ORDO_DL_MAX_EDGES; k++) {
+      /* A sharded txn is named by its global id too. */
+      char gf[ORDOD_GID_HEX + 8] = "", gt[ORDOD_GID_HEX + 8] = "";
+      sess_gid_tag(s, d.edge[k].from, gf, sizeof gf);
+      sess_gid_tag(s, d.edge[k].to, gt, sizeof gt);
+      int w =
+          snprintf(cyc + used, cap - used, "%s%llu%s waits for %llu%s on %.*s",
+                   k ? ", " : "", (unsigned long long)d.edge[k].from, gf,
+                   (unsigned long long)d.edge[k].to, gt, (int)d.edge[k].key_len,
+                   (char *)d.edge[k].key);
+      if (w < 0 || (size_t)w >= cap - used)
+        break;
+      used += (size_t)w;
+    }
+  }
+  srv_dl *r = &s->dl[s->ndl % SRV_DL_HISTORY];
+  memset(r, 0, sizeof *r);
+  r->seq = ++s->ndl;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  r->time_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+  r->cross_shard = xvictim;
+  r->victim = ss->id;
+  r->have_gid = ss->have_gid;
+  memcpy(r->gid, ss->gid, sizeof r->gid);
+  snprintf(r->cycle, sizeof r->cycle, "%s", cyc);
+  char g[ORDOD_GID_HEX + 8] = "";
+  sess_gid_tag(s, ss->id, g, sizeof g);
+  srv_log(s, 1, "deadlock %llu: %svictim session %llu%s; cycle: %s",
+          (unsigned long long)r->seq, xvictim ? "cross-shard, " : "",
+          (unsigned long long)ss->id, g, cyc);
+}
+
 /* Drains the event queue on the loop thread: each answers a waiting LOCK. */
 static void wake_cb(uv_async_t *a) {
   srv *s = a->data;
@@ -462,6 +510,11 @@ static void wake_cb(uv_async_t *a) {
       bool xvictim = q[i].status == ORDO_EDEADLK && ss->xcycle[0];
       if (xvictim)
         (void)ordo_unlock_all(ss->txn);
+      char cyc[1024] = "";
+      if (q[i].status == ORDO_EDEADLK) {
+        s->deadlock_victims++;
+        deadlock_record(s, ss, xvictim, cyc, sizeof cyc);
+      }
       if (q[i].status == 0) {
         s->lock_grants++;
         if (c)
@@ -473,29 +526,6 @@ static void wake_cb(uv_async_t *a) {
                           "the keys could not be had within WAIT; nothing "
                           "is held for this LOCK");
         } else if (q[i].status == ORDO_EDEADLK) {
-          s->deadlock_victims++;
-          ordo_deadlock_t d;
-          char cyc[1024] = "";
-          if (xvictim) {
-            snprintf(cyc, sizeof cyc, "%s", ss->xcycle);
-          } else if (ordo_deadlocks(s->o, &d, 1) == 1) {
-            size_t used = 0;
-            for (size_t k = 0; k < d.nedges && k < ORDO_DL_MAX_EDGES; k++) {
-              /* A sharded txn is named by its global id too. */
-              char gf[ORDOD_GID_HEX + 8] = "", gt[ORDOD_GID_HEX + 8] = "";
-              sess_gid_tag(s, d.edge[k].from, gf, sizeof gf);
-              sess_gid_tag(s, d.edge[k].to, gt, sizeof gt);
-              int w =
-                  snprintf(cyc + used, sizeof cyc - used,
-                           "%s%llu%s waits for %llu%s on %.*s", k ? ", " : "",
-                           (unsigned long long)d.edge[k].from, gf,
-                           (unsigned long long)d.edge[k].to, gt,
-                           (int)d.edge[k].key_len, (char *)d.edge[k].key);
-              if (w < 0 || (size_t)w >= sizeof cyc - used)
-                break;
-              used += (size_t)w;
-            }
-          }
           ordo__out_error(&c->out, "DEADLOCK",
                           "chosen as the victim of a %sdeadlock; every lock "
                           "of this session was released; retry. cycle: %s",
@@ -504,6 +534,8 @@ static void wake_cb(uv_async_t *a) {
           ordo__out_error(&c->out, "ERR", "the LOCK ended: %s",
                           ordo_strerror(q[i].status));
         }
+      } else if (q[i].status == ORDO_ETIMEDOUT) {
+        s->lock_timeouts++;
       }
       ss->xcycle[0] = 0;
       if (c)

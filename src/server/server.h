@@ -181,6 +181,19 @@ struct sess {
   char xcycle[1024];
 };
 
+/* A deadlock this server ended, one per victim (DEADLOCKS, docs/protocol.md):
+ * the newest SRV_DL_HISTORY are kept, in srv.dl by seq. */
+#define SRV_DL_HISTORY 64
+typedef struct srv_dl {
+  uint64_t seq;     /* 1, 2, ... */
+  uint64_t time_ms; /* CLOCK_REALTIME, ms */
+  bool cross_shard; /* found by the probes (probe.c), not the engine */
+  uint64_t victim;  /* its session id */
+  bool have_gid;    /* and its txn's global id, when it has one */
+  uint8_t gid[ORDOD_GID_BYTES];
+  char cycle[1024]; /* as its -DEADLOCK names it */
+} srv_dl;
+
 /* An engine event, on its way to the loop. */
 typedef struct srv_event {
   uint64_t sess_id, gen;
@@ -233,7 +246,9 @@ struct srv {
   char order_last[512];
   ordo__resp_arg *argv; /* the parser's argument array, cfg.max_keys*2+16 */
   size_t max_args;
-  srv_probe *probe; /* the peers and probes, NULL without --peers */
+  srv_probe *probe;          /* the peers and probes, NULL without --peers */
+  srv_dl dl[SRV_DL_HISTORY]; /* the deadlock history (loop thread only) */
+  uint64_t ndl;              /* deadlocks recorded: dl[(seq - 1) % H] */
 };
 
 /* The command table (commands.c). */

@@ -39,7 +39,7 @@ LEASE_MS = 1000
 
 # The commands of src/server/commands.c's table, with their arities.
 ARITY = {"lock": -4, "unlock": -1, "extend": -1, "locks": 1, "holders": 2,
-         "graph": -1, "session": -2, "peer": -2, "info": -1, "ping": -1,
+         "graph": -1, "deadlocks": -1, "session": -2, "peer": -2, "info": -1, "ping": -1,
          "hello": -1,
          "auth": -2, "client": -2, "command": -1, "quit": 1}
 
@@ -642,10 +642,24 @@ def case_resume_tokens_unpredictable(srv_unused):
             k.close()
 
 
+def deadlock_records(c, *count):
+    """DEADLOCKS [count] as a list of dicts, newest first."""
+    out = []
+    for e in c.execute_command("DEADLOCKS", *count):
+        d = {}
+        for k, v in zip(e[0::2], e[1::2]):
+            d[k.decode()] = v.decode() if isinstance(v, bytes) else v
+        out.append(d)
+    return out
+
+
 def case_deadlock_two_and_three(srv):
     probe = srv.client()
+    before = deadlock_records(probe, 64)
+    seq0 = before[0]["seq"] if before else 0
     for n in (2, 3):
         cs = [srv.client() for _ in range(n)]
+        sids = [int(c.execute_command("SESSION", "ID")) for c in cs]
         for i, c in enumerate(cs):
             lock(c, "dl%d:%d" % (n, i), wait=0)
         results = [None] * n
@@ -669,8 +683,30 @@ def case_deadlock_two_and_three(srv):
             assert not t.is_alive(), "a session hung in a %d-cycle" % n
         assert results.count("DEADLOCK") == 1, results
         assert results.count("ok") == n - 1, results
+        # The deadlock record names the victim and the whole cycle.
+        rec = deadlock_records(probe, 1)
+        assert len(rec) == 1, rec
+        r = rec[0]
+        victim = sids[results.index("DEADLOCK")]
+        assert r["kind"] == "local" and r["victim"] == victim, (r, sids)
+        assert r["victim_gid"] == "", r
+        assert r["seq"] == seq0 + (1 if n == 2 else 2), (r, seq0)
+        for i in range(n):
+            assert "on dl%d:%d" % (n, i) in r["cycle"], r
+            assert "%d waits for" % sids[i] in r["cycle"], (r, sids)
         for c in cs:
             c.close()
+    # Newest first; count bounds it; a bad count is an error.
+    two = deadlock_records(probe, 2)
+    assert [r["seq"] for r in two] == [seq0 + 2, seq0 + 1], two
+    assert deadlock_records(probe, 0) == []
+    assert len(deadlock_records(probe)) == min(10, seq0 + 2)
+    for bad in ("-1", "x", "99999999999999999999999"):
+        try:
+            probe.execute_command("DEADLOCKS", bad)
+            raise AssertionError("DEADLOCKS %s was accepted" % bad)
+        except redis.ResponseError as e:
+            assert "count is a whole number" in str(e), e
     probe.close()
 
 

@@ -194,6 +194,17 @@ class Cluster:
         return dict(l.split(":", 1) for l in text.splitlines() if ":" in l
                     and not l.startswith("#"))
 
+    def deadlocks(self, i, count=1):
+        """Shard i's DEADLOCKS count, as dicts, newest first."""
+        s = Sess(self.ports[i])
+        recs = s.cmd("DEADLOCKS", count)
+        s.sock.close()
+        out = []
+        for e in recs:
+            out.append({k.decode(): v.decode() if isinstance(v, bytes) else v
+                        for k, v in zip(e[0::2], e[1::2])})
+        return out
+
     def total(self, field):
         return sum(int(self.info(i)[field]) for i in range(len(self.ports)))
 
@@ -288,6 +299,14 @@ def case_two_shards(c):
     assert v[0].gid == max(t.gid for t in txns), "not the youngest"
     assert all(isinstance(out[t][0], list) for t in txns if t is not v[0])
     assert c.total("deadlocks_cross_shard") == before + 1
+    # The victim's shard (where it waited) records it by session and gid.
+    vi = txns.index(v[0])
+    at = [0, 1][(vi + 1) % 2]
+    rec = c.deadlocks(at)[0]
+    assert rec["kind"] == "cross-shard", rec
+    assert rec["victim_gid"] == v[0].gid, rec
+    assert rec["victim"] == v[0].sess[at].cmd("SESSION", "ID"), rec
+    assert all(t.gid in rec["cycle"] for t in txns), rec
     print("  cycle of 2 over 2 shards resolved in %.1f ms" % (took * 1000))
     for t in txns:
         t.end()
@@ -327,6 +346,9 @@ def case_local_cycle(c):
     # The engine's own -DEADLOCK names the sharded txns by gid too.
     text = out[v[0]][0][1]
     assert all(("gid %s" % t.gid) in text for t in txns), text
+    rec = c.deadlocks(2)[0]
+    assert rec["kind"] == "local" and rec["victim_gid"] == v[0].gid, rec
+    assert all(("gid %s" % t.gid) in rec["cycle"] for t in txns), rec
     assert c.total("probes_sent") == sent
     assert c.total("deadlocks_cross_shard") == xd
     for t in txns:
