@@ -360,7 +360,16 @@ typedef struct ordo_deadlock_s {
   ordo_victim_t policy;
   uint64_t victim;    /* txn id */
   int found_by_sweep; /* 1 when the background sweep found it */
+  /* ORDO_DL_LOCKS: a cycle of lock waits (the fields above). ORDO_DL_POOL: a
+   * pool deadlock of an executor; ORDO_DL_MIXED: a cycle through lock waits
+   * and future waits. For those two, each edge's key names what is waited
+   * for ("future:<task id>", "worker:<pool name>" or a lock's key) and its
+   * ids are txn ids or task ids as docs/deadlocks.md, "Pool deadlocks",
+   * says; victim is 0 when no txn was aborted (every policy but a mixed
+   * cycle's victim). */
+  int kind;
 } ordo_deadlock_t;
+enum { ORDO_DL_LOCKS = 0, ORDO_DL_POOL = 1, ORDO_DL_MIXED = 2 };
 
 /* Copies up to max of the newest records, oldest first; returns how many. */
 ORDO_EXTERN int ordo_deadlocks(ordo_t *o, ordo_deadlock_t *out, size_t max);
@@ -445,6 +454,101 @@ ORDO_EXTERN int ordo_pool_release(ordo_pool_t *p, ordo_txn_t *t, uint64_t n);
 ORDO_EXTERN int ordo_pool_leave(ordo_pool_t *p, ordo_txn_t *t);
 /* Units free now (for tests and stats). */
 ORDO_EXTERN uint64_t ordo_pool_available(ordo_pool_t *p);
+
+/* ---- Executors: thread pools whose waits are in the wait-for graph -------
+ * An executor is a pool of nworkers threads that belongs to an ordo_t
+ * (mem://), so a wait on a task's future and the process's lock waits live
+ * in one wait-for graph (docs/deadlocks.md, "Pool deadlocks"):
+ *   - a thread that waits on a future waits for the future's task;
+ *   - a queued task waits for a worker of its pool (a resource of nworkers);
+ *   - a running task that waits on a lock has the usual lock edges, and a
+ *     txn begun on a thread while it runs a task belongs to that task.
+ * A pool deadlock (every worker blocked, on futures of tasks queued on the
+ * same pool or on locks held by such waiters, while the tasks that would
+ * unblock them sit in its queue) is found at the block event that forms it,
+ * as is a mixed cycle (a task that holds lock L waits on future F, and F's
+ * task waits for L). The pool's policy says what happens then. Every
+ * detection leaves a record (ordo_deadlocks, ordo_on_deadlock) and shows in
+ * ordo_graph_dump. Every wait is bounded and cancellable; errors come from
+ * the one list above.
+ */
+typedef struct ordo_exec_s ordo_exec_t;
+typedef struct ordo_future_s ordo_future_t;
+
+typedef enum ordo_exec_policy_e {
+  ORDO_EXEC_INLINE = 0,     /* the blocked worker runs the queued task it
+                               waits for itself (ForkJoinPool's helping) */
+  ORDO_EXEC_COMPENSATE = 1, /* a spare worker starts, up to max_spare
+                               (managedBlocker); past it, as INLINE */
+  ORDO_EXEC_FAIL = 2,       /* the wait that closed it returns ORDO_EDEADLK
+                               (retryable); the chain is recorded */
+  ORDO_EXEC_REPORT = 3      /* recorded, ordo_on_deadlock called; the wait
+                               goes on (bounded by its timeout) */
+} ordo_exec_policy_t;
+
+typedef struct ordo_exec_options_s {
+  ordo_exec_policy_t policy; /* ORDO_EXEC_INLINE */
+  unsigned max_spare;        /* COMPENSATE: spare workers at most (nworkers) */
+  size_t max_queue;          /* queued tasks at most; 0 = no bound (0) */
+  int detect;                /* 1: detection on (1); 0: off (the bench) */
+  const char *name;          /* for dumps and records, copied ("pool") */
+} ordo_exec_options_t;
+
+ORDO_EXTERN void ordo_exec_options_init(ordo_exec_options_t *opts);
+/* Starts nworkers (1..1024) threads. opts may be NULL (the defaults). */
+ORDO_EXTERN int ordo_exec_create(ordo_exec_t **out, ordo_t *o,
+                                 unsigned nworkers,
+                                 const ordo_exec_options_t *opts);
+/* What a task runs; its return value is the future's value. */
+typedef void *(*ordo_task_fn)(void *arg);
+/* Queues fn(arg). *fut is the task's future, which the caller releases
+ * with ordo_future_release. ORDO_ELIMIT past max_queue; ORDO_ECANCELED
+ * once the executor is shut down. */
+ORDO_EXTERN int ordo_exec_submit(ordo_exec_t *e, ordo_task_fn fn, void *arg,
+                                 ordo_future_t **fut);
+/* Waits until the task is done: 0 (its value in *value when value is not
+ * NULL); ORDO_ETIMEDOUT (the task goes on; timeout_ms < 0 waits without a
+ * bound, 0 only looks); ORDO_ECANCELED (the task was cancelled, or the
+ * wait was, by ordo_future_cancel); ORDO_EDEADLK (the FAIL policy: this
+ * wait closed a pool deadlock or a mixed cycle). */
+ORDO_EXTERN int ordo_future_wait(ordo_future_t *f, long timeout_ms,
+                                 void **value);
+/* A queued task is taken off its queue and never runs; its waiters return
+ * ORDO_ECANCELED. A running task cannot be stopped: ORDO_EBUSY. A done one:
+ * 0, nothing changes. */
+ORDO_EXTERN int ordo_future_cancel(ordo_future_t *f);
+/* 1 when the task is done or cancelled, else 0. */
+ORDO_EXTERN int ordo_future_done(const ordo_future_t *f);
+ORDO_EXTERN void ordo_future_release(ordo_future_t *f);
+
+typedef enum ordo_exec_shutdown_e {
+  ORDO_EXEC_DRAIN = 0, /* no new tasks; the queued ones still run */
+  ORDO_EXEC_NOW = 1    /* no new tasks; the queued ones are cancelled */
+} ordo_exec_shutdown_t;
+/* Stops taking tasks and waits, at most timeout_ms (< 0: no bound), until
+ * no task runs or waits in the queue: 0, or ORDO_ETIMEDOUT. */
+ORDO_EXTERN int ordo_exec_shutdown(ordo_exec_t *e, ordo_exec_shutdown_t how,
+                                   long timeout_ms);
+/* Shuts down (ORDO_EXEC_NOW) if not yet, joins the workers, frees e.
+ * Futures stay valid until released. */
+ORDO_EXTERN void ordo_exec_destroy(ordo_exec_t *e);
+
+/* Foreign pools: a program's own thread pool declares itself and reports
+ * its events, and gets the same detection and records (the policies
+ * FAIL and REPORT: ordo cannot run or start its threads). A task is named
+ * by any nonzero id unique within the pool (its pointer, say). */
+ORDO_EXTERN int ordo_exec_declare(ordo_exec_t **out, ordo_t *o,
+                                  unsigned nworkers,
+                                  const ordo_exec_options_t *opts);
+ORDO_EXTERN int ordo_exec_note_queued(ordo_exec_t *e, uintptr_t task);
+/* On the worker thread, as the task starts and when it is done. */
+ORDO_EXTERN int ordo_exec_note_started(ordo_exec_t *e, uintptr_t task);
+ORDO_EXTERN int ordo_exec_note_done(ordo_exec_t *e, uintptr_t task);
+/* This thread is about to wait for task: ORDO_EDEADLK when the wait would
+ * close a pool deadlock and the policy is FAIL (then do not wait), else 0.
+ * wait_end when the wait is over, whatever ended it. */
+ORDO_EXTERN int ordo_exec_note_wait_begin(ordo_exec_t *e, uintptr_t task);
+ORDO_EXTERN int ordo_exec_note_wait_end(ordo_exec_t *e, uintptr_t task);
 
 /* ---- Retry ------------------------------------------------------------- */
 
