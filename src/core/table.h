@@ -154,6 +154,10 @@ struct ordo__owner {
   unsigned aborts;       /* times chosen as a victim (aging) */
   _Atomic uint64_t cost; /* declared work, ORDO_VICTIM_LEAST_WORK */
   uint32_t sample;       /* hold-time sampling counter */
+  /* The executor's task this owner's txn belongs to (src/exec), or NULL:
+   * written under the executor's mutex while wait_mu is held, read under
+   * both (ordo__table_set_ext). */
+  void *ext_task;
 };
 
 int ordo__table_create(ordo__table **out, const ordo_options_t *opts);
@@ -269,6 +273,52 @@ int ordo__owner_pin(ordo__owner *w, uint64_t until_ns);
  * one too: 0, ORDO_EBUSY (nothing changed), or ORDO_ENOTSUP on a remote
  * place. */
 int ordo__txn_set_priority(ordo_txn_t *t, int priority);
+
+/* ---- Waits outside the engine: executors (src/exec) ----------------------
+ * A thread that waits on a future waits outside the engine, so the
+ * engine's own search cannot see a cycle that runs through such a wait
+ * (a task holding lock L waits on future F, and F's task waits for L).
+ * The executor finds those with the engine's graph frozen:
+ *
+ *   - ordo__table_set_ext registers its hook: at every block event (an
+ *     owner queued, after the engine's own check, which found no cycle
+ *     through it), under wait_mu, the engine calls on_block(arg, w, rec).
+ *     The hook may take the executor's mutex (the lock order is wait_mu,
+ *     then the executor's mutex, then one stripe mutex at a time; so the
+ *     executor never calls into the engine while it holds its mutex) and
+ *     read the graph with ordo__owner_blockers_locked. It returns an owner
+ *     to abort as a deadlock victim, or NULL.
+ *   - ordo__table_ext_search(tab, fn, arg, rec) runs fn(arg, rec) under
+ *     wait_mu, for the executor's own block event (a thread begins to wait
+ *     on a future): fn may do what the hook may, and returns a victim or
+ *     NULL.
+ *
+ * A victim must be waiting in the engine (ordo__owner_waiting): its wait
+ * ends with ORDO_EDEADLK and every lock it holds is released, as the
+ * engine's own victims' are, before its call returns. rec, which fn or the
+ * hook fills (kind ORDO_DL_MIXED; seq and time_ns are the engine's), enters
+ * the deadlock records and goes to ordo_on_deadlock's callback. Both return
+ * whether a victim was aborted. */
+typedef ordo__owner *(*ordo__ext_block_fn)(void *arg, ordo__owner *w,
+                                           ordo_deadlock_t *rec);
+typedef ordo__owner *(*ordo__ext_search_fn)(void *arg, ordo_deadlock_t *rec);
+void ordo__table_set_ext(ordo__table *tab, ordo__ext_block_fn on_block,
+                         void *arg);
+bool ordo__table_ext_search(ordo__table *tab, ordo__ext_search_fn fn,
+                            void *arg);
+/* Under wait_mu (the hook, or fn): whether w waits in the engine now. */
+bool ordo__owner_waiting(const ordo__owner *w);
+/* Under wait_mu: the owners w waits for (every holder of a key it asks in
+ * a conflicting mode, and those queued ahead of it whom it waits for, as
+ * the engine's own search counts them), each once, into out[0..max);
+ * returns how many there are (which may exceed max), 0 when w is not
+ * waiting. */
+size_t ordo__owner_blockers_locked(ordo__owner *w, ordo__owner **out,
+                                   size_t max);
+/* Records rec (kind ORDO_DL_POOL: no txn is aborted) as a deadlock record
+ * and hands it to ordo_on_deadlock's callback: the executor's pool
+ * deadlocks. Takes wait_mu: call it with no executor mutex held. */
+void ordo__table_add_record(ordo__table *tab, const ordo_deadlock_t *rec);
 
 /* The tester's view (tests/model): ordo__table_tick runs what is due on the
  * manual clock; ordo__table_snapshot lists every lock with holders or
