@@ -891,6 +891,29 @@ static void record(ordo__table *tab, ordo__detect *d, ordo__owner *victim,
   }
 }
 
+/* Queues a copy of r for the callback, when there is one (reporting, apart
+ * from detection: the queue grows as needed, and a record it cannot hold
+ * is counted in undelivered). Caller holds wait_mu. */
+static void pending_push(ordo__detect *d, const ordo_deadlock_t *r) {
+  if (!d->cb)
+    return;
+  size_t np = atomic_load_explicit(&d->npending, memory_order_relaxed);
+  if (np == d->cappending) {
+    size_t cap = d->cappending ? d->cappending * 2 : 8;
+    ordo_deadlock_t *p = realloc(d->pending, cap * sizeof *p);
+    if (p) {
+      d->pending = p;
+      d->cappending = cap;
+    }
+  }
+  if (np < d->cappending) {
+    d->pending[np] = *r;
+    atomic_store_explicit(&d->npending, np + 1, memory_order_relaxed);
+  } else {
+    d->undelivered++;
+  }
+}
+
 /*
  * resolve -- the current cycle (in d->c*): reorder if it closes through
  * queue order and a valid order exists; otherwise abort exactly one victim,
@@ -930,23 +953,7 @@ static void resolve(ordo__table *tab, ordo__detect *d, ordo__owner *w,
   d->ring_next = (d->ring_next + 1) % d->ring_cap;
   if (d->ring_n < d->ring_cap)
     d->ring_n++;
-  size_t np = atomic_load_explicit(&d->npending, memory_order_relaxed);
-  if (d->cb) {
-    if (np == d->cappending) {
-      size_t cap = d->cappending ? d->cappending * 2 : 8;
-      ordo_deadlock_t *p = realloc(d->pending, cap * sizeof *p);
-      if (p) {
-        d->pending = p;
-        d->cappending = cap;
-      }
-    }
-    if (np < d->cappending) {
-      d->pending[np] = *r;
-      atomic_store_explicit(&d->npending, np + 1, memory_order_relaxed);
-    } else {
-      d->undelivered++;
-    }
-  }
+  pending_push(d, r);
   alarm_count(tab, d, now);
   ADD(tab->deadlocks, 1);
   ADD(tab->victims[tab->opts.victim], 1);
@@ -1020,23 +1027,7 @@ static void record_ext(ordo__table *tab, ordo__detect *d,
   d->ring_next = (d->ring_next + 1) % d->ring_cap;
   if (d->ring_n < d->ring_cap)
     d->ring_n++;
-  size_t np = atomic_load_explicit(&d->npending, memory_order_relaxed);
-  if (!d->cb)
-    return;
-  if (np == d->cappending) {
-    size_t cap = d->cappending ? d->cappending * 2 : 8;
-    ordo_deadlock_t *p = realloc(d->pending, cap * sizeof *p);
-    if (p) {
-      d->pending = p;
-      d->cappending = cap;
-    }
-  }
-  if (np < d->cappending) {
-    d->pending[np] = *r;
-    atomic_store_explicit(&d->npending, np + 1, memory_order_relaxed);
-  } else {
-    d->undelivered++;
-  }
+  pending_push(d, r);
 }
 
 /* The executor's victim v of a mixed cycle: its wait ends (if it waits in
