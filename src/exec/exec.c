@@ -147,6 +147,7 @@ struct ordo__xplace {
   /* Future waits in flight on pools with detection on: read without mu
    * by the block hook to skip a place with none. */
   _Atomic unsigned nwaits;
+  _Atomic bool hooked; /* the engine's block hook is set */
   /* The mixed search's memory, preallocated so that detection never
    * allocates (STYLE.md, point 6). */
   xedge arena[XARENA];
@@ -247,14 +248,22 @@ static xplace *place_get(ordo_t *o) {
   ordo__mutex_init(&xp->mu);
   LIST_INIT(&xp->execs);
   atomic_init(&xp->nwaits, 0);
+  atomic_init(&xp->hooked, false);
   xplace *expect = NULL;
   if (!atomic_compare_exchange_strong(&o->exec, &expect, xp)) {
     ordo__mutex_destroy(&xp->mu);
     free(xp);
     return expect;
   }
-  ordo__table_set_ext(xp->tab, on_block, xp);
   return xp;
+}
+
+/* Hooks the engine's block events, once, when the place's first executor
+ * with detection on is made: a place whose executors all have detect = 0
+ * (the bench's "off" row) costs the engine nothing. */
+static void place_hook(xplace *xp) {
+  if (!atomic_exchange(&xp->hooked, true))
+    ordo__table_set_ext(xp->tab, on_block, xp);
 }
 
 void ordo__exec_place_close(ordo_t *o) {
@@ -269,7 +278,8 @@ void ordo__exec_place_close(ordo_t *o) {
       break;
     ordo_exec_destroy(e);
   }
-  ordo__table_set_ext(xp->tab, NULL, NULL);
+  if (atomic_load(&xp->hooked))
+    ordo__table_set_ext(xp->tab, NULL, NULL);
   ordo__mutex_destroy(&xp->mu);
   free(xp);
   atomic_store(&o->exec, NULL);
@@ -1036,6 +1046,8 @@ static int exec_new(ordo_exec_t **out, ordo_t *o, unsigned nworkers,
     free(e);
     return ORDO_ENOMEM;
   }
+  if (e->opts.detect)
+    place_hook(xp);
   ordo__mutex_lock(&xp->mu);
   e->pid = ID_POOL | ++xp->next_pool;
   LIST_INSERT_HEAD(&xp->execs, e, link);
