@@ -1258,49 +1258,44 @@ int ordo_exec_note_queued(ordo_exec_t *e, uintptr_t task) {
   return rc;
 }
 
-int ordo_exec_note_started(ordo_exec_t *e, uintptr_t task) {
+/* note_started (start) and note_done: the task's state moves from queued
+ * to running on this thread, or from running here to done. */
+static int fnote_run(ordo_exec_t *e, uintptr_t task, bool start) {
   if (!e || !e->foreign || !task)
     return ORDO_EINVAL;
   xplace *xp = e->xp;
   int rc = 0;
   ordo__mutex_lock(&xp->mu);
   ordo_future_t *f = ffind(e, task);
-  if (!f || fstate(f) != X_QUEUED) {
+  ordo_future_t *cur = ordo__exec_cur;
+  if (!f || fstate(f) != (start ? X_QUEUED : X_RUNNING) ||
+      (!start && cur != f)) {
     rc = ORDO_EINVAL;
-  } else {
+  } else if (start) {
     dequeue_locked(xp, f);
     /* Started on a thread that runs another task of this pool: the pool
      * runs it inline, on the same worker. */
-    ordo_future_t *cur = ordo__exec_cur;
-    ordo_future_t *parent =
-        cur && cur->e == e && fstate(cur) == X_RUNNING && !cur->child ? cur
-                                                                      : NULL;
-    start_locked(xp, f, parent);
+    bool nested = cur && cur->e == e && fstate(cur) == X_RUNNING && !cur->child;
+    start_locked(xp, f, nested ? cur : NULL);
     f->saved = cur;
     ordo__exec_cur = f;
-  }
-  ordo__mutex_unlock(&xp->mu);
-  return rc;
-}
-
-int ordo_exec_note_done(ordo_exec_t *e, uintptr_t task) {
-  if (!e || !e->foreign || !task)
-    return ORDO_EINVAL;
-  xplace *xp = e->xp;
-  int rc = 0;
-  ordo__mutex_lock(&xp->mu);
-  ordo_future_t *f = ffind(e, task);
-  if (!f || fstate(f) != X_RUNNING || ordo__exec_cur != f) {
-    rc = ORDO_EINVAL;
   } else {
     ordo__exec_cur = f->saved;
     finish_locked(xp, f, NULL);
     fremove(e, f);
   }
   ordo__mutex_unlock(&xp->mu);
-  if (!rc)
+  if (!rc && !start)
     fut_unref(f);
   return rc;
+}
+
+int ordo_exec_note_started(ordo_exec_t *e, uintptr_t task) {
+  return fnote_run(e, task, true);
+}
+
+int ordo_exec_note_done(ordo_exec_t *e, uintptr_t task) {
+  return fnote_run(e, task, false);
 }
 
 int ordo_exec_note_wait_begin(ordo_exec_t *e, uintptr_t task) {

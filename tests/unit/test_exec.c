@@ -482,30 +482,38 @@ static void wait_waiters(int n) {
   }
 }
 
+/* One worker running a gated task g (arrived at the gate) and a leaf q
+ * queued behind it, with nwait threads waiting: q first, then g. */
+static void gated_pair(ordo_future_t **g, ordo_future_t **q, waiter *w,
+                       int nwait) {
+  gate_reset();
+  assert_int_equal(ordo_exec_create(&E, O, 1, NULL), 0);
+  assert_int_equal(ordo_exec_submit(E, gated, (void *)7, g), 0);
+  assert_int_equal(ordo_exec_submit(E, leaf, (void *)1, q), 0);
+  gate_wait_arrived(1);
+  waiter_start(&w[0], *q);
+  if (nwait > 1)
+    waiter_start(&w[1], *g);
+  wait_waiters(nwait);
+}
+
 static void test_cancel(void **state) {
   (void)state;
   tu_watchdog_start(O, 60, "cancel");
-  gate_reset();
-  assert_int_equal(ordo_exec_create(&E, O, 1, NULL), 0);
   ordo_future_t *g, *q;
-  assert_int_equal(ordo_exec_submit(E, gated, (void *)7, &g), 0);
-  assert_int_equal(ordo_exec_submit(E, leaf, (void *)1, &q), 0);
-  gate_wait_arrived(1);
-  waiter wq, wg;
-  waiter_start(&wq, q);
-  waiter_start(&wg, g);
-  wait_waiters(2);
+  waiter w[2];
+  gated_pair(&g, &q, w, 2);
   assert_int_equal(ordo_future_cancel(g), ORDO_EBUSY); /* running */
   assert_int_equal(ordo_future_cancel(q), 0);          /* queued */
-  pthread_join(wq.thr, NULL);
-  assert_int_equal(wq.rc, ORDO_ECANCELED);
+  pthread_join(w[0].thr, NULL);
+  assert_int_equal(w[0].rc, ORDO_ECANCELED);
   assert_int_equal(ordo_future_done(q), 1);
   assert_int_equal(ordo_future_wait(q, 0, NULL), ORDO_ECANCELED);
   assert_int_equal(ordo_future_wait(g, 0, NULL), ORDO_ETIMEDOUT);
   gate_open();
-  pthread_join(wg.thr, NULL);
-  assert_int_equal(wg.rc, 0);
-  assert_int_equal((uintptr_t)wg.v, 7);
+  pthread_join(w[1].thr, NULL);
+  assert_int_equal(w[1].rc, 0);
+  assert_int_equal((uintptr_t)w[1].v, 7);
   assert_int_equal(ordo_future_cancel(g), 0); /* done: nothing changes */
   assert_int_equal(ordo_future_wait(g, 0, NULL), 0);
   ordo_exec_destroy(E);
@@ -517,32 +525,25 @@ static void test_cancel(void **state) {
 }
 
 static void shutdown_case(ordo_exec_shutdown_t how) {
-  gate_reset();
-  assert_int_equal(ordo_exec_create(&E, O, 1, NULL), 0);
   ordo_future_t *g, *q;
-  assert_int_equal(ordo_exec_submit(E, gated, (void *)7, &g), 0);
-  assert_int_equal(ordo_exec_submit(E, leaf, (void *)1, &q), 0);
-  gate_wait_arrived(1);
-  waiter wq, wg;
-  waiter_start(&wq, q);
-  waiter_start(&wg, g);
-  wait_waiters(2);
+  waiter w[2];
+  gated_pair(&g, &q, w, 2);
   /* A task still runs: the bounded shutdown says so. */
   assert_int_equal(ordo_exec_shutdown(E, how, 0), ORDO_ETIMEDOUT);
   ordo_future_t *x;
   assert_int_equal(ordo_exec_submit(E, leaf, NULL, &x), ORDO_ECANCELED);
   if (how == ORDO_EXEC_NOW) {
-    pthread_join(wq.thr, NULL);
-    assert_int_equal(wq.rc, ORDO_ECANCELED);
+    pthread_join(w[0].thr, NULL);
+    assert_int_equal(w[0].rc, ORDO_ECANCELED);
   }
   gate_open();
   assert_int_equal(ordo_exec_shutdown(E, how, (long)tu_ms(20000)), 0);
-  pthread_join(wg.thr, NULL);
-  assert_int_equal(wg.rc, 0);
+  pthread_join(w[1].thr, NULL);
+  assert_int_equal(w[1].rc, 0);
   if (how == ORDO_EXEC_DRAIN) {
-    pthread_join(wq.thr, NULL);
-    assert_int_equal(wq.rc, 0);
-    assert_int_equal((uintptr_t)wq.v, 1001);
+    pthread_join(w[0].thr, NULL);
+    assert_int_equal(w[0].rc, 0);
+    assert_int_equal((uintptr_t)w[0].v, 1001);
   }
   ordo_exec_destroy(E);
   ordo_future_release(g);
@@ -555,15 +556,9 @@ static void test_shutdown(void **state) {
   shutdown_case(ORDO_EXEC_NOW);
   shutdown_case(ORDO_EXEC_DRAIN);
   /* Destroy with tasks queued and a wait in flight: cancelled, bounded. */
-  gate_reset();
-  assert_int_equal(ordo_exec_create(&E, O, 1, NULL), 0);
   ordo_future_t *g, *q;
-  assert_int_equal(ordo_exec_submit(E, gated, NULL, &g), 0);
-  assert_int_equal(ordo_exec_submit(E, leaf, NULL, &q), 0);
-  gate_wait_arrived(1);
   waiter wq;
-  waiter_start(&wq, q);
-  wait_waiters(1);
+  gated_pair(&g, &q, &wq, 1);
   gate_open();
   ordo_exec_destroy(E);
   pthread_join(wq.thr, NULL);
@@ -630,15 +625,9 @@ static void test_dump(void **state) {
   char *plain = dump(ORDO_GRAPH_JSON);
   assert_string_equal(plain, "{\"edges\": [], \"waiting\": []}\n");
   free(plain);
-  gate_reset();
-  assert_int_equal(ordo_exec_create(&E, O, 1, NULL), 0);
   ordo_future_t *g, *q;
-  assert_int_equal(ordo_exec_submit(E, gated, NULL, &g), 0);
-  assert_int_equal(ordo_exec_submit(E, leaf, NULL, &q), 0);
-  gate_wait_arrived(1);
   waiter wq;
-  waiter_start(&wq, q);
-  wait_waiters(1);
+  gated_pair(&g, &q, &wq, 1);
   char *j = dump(ORDO_GRAPH_JSON);
   assert_non_null(strstr(j, "{\"edges\": [], \"waiting\": [], \"executors\": "
                             "[{\"name\": \"pool\""));
