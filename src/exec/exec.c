@@ -172,6 +172,22 @@ static void cond_init(pthread_cond_t *cv) {
   pthread_cond_init(cv, &mono_attr);
 }
 
+/* CLOCK_MONOTONIC itself, not ordo__now_ns: the condition variables wait
+ * on it, and the tester's manual clock (tests/model) must not move them. */
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ordo__deadline_ns on that clock: ORDO_NO_DEADLINE for a negative or
+ * an overlong timeout. */
+static uint64_t mono_deadline(long timeout_ms) {
+  if (timeout_ms < 0 || (uint64_t)timeout_ms > ORDO__TIMEOUT_MAX_MS)
+    return ORDO_NO_DEADLINE;
+  return mono_ns() + (uint64_t)timeout_ms * 1000000u;
+}
+
 /* Waits on cv until deadline_ns (CLOCK_MONOTONIC): false on time-out. */
 static bool cond_until(pthread_cond_t *cv, ordo__mutex *mu,
                        uint64_t deadline_ns) ORDO_REQUIRES(*mu) {
@@ -914,7 +930,7 @@ static int wait_loop(xplace *xp, xwait *w, uint64_t deadline_ns)
         continue;
       }
     }
-    if (deadline_ns != ORDO_NO_DEADLINE && ordo__now_ns() >= deadline_ns)
+    if (deadline_ns != ORDO_NO_DEADLINE && mono_ns() >= deadline_ns)
       return ORDO_ETIMEDOUT;
     cond_until(&w->target->cv, &xp->mu, deadline_ns);
   }
@@ -933,7 +949,7 @@ int ordo_future_wait(ordo_future_t *f, long timeout_ms, void **value) {
     return ORDO_ECANCELED;
   if (timeout_ms == 0)
     return ORDO_ETIMEDOUT;
-  uint64_t deadline = ordo__deadline_ns(timeout_ms);
+  uint64_t deadline = mono_deadline(timeout_ms);
   xplace *xp = f->e->xp;
   xwait w;
   w.target = f;
@@ -1125,7 +1141,7 @@ int ordo_exec_shutdown(ordo_exec_t *e, ordo_exec_shutdown_t how,
                        long timeout_ms) {
   if (!e || (how != ORDO_EXEC_DRAIN && how != ORDO_EXEC_NOW))
     return ORDO_EINVAL;
-  uint64_t deadline = ordo__deadline_ns(timeout_ms);
+  uint64_t deadline = mono_deadline(timeout_ms);
   xplace *xp = e->xp;
   int rc = 0;
   ordo__mutex_lock(&xp->mu);
@@ -1134,7 +1150,7 @@ int ordo_exec_shutdown(ordo_exec_t *e, ordo_exec_shutdown_t how,
     cancel_queue_locked(xp, e);
   pthread_cond_broadcast(&e->work_cv);
   while (!e->foreign && (e->nbusy > 0 || e->nqueued > 0)) {
-    if (deadline != ORDO_NO_DEADLINE && ordo__now_ns() >= deadline) {
+    if (deadline != ORDO_NO_DEADLINE && mono_ns() >= deadline) {
       rc = ORDO_ETIMEDOUT;
       break;
     }
