@@ -84,6 +84,7 @@ struct xwait {
   int action;             /* XA_*: set by a detection, taken by the waiter */
   ordo_future_t *help;    /* XA_INLINE: the queued task to run */
   bool rec_set;           /* rec holds a record to add */
+  bool reported;          /* a REPORT detection picked it; it waits on */
   bool counted;           /* counted in xplace.nwaits */
   LIST_ENTRY(xwait) link; /* the target's executor's waits */
   xwait *tnext;           /* a foreign waiter's own waits (thread-local) */
@@ -630,6 +631,10 @@ static void pool_check(xplace *xp, ordo_exec_t *p, xwait *closer)
     ordo_future_t *in = innermost(t);
     if (!in->wait)
       continue;
+    /* Reported already, and that wait still waits: the same deadlock,
+     * seen by a later search of its formation. */
+    if (in->wait->reported)
+      return;
     if (in->wait == closer)
       actor = closer;
     else if (!actor && fstate(in->wait->target) == X_QUEUED)
@@ -853,6 +858,7 @@ static void wait_register_locked(xplace *xp, xwait *w) ORDO_REQUIRES(xp->mu) {
   w->action = XA_NONE;
   w->help = NULL;
   w->rec_set = false;
+  w->reported = false;
   if (!w->self)
     w->tid = ID_THREAD | ++xp->next_thread;
   else
@@ -891,6 +897,7 @@ static void flush_record(xplace *xp, xwait *w) ORDO_REQUIRES(xp->mu) {
  * stuck and find the same deadlock again. */
 static int act_locked(xplace *xp, xwait *w) ORDO_REQUIRES(xp->mu) {
   int a = w->action;
+  w->reported = w->reported || a == XA_REPORT;
   flush_record(xp, w);
   ordo_future_t *help = w->help;
   w->help = NULL;
@@ -1364,6 +1371,7 @@ int ordo_exec_note_wait_begin(ordo_exec_t *e, uintptr_t task) {
     /* Only FAIL and REPORT reach a foreign pool; the action stays set
      * while the record is added (act_locked says why). */
     int a = w->action;
+    w->reported = a == XA_REPORT;
     flush_record(xp, w);
     w->action = XA_NONE;
     if (a == XA_FAIL)

@@ -101,6 +101,29 @@ static void gate_wait_arrived(int n) {
   pthread_mutex_unlock(&G.mu);
 }
 
+/* Waits (bounded) until the future has n waits in flight, read from the
+ * JSON dump ("task": id, the waits of each executor). */
+static void wait_waiters(int n) {
+  uint64_t end = tu_now_ns() + tu_ms(10000) * 1000000u;
+  for (;;) {
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(ordo_graph_dump(O, fileno(f), ORDO_GRAPH_JSON), 0);
+    char buf[8192];
+    rewind(f);
+    size_t k = fread(buf, 1, sizeof buf - 1, f);
+    buf[k] = 0;
+    fclose(f);
+    int c = 0;
+    for (char *p = buf; (p = strstr(p, "\"waiter\": ")); p++)
+      c++;
+    if (c >= n)
+      return;
+    assert_true(tu_now_ns() < end);
+    sched_yield();
+  }
+}
+
 static void *leaf(void *arg) {
   return (void *)((uintptr_t)arg + 1000);
 }
@@ -370,6 +393,85 @@ static void test_mixed_cycle(void **state) {
   tu_watchdog_stop();
 }
 
+/* ---- A pool deadlock through a lock ---------------------------------------
+ * Two workers: A holds lock L and waits on Q, queued; B waits for L. Both
+ * workers are stuck, and Q would unblock them. lock_last: B's lock wait is
+ * the block event that forms it (the engine's hook finds it), else A's
+ * future wait is. */
+
+static bool lk_lock_last;
+static _Atomic int lk_a_rc = 1, lk_b_rc = 1;
+
+static void *lk_b(void *arg) {
+  (void)arg;
+  ordo_txn_t *t;
+  assert_int_equal(ordo_txn_begin(O, &t, NULL), 0);
+  gate_pass(); /* A holds L */
+  if (lk_lock_last)
+    wait_waiters(1); /* A waits on Q now */
+  atomic_store(&lk_b_rc, ordo_lock(t, "L", 1, ORDO_MODE_X, 20000));
+  ordo_txn_end(t);
+  return NULL;
+}
+
+static void *lk_a(void *arg) {
+  (void)arg;
+  ordo_txn_t *t;
+  assert_int_equal(ordo_txn_begin(O, &t, NULL), 0);
+  assert_int_equal(ordo_lock(t, "L", 1, ORDO_MODE_X, 10), 0);
+  gate_wait_arrived(1); /* B runs: the pool is full */
+  gate_open();
+  if (!lk_lock_last)
+    assert_true(tu_wait_waiting(O, 1)); /* B waits for L now */
+  ordo_future_t *q;
+  assert_int_equal(ordo_exec_submit(E, leaf, NULL, &q), 0);
+  atomic_store(&lk_a_rc, ordo_future_wait(q, 20000, NULL));
+  ordo_future_release(q);
+  ordo_txn_end(t);
+  return NULL;
+}
+
+static void run_lock_pool(ordo_exec_policy_t pol, bool lock_last) {
+  gate_reset();
+  lk_lock_last = lock_last;
+  ordo_exec_options_t eo;
+  ordo_exec_options_init(&eo);
+  eo.policy = pol;
+  assert_int_equal(ordo_exec_create(&E, O, 2, &eo), 0);
+  ordo_future_t *a, *b;
+  assert_int_equal(ordo_exec_submit(E, lk_a, NULL, &a), 0);
+  assert_int_equal(ordo_exec_submit(E, lk_b, NULL, &b), 0);
+  assert_int_equal(ordo_future_wait(a, ORDO_FOREVER, NULL), 0);
+  assert_int_equal(ordo_future_wait(b, ORDO_FOREVER, NULL), 0);
+  ordo_future_release(a);
+  ordo_future_release(b);
+  ordo_exec_destroy(E);
+  assert_int_equal(atomic_load(&lk_b_rc), 0); /* L, once A let it go */
+}
+
+static void test_lock_pool(void **state) {
+  (void)state;
+  tu_watchdog_start(O, 60, "pool deadlock through a lock");
+  ordo_deadlock_t d;
+  /* INLINE, closed by A's future wait: A runs Q itself. */
+  run_lock_pool(ORDO_EXEC_INLINE, false);
+  assert_int_equal(atomic_load(&lk_a_rc), 0);
+  assert_int_equal(records(ORDO_DL_POOL, &d), 1);
+  assert_true(rec_has_key(&d, "lock"));
+  assert_true(rec_has_key(&d, "worker:pool"));
+  /* INLINE, closed by B's lock wait: A's wait is told to help. */
+  run_lock_pool(ORDO_EXEC_INLINE, true);
+  assert_int_equal(atomic_load(&lk_a_rc), 0);
+  assert_int_equal(records(ORDO_DL_POOL, &d), 2);
+  assert_true(rec_has_key(&d, "lock"));
+  /* FAIL, closed by B's lock wait: A's wait on Q fails. */
+  run_lock_pool(ORDO_EXEC_FAIL, true);
+  assert_int_equal(atomic_load(&lk_a_rc), ORDO_EDEADLK);
+  assert_int_equal(records(ORDO_DL_POOL, NULL), 3);
+  assert_int_equal(records(ORDO_DL_MIXED, NULL), 0);
+  tu_watchdog_stop();
+}
+
 /* ---- A cycle of future waits alone ---------------------------------------
  * Two tasks, each waiting on the other's future: no txn to abort, so under
  * FAIL the wait that closes the cycle returns ORDO_EDEADLK. */
@@ -518,29 +620,6 @@ static void waiter_start(waiter *w, ordo_future_t *f) {
   w->timeout_ms = (long)tu_ms(20000);
   w->rc = 1;
   pthread_create(&w->thr, NULL, waiter_main, w);
-}
-
-/* Waits (bounded) until the future has n waits in flight, read from the
- * JSON dump ("task": id, the waits of each executor). */
-static void wait_waiters(int n) {
-  uint64_t end = tu_now_ns() + tu_ms(10000) * 1000000u;
-  for (;;) {
-    FILE *f = tmpfile();
-    assert_non_null(f);
-    assert_int_equal(ordo_graph_dump(O, fileno(f), ORDO_GRAPH_JSON), 0);
-    char buf[8192];
-    rewind(f);
-    size_t k = fread(buf, 1, sizeof buf - 1, f);
-    buf[k] = 0;
-    fclose(f);
-    int c = 0;
-    for (char *p = buf; (p = strstr(p, "\"waiter\": ")); p++)
-      c++;
-    if (c >= n)
-      return;
-    assert_true(tu_now_ns() < end);
-    sched_yield();
-  }
 }
 
 /* One worker running a gated task g (arrived at the gate) and a leaf q
@@ -907,6 +986,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_seed_detect_off, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nested, setup, teardown),
       cmocka_unit_test_setup_teardown(test_mixed_cycle, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_lock_pool, setup, teardown),
       cmocka_unit_test_setup_teardown(test_future_cycle, setup, teardown),
       cmocka_unit_test_setup_teardown(test_no_false_report, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
