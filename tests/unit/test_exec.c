@@ -258,6 +258,14 @@ static void test_seed_detect_off(void **state) {
   tu_watchdog_stop();
 }
 
+/* Makes E: n workers under policy pol, detection on. */
+static void exec_make(ordo_exec_policy_t pol, unsigned n) {
+  ordo_exec_options_t eo;
+  ordo_exec_options_init(&eo);
+  eo.policy = pol;
+  assert_int_equal(ordo_exec_create(&E, O, n, &eo), 0);
+}
+
 /* ---- Joins nested three deep, one worker --------------------------------- */
 
 static _Atomic int nest_edeadlk, nest_finished;
@@ -283,10 +291,7 @@ static void *nest(void *arg) {
 }
 
 static void run_nest(ordo_exec_policy_t pol, long timeout_ms, void **out) {
-  ordo_exec_options_t eo;
-  ordo_exec_options_init(&eo);
-  eo.policy = pol;
-  assert_int_equal(ordo_exec_create(&E, O, 1, &eo), 0);
+  exec_make(pol, 1);
   atomic_store(&nest_edeadlk, 0);
   atomic_store(&nest_finished, 0);
   nest_timeout = timeout_ms;
@@ -330,6 +335,14 @@ static void test_nested(void **state) {
   tu_watchdog_stop();
 }
 
+/* A txn of this thread's task that holds lock L. */
+static ordo_txn_t *txn_holding_l(void) {
+  ordo_txn_t *t;
+  assert_int_equal(ordo_txn_begin(O, &t, NULL), 0);
+  assert_int_equal(ordo_lock(t, "L", 1, ORDO_MODE_X, 10), 0);
+  return t;
+}
+
 /* ---- The mixed lock/future cycle --------------------------------------- */
 
 static _Atomic int mixed_b_rc = 1;
@@ -353,9 +366,7 @@ static void *mixed_b(void *arg) {
 
 static void *mixed_a(void *arg) {
   (void)arg;
-  ordo_txn_t *t;
-  assert_int_equal(ordo_txn_begin(O, &t, NULL), 0);
-  assert_int_equal(ordo_lock(t, "L", 1, ORDO_MODE_X, 10), 0);
+  ordo_txn_t *t = txn_holding_l();
   ordo_future_t *f;
   assert_int_equal(ordo_exec_submit(E, mixed_b, NULL, &f), 0);
   gate_wait_arrived(1);
@@ -416,9 +427,7 @@ static void *lk_b(void *arg) {
 
 static void *lk_a(void *arg) {
   (void)arg;
-  ordo_txn_t *t;
-  assert_int_equal(ordo_txn_begin(O, &t, NULL), 0);
-  assert_int_equal(ordo_lock(t, "L", 1, ORDO_MODE_X, 10), 0);
+  ordo_txn_t *t = txn_holding_l();
   gate_wait_arrived(1); /* B runs: the pool is full */
   gate_open();
   if (!lk_lock_last)
@@ -434,10 +443,7 @@ static void *lk_a(void *arg) {
 static void run_lock_pool(ordo_exec_policy_t pol, bool lock_last) {
   gate_reset();
   lk_lock_last = lock_last;
-  ordo_exec_options_t eo;
-  ordo_exec_options_init(&eo);
-  eo.policy = pol;
-  assert_int_equal(ordo_exec_create(&E, O, 2, &eo), 0);
+  exec_make(pol, 2);
   ordo_future_t *a, *b;
   assert_int_equal(ordo_exec_submit(E, lk_a, NULL, &a), 0);
   assert_int_equal(ordo_exec_submit(E, lk_b, NULL, &b), 0);
@@ -490,10 +496,7 @@ static void test_future_cycle(void **state) {
   (void)state;
   tu_watchdog_start(O, 60, "future cycle");
   gate_reset();
-  ordo_exec_options_t eo;
-  ordo_exec_options_init(&eo);
-  eo.policy = ORDO_EXEC_FAIL;
-  assert_int_equal(ordo_exec_create(&E, O, 2, &eo), 0);
+  exec_make(ORDO_EXEC_FAIL, 2);
   for (uintptr_t i = 0; i < 2; i++)
     assert_int_equal(ordo_exec_submit(E, cyc_task, (void *)i, &cyc_f[i]), 0);
   gate_wait_arrived(2);
