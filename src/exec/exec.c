@@ -1210,6 +1210,10 @@ void ordo_exec_destroy(ordo_exec_t *e) {
         dequeue_locked(xp, f);
       else if (fstate(f) == X_RUNNING && !f->parent)
         TAILQ_REMOVE(&e->running, f, qlink);
+      /* A foreign task never noted done: its txns are no longer a task's
+       * (invariant 5), so no search reads this record again. */
+      while (f->nown)
+        owner_forget_locked(xp, f->own[f->nown - 1]);
       atomic_store(&f->state, X_CANCELED);
       fut_unref(f);
     }
