@@ -379,7 +379,8 @@ static void finish_locked(xplace *xp, ordo_future_t *f, void *value)
   }
   f->top = f->parent = NULL;
   atomic_store(&f->state, X_DONE);
-  pthread_cond_broadcast(&f->cv);
+  if (f->nwaiters) /* a wait registers under mu before it sleeps */
+    pthread_cond_broadcast(&f->cv);
   if (e->shut)
     pthread_cond_broadcast(&e->idle_cv);
 }
