@@ -124,6 +124,19 @@ static void wait_waiters(int n) {
   }
 }
 
+/* The graph dump of this moment, as a string to free. */
+static char *dump(ordo_graph_fmt_t fmt) {
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  assert_int_equal(ordo_graph_dump(O, fileno(f), fmt), 0);
+  long n = (fseek(f, 0, SEEK_END), ftell(f));
+  char *buf = calloc(1, (size_t)n + 1);
+  rewind(f);
+  assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  return buf;
+}
+
 static void *leaf(void *arg) {
   return (void *)((uintptr_t)arg + 1000);
 }
@@ -224,11 +237,28 @@ static void test_seed_fail(void **state) {
   tu_watchdog_stop();
 }
 
+/* The callback dumps the graph as the deadlock is reported: the seed's
+ * clue, every worker waiting on a future whose task sits in the queue. */
+static char *report_dump;
+static void dump_cb(const ordo_deadlock_t *d, void *arg) {
+  count_cb(d, arg);
+  if (!report_dump)
+    report_dump = dump(ORDO_GRAPH_JSON);
+}
+
+static int count_of(const char *s, const char *what) {
+  int n = 0;
+  for (const char *p = s; (p = strstr(p, what)); p++)
+    n++;
+  return n;
+}
+
 static void test_seed_report(void **state) {
   (void)state;
   tu_watchdog_start(O, 30, "seed report");
   atomic_store(&cb_count, 0);
-  ordo_on_deadlock(O, count_cb, NULL);
+  report_dump = NULL;
+  ordo_on_deadlock(O, dump_cb, NULL);
   int ok, dl, to;
   uint64_t t0 = tu_now_ns();
   run_seed(ORDO_EXEC_REPORT, 300, &ok, &dl, &to);
@@ -240,6 +270,11 @@ static void test_seed_report(void **state) {
   assert_true(to >= 1);
   assert_int_equal(ok + to, SEED_N);
   assert_true(tu_now_ns() - t0 >= 300 * 1000000u);
+  /* N waits on queued tasks, each queued task unblocking one waiter. */
+  assert_non_null(report_dump);
+  assert_int_equal(count_of(report_dump, "\"state\": \"queued\""), SEED_N);
+  assert_int_equal(count_of(report_dump, "\"waiters\": ["), SEED_N);
+  free(report_dump);
   ordo_on_deadlock(O, NULL, NULL);
   tu_watchdog_stop();
 }
@@ -749,18 +784,6 @@ static void test_args(void **state) {
 }
 
 /* ---- The dump ------------------------------------------------------------ */
-
-static char *dump(ordo_graph_fmt_t fmt) {
-  FILE *f = tmpfile();
-  assert_non_null(f);
-  assert_int_equal(ordo_graph_dump(O, fileno(f), fmt), 0);
-  long n = (fseek(f, 0, SEEK_END), ftell(f));
-  char *buf = calloc(1, (size_t)n + 1);
-  rewind(f);
-  assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  return buf;
-}
 
 static void test_dump(void **state) {
   (void)state;
