@@ -1423,11 +1423,17 @@ static const char *state_name(int st) {
   return (unsigned)st < 4 ? n[st] : "?";
 }
 
-static void dot_node(FILE *f, uint64_t id) {
+/* A node's name in both formats: "task <n>" or "thread <n>" (the ids'
+ * numbers without their kind bits, which JSON's doubles could not hold). */
+static void node_name(FILE *f, uint64_t id) {
   if ((id & ID_THREAD) == ID_THREAD)
     fprintf(f, "\"thread %" PRIu64 "\"", id & ~ID_THREAD);
   else
     fprintf(f, "\"task %" PRIu64 "\"", id & ~ID_TASK);
+}
+
+static uint64_t task_no(const ordo_future_t *t) {
+  return t->id & ~ID_TASK;
 }
 
 static void dot_exec(FILE *f, ordo_exec_t *e) {
@@ -1438,37 +1444,39 @@ static void dot_exec(FILE *f, ordo_exec_t *e) {
   ordo_future_t *t;
   TAILQ_FOREACH(t, &e->queue, qlink) {
     fprintf(f, "  ");
-    dot_node(f, t->id);
+    node_name(f, t->id);
     fprintf(f, " -> \"worker:%s\" [label=\"queued\", style=dashed];\n",
             e->name);
   }
   xwait *w;
   LIST_FOREACH(w, &e->waits, link) {
     fprintf(f, "  ");
-    dot_node(f, waiter_id(w));
+    node_name(f, waiter_id(w));
     fprintf(f, " -> ");
-    dot_node(f, w->target->id);
+    node_name(f, w->target->id);
     fprintf(f, " [label=\"future (%s)%s\"];\n", state_name(fstate(w->target)),
             fstate(w->target) == X_QUEUED ? ", would unblock" : "");
   }
 }
 
+/* In JSON tasks are their numbers, waiters their names (a waiter may be
+ * a thread outside tasks). */
 static void json_exec(FILE *f, ordo_exec_t *e) {
   fprintf(f,
-          "{\"name\": \"%s\", \"id\": %" PRIu64 ", \"workers\": %u, "
-          "\"busy\": %u, \"policy\": \"%s\", \"queue\": [",
-          e->name, e->pid, e->nalive, e->nbusy, policy_name(e->opts.policy));
+          "{\"name\": \"%s\", \"workers\": %u, \"busy\": %u, "
+          "\"policy\": \"%s\", \"queue\": [",
+          e->name, e->nalive, e->nbusy, policy_name(e->opts.policy));
   ordo_future_t *t;
   bool first = true;
   TAILQ_FOREACH(t, &e->queue, qlink) {
-    fprintf(f, "%s%" PRIu64, first ? "" : ", ", t->id);
+    fprintf(f, "%s%" PRIu64, first ? "" : ", ", task_no(t));
     first = false;
   }
   fprintf(f, "], \"running\": [");
   first = true;
   TAILQ_FOREACH(t, &e->running, qlink) {
     for (ordo_future_t *c = t; c; c = c->child) {
-      fprintf(f, "%s%" PRIu64, first ? "" : ", ", c->id);
+      fprintf(f, "%s%" PRIu64, first ? "" : ", ", task_no(c));
       first = false;
     }
   }
@@ -1476,11 +1484,10 @@ static void json_exec(FILE *f, ordo_exec_t *e) {
   first = true;
   xwait *w;
   LIST_FOREACH(w, &e->waits, link) {
-    fprintf(f,
-            "%s{\"waiter\": %" PRIu64 ", \"task\": %" PRIu64
-            ", \"state\": \"%s\"}",
-            first ? "" : ", ", waiter_id(w), w->target->id,
-            state_name(fstate(w->target)));
+    fprintf(f, "%s{\"waiter\": ", first ? "" : ", ");
+    node_name(f, waiter_id(w));
+    fprintf(f, ", \"task\": %" PRIu64 ", \"state\": \"%s\"}",
+            task_no(w->target), state_name(fstate(w->target)));
     first = false;
   }
   /* Which queued task would unblock whom: each queued task's waiters. */
@@ -1490,11 +1497,12 @@ static void json_exec(FILE *f, ordo_exec_t *e) {
     if (!t->nwaiters)
       continue;
     fprintf(f, "%s{\"task\": %" PRIu64 ", \"waiters\": [", first ? "" : ", ",
-            t->id);
+            task_no(t));
     bool f2 = true;
     LIST_FOREACH(w, &e->waits, link) {
       if (w->target == t) {
-        fprintf(f, "%s%" PRIu64, f2 ? "" : ", ", waiter_id(w));
+        fprintf(f, "%s", f2 ? "" : ", ");
+        node_name(f, waiter_id(w));
         f2 = false;
       }
     }
