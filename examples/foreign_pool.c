@@ -38,10 +38,10 @@ typedef struct fpool_s {
 typedef struct demo_s {
   fpool_t p;
   long workers, policy, no_notes, deadlk, right, wrong;
-  pthread_mutex_t mu; /* guards found, rec, tops */
+  pthread_mutex_t mu; /* guards found, rec, started, tops */
   pthread_cond_t cv;
   int found;
-  long tops;
+  long started, tops;
   ordo_deadlock_t rec;
 } demo_t;
 
@@ -137,6 +137,12 @@ static void *leaf(void *arg) {
 
 static void *top(void *arg) {
   demo_t *d = arg;
+  pthread_mutex_lock(&d->mu); /* every worker taken before any leaf */
+  if (++d->started == d->workers)
+    pthread_cond_broadcast(&d->cv);
+  while (d->started < d->workers)
+    pthread_cond_wait(&d->cv, &d->mu); /* the watchdog bounds it */
+  pthread_mutex_unlock(&d->mu);
   intptr_t v = fp_wait(&d->p, fp_submit(&d->p, leaf, NULL));
   pthread_mutex_lock(&d->mu);
   d->tops++;

@@ -24,9 +24,9 @@ typedef struct run_s {
   plain_t *plain;         /* --no-ordo: the plain pool instead of e */
   const char *url, *dump; /* --dump dot|json: the graph at detection */
   long policy, workers, depth, tasks, json, no_ordo, watchdog_s;
-  pthread_mutex_t mu; /* guards tops_done, detections, finished */
-  pthread_cond_t cv;  /* each top-level task's end, each detection */
-  long tops_done, detections, finished;
+  pthread_mutex_t mu; /* guards tops_*, detections, finished */
+  pthread_cond_t cv;  /* each top-level task's start and end, detections */
+  long tops_started, tops_done, detections, finished;
   _Atomic long deadlk, canceled;      /* inner waits that returned those */
   long right, wrong, failed, records; /* the closing waits; the records */
   double t0, secs;
@@ -44,9 +44,22 @@ typedef struct job_s {
 static plain_t *plain_create(long workers);
 static plain_task_t *plain_submit(plain_t *p, void *(*fn)(void *), void *arg);
 static void *plain_wait(plain_t *p, plain_task_t *t);
-static void watchdog_start(run_t *r);
+static pthread_t watchdog_start(run_t *r);
 static void setup(int argc, char **argv, run_t *r);
 static void report(const run_t *r, int ok);
+
+/* gate -- a top-level task waits until every worker runs one (or every
+ * task has started, when there are fewer), so that the hang forms on each
+ * run rather than when the scheduler happens to allow it. */
+static void gate(run_t *r) {
+  long all = r->tasks < r->workers ? r->tasks : r->workers;
+  pthread_mutex_lock(&r->mu);
+  if (++r->tops_started >= all)
+    pthread_cond_broadcast(&r->cv);
+  while (r->tops_started < all)
+    pthread_cond_wait(&r->cv, &r->mu); /* the watchdog bounds it */
+  pthread_mutex_unlock(&r->mu);
+}
 
 /* task -- the seed's line: submit the next level to the same pool and wait
  * for it. A level's value is 1 more than its child's (a leaf's is 1), so a
@@ -56,6 +69,8 @@ static void *task(void *arg) {
   job_t *j = arg;
   run_t *r = j->r;
   intptr_t v = 1;
+  if (j->level == 0)
+    gate(r); /* every worker taken before any leaf is queued */
   if (j->level < r->depth) {
     void *cv = NULL;
     if (r->plain != NULL) { /* the pool people write: no rescue */
@@ -162,7 +177,7 @@ int main(int argc, char **argv) {
   for (long i = 0; i < r.tasks * (r.depth + 1); i++)
     jobs[i] = (job_t){&r, i % (r.depth + 1)};
   int rc = ex_open(&r.o, r.url);
-  watchdog_start(&r);
+  pthread_t dog = watchdog_start(&r);
   r.t0 = ex_now_s();
   if (rc == 0 && r.no_ordo) { /* hangs: the watchdog ends it, exit 1 */
     r.plain = plain_create(r.workers);
@@ -184,6 +199,7 @@ int main(int argc, char **argv) {
   r.finished = 1; /* the watchdog stands down */
   pthread_cond_broadcast(&r.cv);
   pthread_mutex_unlock(&r.mu);
+  pthread_join(dog, NULL); /* it reads r, which ends with main */
   int good = ok(&r);
   report(&r, good);
   ordo_close(r.o);
@@ -210,8 +226,11 @@ struct plain_s {
   long queued, waiting, workers;
 };
 
+static _Thread_local int plain_in_pool; /* 1 on the pool's workers */
+
 static void *plain_worker(void *arg) {
   plain_t *p = arg;
+  plain_in_pool = 1;
   pthread_mutex_lock(&p->mu);
   for (;;) {
     while (p->head == NULL)
@@ -256,13 +275,14 @@ static plain_task_t *plain_submit(plain_t *p, void *(*fn)(void *), void *arg) {
   return t;
 }
 
-/* plain_wait -- the future's get(): sleeps until t is done; its value. */
+/* plain_wait -- the future's get(): sleeps until t is done; its value.
+ * The watchdog counts the workers among the waiters (main waits too). */
 static void *plain_wait(plain_t *p, plain_task_t *t) {
   pthread_mutex_lock(&p->mu);
-  p->waiting++;
+  p->waiting += plain_in_pool;
   while (!t->done)
     pthread_cond_wait(&p->result, &p->mu);
-  p->waiting--;
+  p->waiting -= plain_in_pool;
   pthread_mutex_unlock(&p->mu);
   void *v = t->value;
   free(t);
@@ -319,11 +339,11 @@ static void *watchdog(void *arg) {
   return NULL;
 }
 
-static void watchdog_start(run_t *r) {
+static pthread_t watchdog_start(run_t *r) {
   pthread_t tid;
   if (pthread_create(&tid, NULL, watchdog, r) != 0)
     ex_die("cannot start the watchdog thread");
-  pthread_detach(tid);
+  return tid;
 }
 
 static const char usage[] =
