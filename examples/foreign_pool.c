@@ -85,14 +85,16 @@ static void *fp_worker(void *arg) {
   return NULL;
 }
 
-/* fp_submit -- queues fn(arg); noted before a worker can take it. */
+/* fp_submit -- queues fn(arg), noted before a worker can see it (so
+ * queued comes before started), and outside the pool's mutex: no ordo call
+ * is made under it. */
 static ftask_t *fp_submit(fpool_t *p, void *(*fn)(void *), void *arg) {
   ftask_t *t = ex_calloc(1, sizeof *t, "--workers");
   t->fn = fn, t->arg = arg;
-  pthread_mutex_lock(&p->mu);
-  t->all = p->all, p->all = t;
   if (p->note)
     ordo_exec_note_queued(p->note, (uintptr_t)t);
+  pthread_mutex_lock(&p->mu);
+  t->all = p->all, p->all = t;
   *(p->tail ? &p->tail->next : &p->head) = t;
   p->tail = t;
   pthread_cond_signal(&p->work);
