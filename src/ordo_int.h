@@ -85,6 +85,10 @@ struct ordo_s {
    * reaches a txn's holds through it (core/table.h, "The engine behind a
    * place"), never through a backend. */
   struct ordo__table *engine;
+  /* The executors of this place (src/exec), made by the first
+   * ordo_exec_create or ordo_exec_declare; NULL until then. Freed by
+   * ordo_close, which destroys the executors still alive. */
+  struct ordo__xplace *_Atomic exec;
 };
 
 /* Likewise for a transaction handle. */
@@ -170,6 +174,22 @@ enum {
 };
 extern void (*ordo__mem_before_retry)(ordo_txn_t *t);
 int ordo__mem_wait_state(ordo_txn_t *t);
+
+/* ---- Executors (src/exec) ---------------------------------------------
+ * ordo__exec_cur is the task this thread runs (an executor's worker, or a
+ * foreign pool's thread between note_started and note_done), NULL
+ * elsewhere. ordo_txn_begin and ordo_txn_end call the two hooks only when
+ * it is set, so a plain txn pays one thread-local load: a txn begun while a
+ * task runs belongs to that task (src/exec/README.md). */
+extern _Thread_local struct ordo_future_s *ordo__exec_cur;
+void ordo__exec_txn_begun(ordo_txn_t *t);
+void ordo__exec_txn_ending(ordo_txn_t *t);
+/* Destroys the executors still alive and frees the place's executor
+ * state: ordo_close, before the backend closes. */
+void ordo__exec_place_close(ordo_t *o);
+/* Writes the executors' part of the graph dump to f (f NULL: writes
+ * nothing); returns whether the place has an executor. */
+bool ordo__exec_graph(ordo_t *o, FILE *f, ordo_graph_fmt_t fmt);
 
 /* Sorts reqs into the canonical order and merges duplicates (the strongest
  * mode wins) in place; returns the new count. */

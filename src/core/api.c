@@ -279,6 +279,7 @@ int ordo_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   p->url = redact(url);
   atomic_init(&p->retries, 0);
   p->order = NULL;
+  atomic_init(&p->exec, NULL);
   if (!p->url) {
     be->close(p);
     return ORDO_ENOMEM;
@@ -301,6 +302,7 @@ void ordo_close(ordo_t *o) {
     return;
   char *url = o->url;
   struct ordo__order *ck = o->order;
+  ordo__exec_place_close(o);
   o->be->close(o);
   ordo__order_destroy(ck);
   free(url);
@@ -331,6 +333,9 @@ int ordo_txn_begin(ordo_t *o, ordo_txn_t **out,
   }
   if (opts && opts->cost)
     ordo_txn_add_cost(*out, opts->cost);
+  /* Begun while this thread runs a task: the txn is the task's. */
+  if (ordo__exec_cur)
+    ordo__exec_txn_begun(*out);
   return 0;
 }
 
@@ -341,6 +346,8 @@ void ordo_txn_end(ordo_txn_t *t) {
   /* The checker's state goes after the txn: ending it cancels a pending
    * async request, whose callback (ordo__order_async_done) still uses it. */
   void *order_state = t->order_state;
+  if (ordo__exec_cur)
+    ordo__exec_txn_ending(t);
   remote_released(t->o);
   t->o->be->txn_end(t);
   if (ck)

@@ -715,6 +715,10 @@ static void fire_all(ordo__owner *f) {
   }
 }
 
+void ordo__fire_all(ordo__owner *f) {
+  fire_all(f);
+}
+
 /* WAITING -> ended with status; caller holds wait_mu. */
 bool ordo__abort_locked(ordo__table *tab, ordo__owner *w, int status,
                         ordo__owner **fire) {
@@ -1406,6 +1410,11 @@ int ordo__acquire(ordo__owner *w, const ordo_req_t *r, size_t n,
      * none, and the search is skipped (src/detect/README.md). */
     if (tab->opts.detect == ORDO_DETECT_IMMEDIATE && w->nholds > 0)
       ordo__detect_on_block(tab, w, &fire);
+    /* A cycle through a wait on a future (an executor's) can run through
+     * w though it holds nothing: the executor's hook looks (one branch
+     * without executors). */
+    if (tab->ext_block)
+      ordo__detect_ext_block(tab, w, &fire);
     ordo__mutex_unlock(&tab->wait_mu);
     fire_all(fire);
     ordo__detect_deliver(tab);

@@ -293,12 +293,19 @@ int ordo__txn_set_priority(ordo_txn_t *t, int priority);
  *     on a future): fn may do what the hook may, and returns a victim or
  *     NULL.
  *
- * A victim must be waiting in the engine (ordo__owner_waiting): its wait
- * ends with ORDO_EDEADLK and every lock it holds is released, as the
- * engine's own victims' are, before its call returns. rec, which fn or the
- * hook fills (kind ORDO_DL_MIXED; seq and time_ns are the engine's), enters
- * the deadlock records and goes to ordo_on_deadlock's callback. Both return
- * whether a victim was aborted. */
+ * A victim is an owner on the cycle. If it waits in the engine
+ * (ordo__owner_waiting), its wait ends with ORDO_EDEADLK; either way every
+ * lock it holds is released, newest first, under the same hold of wait_mu,
+ * as the engine's own victims' are. A victim that does not wait in the
+ * engine is a txn whose task waits on a future: its thread must not touch
+ * the txn meanwhile (it is asleep in the wait), and the executor ends that
+ * wait with ORDO_EDEADLK itself (fn or the hook may signal a condition
+ * variable under the executor's mutex). rec, which fn or the hook fills
+ * (kind ORDO_DL_MIXED; seq, time_ns, policy and victim are the engine's),
+ * enters the deadlock records and goes to ordo_on_deadlock's callback, and
+ * the victim counts in the stats' deadlocks. ordo__table_ext_search returns
+ * whether a victim was aborted. There is one hook per table: the executors
+ * of one place share it. */
 typedef ordo__owner *(*ordo__ext_block_fn)(void *arg, ordo__owner *w,
                                            ordo_deadlock_t *rec);
 typedef ordo__owner *(*ordo__ext_search_fn)(void *arg, ordo_deadlock_t *rec);

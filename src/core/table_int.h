@@ -149,6 +149,10 @@ struct ordo__table {
   _Atomic uint64_t reorders, sweep_finds, long_waits;
   _Atomic uint64_t victims[ORDO_VICTIM__COUNT];
   _Atomic uint64_t detect_hist[ORDO_HIST_BUCKETS]; /* any thread */
+  /* Waits outside the engine (core/table.h, "Waits outside the engine"):
+   * the executors' hook, called at block events under wait_mu. */
+  ordo__ext_block_fn ext_block;
+  void *ext_arg;
 
   /*
    * timer_mu guards the deadline heap and the timer thread's state. It is
@@ -292,6 +296,8 @@ bool ordo__abort_locked(ordo__table *tab, ordo__owner *w, int status,
  * each release can serve. */
 void ordo__release_holds_locked(ordo__table *tab, ordo__owner *w,
                                 ordo__owner **fire) ORDO_REQUIRES(tab->wait_mu);
+/* Runs the events of the owners on the fire list f (no engine lock held). */
+void ordo__fire_all(ordo__owner *f);
 /* Grants or pokes the waiters of l that can go now. */
 void ordo__wake_queue(ordo__table *tab, ordo__lock *l, ordo__owner **fire)
     ORDO_REQUIRES(tab->wait_mu);
@@ -309,6 +315,10 @@ void ordo__detect_sweep(ordo__table *tab, ordo__owner **fire)
 /* Logs w's wait with its holders and waiters (caller holds wait_mu). */
 void ordo__detect_log_wait(ordo__table *tab, ordo__owner *w)
     ORDO_REQUIRES(tab->wait_mu);
+/* The executors' hook at a block event, after the engine's own check
+ * (caller holds wait_mu): aborts the victim it names, if any. */
+void ordo__detect_ext_block(ordo__table *tab, ordo__owner *w,
+                            ordo__owner **fire) ORDO_REQUIRES(tab->wait_mu);
 /* Delivers the records and alarms queued under wait_mu (no lock held). */
 void ordo__detect_deliver(ordo__table *tab) ORDO_EXCLUDES(tab->wait_mu);
 

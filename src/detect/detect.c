@@ -19,7 +19,10 @@
  * Interface: ordo__detect_create, ordo__detect_destroy,
  * ordo__detect_on_block, ordo__detect_sweep, ordo__detect_log_wait,
  * ordo__detect_deliver, ordo__table_graph, ordo__table_deadlocks,
- * ordo__table_on_deadlock, ordo__table_on_alarm.
+ * ordo__table_on_deadlock, ordo__table_on_alarm; for the executors
+ * (src/exec), ordo__detect_ext_block, ordo__table_set_ext,
+ * ordo__table_ext_search, ordo__owner_waiting, ordo__owner_blockers_locked,
+ * ordo__table_add_record.
  */
 #include "core/table_int.h"
 
@@ -888,6 +891,29 @@ static void record(ordo__table *tab, ordo__detect *d, ordo__owner *victim,
   }
 }
 
+/* Queues a copy of r for the callback, when there is one (reporting, apart
+ * from detection: the queue grows as needed, and a record it cannot hold
+ * is counted in undelivered). Caller holds wait_mu. */
+static void pending_push(ordo__detect *d, const ordo_deadlock_t *r) {
+  if (!d->cb)
+    return;
+  size_t np = atomic_load_explicit(&d->npending, memory_order_relaxed);
+  if (np == d->cappending) {
+    size_t cap = d->cappending ? d->cappending * 2 : 8;
+    ordo_deadlock_t *p = realloc(d->pending, cap * sizeof *p);
+    if (p) {
+      d->pending = p;
+      d->cappending = cap;
+    }
+  }
+  if (np < d->cappending) {
+    d->pending[np] = *r;
+    atomic_store_explicit(&d->npending, np + 1, memory_order_relaxed);
+  } else {
+    d->undelivered++;
+  }
+}
+
 /*
  * resolve -- the current cycle (in d->c*): reorder if it closes through
  * queue order and a valid order exists; otherwise abort exactly one victim,
@@ -927,23 +953,7 @@ static void resolve(ordo__table *tab, ordo__detect *d, ordo__owner *w,
   d->ring_next = (d->ring_next + 1) % d->ring_cap;
   if (d->ring_n < d->ring_cap)
     d->ring_n++;
-  size_t np = atomic_load_explicit(&d->npending, memory_order_relaxed);
-  if (d->cb) {
-    if (np == d->cappending) {
-      size_t cap = d->cappending ? d->cappending * 2 : 8;
-      ordo_deadlock_t *p = realloc(d->pending, cap * sizeof *p);
-      if (p) {
-        d->pending = p;
-        d->cappending = cap;
-      }
-    }
-    if (np < d->cappending) {
-      d->pending[np] = *r;
-      atomic_store_explicit(&d->npending, np + 1, memory_order_relaxed);
-    } else {
-      d->undelivered++;
-    }
-  }
+  pending_push(d, r);
   alarm_count(tab, d, now);
   ADD(tab->deadlocks, 1);
   ADD(tab->victims[tab->opts.victim], 1);
@@ -994,6 +1004,130 @@ void ordo__detect_sweep(ordo__table *tab, ordo__owner **fire) {
     ADD(tab->sweep_finds, 1);
     resolve(tab, d, d->cfrom[0], true, fire);
   }
+}
+
+/* ---- Waits outside the engine: executors ---------------------------------
+ * core/table.h, "Waits outside the engine". The executor's search runs
+ * under wait_mu, so the lock edges it reads are those of one moment, and
+ * its victim is aborted under the same hold: the cycle it found is whole
+ * when the victim loses its locks.
+ */
+
+/* A record the executor filled, entered as the engine's own are. */
+static void record_ext(ordo__table *tab, ordo__detect *d,
+                       const ordo_deadlock_t *rec, uint64_t now)
+    ORDO_REQUIRES(tab->wait_mu) {
+  ordo_deadlock_t *r = &d->ring[d->ring_next];
+  *r = *rec;
+  r->seq = ++d->seq;
+  r->time_ns = now;
+  r->policy = tab->opts.victim;
+  if (r->nedges > ORDO_DL_MAX_EDGES && r->kind == ORDO_DL_LOCKS)
+    r->nedges = ORDO_DL_MAX_EDGES;
+  d->ring_next = (d->ring_next + 1) % d->ring_cap;
+  if (d->ring_n < d->ring_cap)
+    d->ring_n++;
+  pending_push(d, r);
+}
+
+/* The executor's victim v of a mixed cycle: its wait ends (if it waits in
+ * the engine) and its locks go, as resolve does for the engine's own. */
+static void abort_ext(ordo__table *tab, ordo__detect *d, ordo__owner *v,
+                      ordo_deadlock_t *rec, ordo__owner **fire)
+    ORDO_REQUIRES(tab->wait_mu) {
+  uint64_t now = ordo__now_ns();
+  rec->victim = v->id;
+  record_ext(tab, d, rec, now);
+  alarm_count(tab, d, now);
+  ADD(tab->deadlocks, 1);
+  ADD(tab->victims[tab->opts.victim], 1);
+  v->aborts++;
+  if (waiting(v)) {
+    v->dl_edge_ns = now;
+    ordo__abort_locked(tab, v, ORDO_EDEADLK, fire);
+  }
+  ordo__release_holds_locked(tab, v, fire);
+}
+
+void ordo__detect_ext_block(ordo__table *tab, ordo__owner *w,
+                            ordo__owner **fire) {
+  if (!tab->ext_block || !waiting(w))
+    return;
+  ordo_deadlock_t rec;
+  memset(&rec, 0, sizeof rec);
+  ordo__owner *v = tab->ext_block(tab->ext_arg, w, &rec);
+  if (v)
+    abort_ext(tab, tab->det, v, &rec, fire);
+}
+
+void ordo__table_set_ext(ordo__table *tab, ordo__ext_block_fn on_block,
+                         void *arg) {
+  ordo__mutex_lock(&tab->wait_mu);
+  tab->ext_block = on_block;
+  tab->ext_arg = arg;
+  ordo__mutex_unlock(&tab->wait_mu);
+}
+
+bool ordo__table_ext_search(ordo__table *tab, ordo__ext_search_fn fn,
+                            void *arg) {
+  ordo__owner *fire = NULL;
+  ordo_deadlock_t rec;
+  memset(&rec, 0, sizeof rec);
+  ordo__mutex_lock(&tab->wait_mu);
+  ordo__owner *v = fn(arg, &rec);
+  if (v)
+    abort_ext(tab, tab->det, v, &rec, &fire);
+  ordo__mutex_unlock(&tab->wait_mu);
+  ordo__fire_all(fire);
+  ordo__detect_deliver(tab);
+  return v != NULL;
+}
+
+bool ordo__owner_waiting(const ordo__owner *w) {
+  return waiting(w);
+}
+
+/* Adds u to out[0..*n) unless it is there; counts past max. */
+static void blocker_add(ordo__owner **out, size_t max, size_t *n,
+                        ordo__owner *u) {
+  for (size_t i = 0; i < *n && i < max; i++)
+    if (out[i] == u)
+      return;
+  if (*n < max)
+    out[*n] = u;
+  (*n)++;
+}
+
+size_t ordo__owner_blockers_locked(ordo__owner *w, ordo__owner **out,
+                                   size_t max) {
+  ordo__table *tab = w->tab;
+  size_t n = 0;
+  if (!waiting(w))
+    return 0;
+  /* The same edges expand() follows: the holders that conflict, read
+   * under their stripe, and the queue ahead, frozen by wait_mu. */
+  for (size_t i = 0; i < w->nent; i++) {
+    ordo__entry *e = &w->ent[i];
+    ordo__lock *l = e->lock;
+    ordo__stripe *st = &tab->stripe[e->stripe];
+    pthread_mutex_lock(&st->mu);
+    for (ordo__hold *h = l->holders; h; h = h->lnext)
+      if (ordo__waits_for_hold(e, h) && h->owner != w)
+        blocker_add(out, max, &n, h->owner);
+    pthread_mutex_unlock(&st->mu);
+    for (ordo__entry *q = e->covered ? NULL : ordo__queue_prev(l, e); q;
+         q = ordo__queue_prev(l, q))
+      if (ordo__waits_for_queued(e, q) && q->owner != w)
+        blocker_add(out, max, &n, q->owner);
+  }
+  return n;
+}
+
+void ordo__table_add_record(ordo__table *tab, const ordo_deadlock_t *rec) {
+  ordo__mutex_lock(&tab->wait_mu);
+  record_ext(tab, tab->det, rec, ordo__now_ns());
+  ordo__mutex_unlock(&tab->wait_mu);
+  ordo__detect_deliver(tab);
 }
 
 /* ---- Long waits ----------------------------------------------------------

@@ -85,8 +85,8 @@ static inline uint64_t tu_ms(uint64_t ms) {
 
 /* ---- Watchdog ---------------------------------------------------------
  * tu_watchdog_start(o, seconds, what): if tu_watchdog_stop() has not been
- * called within the bound, prints what timed out and the lock table, then
- * aborts the test process.
+ * called within the bound, prints what timed out, the lock table and the
+ * wait-for graph (ordo_graph_dump), then aborts the test process.
  */
 typedef struct {
   pthread_t thr;
@@ -111,8 +111,13 @@ static void *tu_watchdog_main(void *arg) {
       fprintf(stderr,
               "WATCHDOG: '%s' did not finish within %.0f s; lock table:\n",
               tu_wd.what, tu_wd.seconds);
-      if (tu_wd.o)
+      if (tu_wd.o) {
         ordo_dump(tu_wd.o, 2);
+        /* The wait-for graph too: an executor's waits on futures and its
+         * queue show only there. */
+        fprintf(stderr, "wait-for graph:\n");
+        ordo_graph_dump(tu_wd.o, 2, ORDO_GRAPH_DOT);
+      }
       fflush(stderr);
       abort();
     }

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "../common/testutil.h"
+#include "core/table.h"
 
 #include <string.h>
 
@@ -642,6 +643,116 @@ static void test_long_wait_logged(void **state) {
   O = saved;
 }
 
+/* ---- Waits outside the engine (core/table.h): the executors' face ------
+ * A hook plays an executor: txn a's task waits on a future whose task's
+ * txn b blocks on a key a holds. */
+typedef struct {
+  ordo__owner *victim; /* what the hook names when b waits for it alone */
+  int calls;
+  ordo__owner *seen[4];
+  size_t nseen;
+} ext_probe;
+
+static ordo__owner *ext_fill(ext_probe *p, ordo__owner *w,
+                             ordo_deadlock_t *rec) {
+  p->nseen = ordo__owner_blockers_locked(w, p->seen, 4);
+  if (!p->victim || p->nseen != 1)
+    return NULL;
+  rec->kind = ORDO_DL_MIXED;
+  rec->nedges = 2;
+  rec->edge[0] = (ordo_dl_edge_t){.from = w->id, .to = p->seen[0]->id};
+  rec->edge[1] = (ordo_dl_edge_t){.from = p->seen[0]->id, .to = w->id};
+  return p->victim;
+}
+
+static ordo__owner *ext_hook(void *arg, ordo__owner *w, ordo_deadlock_t *rec) {
+  ext_probe *p = arg;
+  p->calls++;
+  return ext_fill(p, w, rec);
+}
+
+typedef struct {
+  ext_probe *p;
+  ordo__owner *w;
+  bool waiting;
+} ext_search_arg;
+
+static ordo__owner *ext_search(void *arg, ordo_deadlock_t *rec) {
+  ext_search_arg *x = arg;
+  x->waiting = ordo__owner_waiting(x->w);
+  return ext_fill(x->p, x->w, rec);
+}
+
+static void test_ext_waits(void **state) {
+  (void)state;
+  ordo__table *tab = ordo__engine_table(O);
+  ext_probe p = {0};
+  ordo__table_set_ext(tab, ext_hook, &p);
+  /* At b's block event the hook names a, which waits outside the engine:
+   * a's locks go under the same hold of wait_mu, so b is granted. */
+  ordo_txn_t *a = txn(), *b = txn();
+  take(a, "xa", ORDO_MODE_X);
+  take(a, "xl", ORDO_MODE_X);
+  p.victim = ordo__engine_owner(a);
+  tu_locker lb;
+  block_on(&lb, b, "xl", ORDO_MODE_X, 5000, 0);
+  assert_true(done_within(&lb, 10));
+  assert_int_equal(tu_locker_join(&lb), 0);
+  assert_true(p.calls >= 1);
+  assert_int_equal(p.nseen, 1);
+  assert_ptr_equal(p.seen[0], ordo__engine_owner(a));
+  ordo_mode_t m;
+  assert_int_equal(ordo_held(a, "xl", 2, &m), 0);
+  assert_int_equal(ordo_held(a, "xa", 2, &m), 0);
+  ordo_deadlock_t d;
+  assert_int_equal(ordo_deadlocks(O, &d, 1), 1);
+  assert_int_equal(d.kind, ORDO_DL_MIXED);
+  assert_int_equal(d.victim, ordo_txn_id(a));
+  assert_int_equal(d.nedges, 2);
+  assert_int_equal(d.edge[0].from, ordo_txn_id(b));
+  ordo_stats_t st;
+  ordo_stats(O, &st);
+  assert_int_equal(st.deadlocks, 1);
+  ordo_unlock_all(b);
+  /* The other way round: b2 blocks first (the hook names nobody), then
+   * the executor's own block event searches and names b2, which waits in
+   * the engine: its lock returns ORDO_EDEADLK, a2 keeps its key. */
+  p.victim = NULL;
+  ordo_txn_t *a2 = txn(), *b2 = txn();
+  take(a2, "yl", ORDO_MODE_X);
+  tu_locker lb2;
+  block_on(&lb2, b2, "yl", ORDO_MODE_X, 5000, 1);
+  p.victim = ordo__engine_owner(b2);
+  ext_search_arg x = {&p, ordo__engine_owner(b2), false};
+  assert_true(ordo__table_ext_search(tab, ext_search, &x));
+  assert_true(x.waiting);
+  assert_true(done_within(&lb2, 10));
+  assert_int_equal(tu_locker_join(&lb2), ORDO_EDEADLK);
+  assert_int_equal(ordo_held(a2, "yl", 2, &m), 1);
+  assert_int_equal(ordo_deadlocks(O, &d, 1), 1);
+  assert_int_equal(d.kind, ORDO_DL_MIXED);
+  assert_int_equal(d.victim, ordo_txn_id(b2));
+  /* Nobody named: nothing aborted, no record. */
+  p.victim = NULL;
+  x.w = ordo__engine_owner(a2);
+  assert_false(ordo__table_ext_search(tab, ext_search, &x));
+  assert_false(x.waiting);
+  assert_int_equal(ordo_deadlocks(O, &d, 1), 1);
+  assert_int_equal(d.victim, ordo_txn_id(b2));
+  /* A pool deadlock's record: no victim. */
+  ordo_deadlock_t pr = {.kind = ORDO_DL_POOL, .nedges = 1};
+  ordo__table_add_record(tab, &pr);
+  assert_int_equal(ordo_deadlocks(O, &d, 1), 1);
+  assert_int_equal(d.kind, ORDO_DL_POOL);
+  assert_int_equal(d.victim, 0);
+  ordo__table_set_ext(tab, NULL, NULL);
+  ordo_unlock_all(a2);
+  ordo_txn_end(a);
+  ordo_txn_end(b);
+  ordo_txn_end(a2);
+  ordo_txn_end(b2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
 #define CASE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -659,6 +770,7 @@ int main(void) {
       CASE(test_records_callback_alarm),
       CASE(test_graph_dump),
       CASE(test_long_wait_logged),
+      CASE(test_ext_waits),
 #undef CASE
   };
   return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
