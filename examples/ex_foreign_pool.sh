@@ -6,8 +6,8 @@
 #                    task right once the pool's waiters help;
 #   --policy fail    exit 0, at least one wait refused (EDEADLK), the
 #                    other tasks right;
-#   --no-notes       no annotations: the watchdog (5 s) ends the hang with
-#                    exit 1;
+#   --no-notes       no annotations: the watchdog (--watchdog 2) ends the
+#                    hang with exit 1;
 # then an unknown flag and a bad --policy exit 2, --help 0.
 # Every run is bounded by timeout (times ORDO_TEST_TIMEOUT_MULT).
 set -euo pipefail
@@ -16,7 +16,7 @@ EX_NAME=foreign_pool
 # shellcheck source=SCRIPTDIR/ex_lib.sh
 . "$(dirname "$0")/ex_lib.sh"
 
-run $((10 * MULT)) --policy report --workers 4
+run $((10 * MULT)) --policy report --workers 4 --watchdog $((5 * MULT))
 [ "$RC" -eq 0 ] || fail "report exited $RC"
 grep -qE '^record [0-9]+: pool deadlock, [0-9]+ edges$' <<< "$OUT" ||
   fail "report: no record printed"
@@ -24,15 +24,15 @@ grep -qE 'policy report, 4 workers: 4/4 tasks right, 0 refused waits \(EDEADLK\)
   fail "report: not every task right"
 echo "ok: report: $(tail -n 1 <<< "$OUT")"
 
-run $((10 * MULT)) --policy fail --workers 4
+run $((10 * MULT)) --policy fail --workers 4 --watchdog $((5 * MULT))
 [ "$RC" -eq 0 ] || fail "fail exited $RC"
 grep -qE 'policy fail, 4 workers: [0-9]/4 tasks right, [1-9] refused waits \(EDEADLK\), [1-9][0-9]* records: OK$' <<< "$OUT" ||
   fail "fail: no refused wait"
 echo "ok: fail: $(tail -n 1 <<< "$OUT")"
 
-run $((5 + 10 * MULT)) --no-notes --workers 4
+run $((2 + 10 * MULT)) --no-notes --workers 4 --watchdog 2
 [ "$RC" -eq 1 ] || fail "--no-notes exited $RC, not 1"
-grep -q "hang: after 5 s, 0 of 4 tasks done" "$TMP/err" ||
+grep -q "hang: after 2 s, 0 of 4 tasks done" "$TMP/err" ||
   fail "--no-notes: the watchdog did not say what it saw"
 echo "ok: --no-notes hangs, the watchdog exits 1 in $TOOK s"
 

@@ -37,7 +37,7 @@ typedef struct fpool_s {
 
 typedef struct demo_s {
   fpool_t p;
-  long workers, policy, no_notes, deadlk, right, wrong;
+  long workers, policy, no_notes, watchdog_s, deadlk, right, wrong;
   pthread_mutex_t mu; /* guards found, rec, started, tops */
   pthread_cond_t cv;
   int found;
@@ -242,12 +242,12 @@ static void fp_stop(fpool_t *p) {
   free(p->thread);
 }
 
-/* The watchdog: not over in 5 s is a hang; say what the pool holds. */
+/* The watchdog: not over in watchdog_s is a hang; say what it saw. */
 static void *watchdog(void *arg) {
   (void)arg;
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += 5;
+  until.tv_sec += demo.watchdog_s;
   pthread_mutex_lock(&demo.mu);
   int rc = 0;
   while (demo.tops < demo.workers && rc != ETIMEDOUT)
@@ -256,9 +256,9 @@ static void *watchdog(void *arg) {
   pthread_mutex_unlock(&demo.mu);
   if (rc == ETIMEDOUT && tops < demo.workers) {
     fprintf(stderr,
-            EX_PROG ": hang: after 5 s, %ld of %ld tasks done; every "
+            EX_PROG ": hang: after %ld s, %ld of %ld tasks done; every "
                     "worker waits for a leaf still queued\n",
-            tops, demo.workers);
+            demo.watchdog_s, tops, demo.workers);
     _Exit(1);
   }
   return NULL;
@@ -273,6 +273,7 @@ static void watchdog_start(void) {
 
 static const char usage[] =
     "usage: " EX_PROG " [--policy fail|report] [--workers N] [--no-notes]\n"
+    "             [--watchdog S]\n"
     "A plain pthread pool of N workers, each running a task that submits\n"
     "a leaf to the same pool and waits for it, annotated so that ordo sees\n"
     "the pool deadlock form.\n"
@@ -280,12 +281,14 @@ static const char usage[] =
     "                report (default): the record is printed, then the\n"
     "                pool lets its waiters run the queued leaves\n"
     "  --workers N   the pool's workers, 1..256 (default 4)\n"
-    "  --no-notes    no annotations: the pool hangs (the watchdog, 5 s)\n"
+    "  --no-notes    no annotations: the pool hangs\n"
+    "  --watchdog S  a run not over after S s is a hang: exit 1 (1..3600,\n"
+    "                default 5)\n"
     "Exit status: 0 the hang was caught and every task ended right or\n"
     "refused; 1 a hang or a wrong result; 2 bad usage.\n";
 
 static void setup(int argc, char **argv, demo_t *d) {
-  d->workers = 4, d->policy = 1;
+  d->workers = 4, d->policy = 1, d->watchdog_s = 5;
   pthread_mutex_init(&d->mu, NULL);
   pthread_cond_init(&d->cv, NULL);
   for (int i = 1; i < argc; i++) {
@@ -301,6 +304,8 @@ static void setup(int argc, char **argv, demo_t *d) {
       d->policy = strcmp(v, "report") == 0;
     } else if ((v = ex_opt(argc, argv, &i, "--workers"))) {
       d->workers = ex_num("--workers", v, 1, 256);
+    } else if ((v = ex_opt(argc, argv, &i, "--watchdog"))) {
+      d->watchdog_s = ex_num("--watchdog", v, 1, 3600);
     } else if (strcmp(argv[i], "--no-notes") == 0) {
       d->no_notes = 1;
     } else if (strcmp(argv[i], "--help") == 0) {
@@ -309,11 +314,27 @@ static void setup(int argc, char **argv, demo_t *d) {
     } else {
       fprintf(stderr,
               EX_PROG ": unknown option '%s': the options are --policy, "
-                      "--workers, --no-notes (see " EX_PROG " --help)\n",
+                      "--workers, --no-notes, --watchdog (see " EX_PROG
+                      " --help)\n",
               argv[i]);
       exit(2);
     }
   }
+}
+
+/* who -- an id of a record as words: txn ids have bit 63 clear; tasks set
+ * it, threads outside any task bits 63 and 62, pools 63 and 61
+ * (docs/deadlocks.md, "Pool deadlocks"). */
+static const char *who(uint64_t id, char buf[40]) {
+  const uint64_t task = UINT64_C(1) << 63, thread = UINT64_C(1) << 62,
+                 pool = UINT64_C(1) << 61;
+  const char *kind = !(id & task)  ? "txn"
+                     : id & thread ? "thread"
+                     : id & pool   ? "pool"
+                                   : "task";
+  snprintf(buf, 40, "%s %llu", kind,
+           (unsigned long long)(id & ~(task | thread | pool)));
+  return buf;
 }
 
 /* print_record -- the record as ordo_on_deadlock gave it: who waits for
@@ -325,7 +346,8 @@ static void print_record(const ordo_deadlock_t *rec) {
          rec->nedges);
   for (size_t i = 0; i < rec->nedges && i < ORDO_DL_MAX_EDGES; i++) {
     const ordo_dl_edge_t *e = &rec->edge[i];
-    printf("  %llu waits for %llu on %.*s\n", (unsigned long long)e->from,
-           (unsigned long long)e->to, (int)e->key_len, (const char *)e->key);
+    char a[40], b[40];
+    printf("  %s waits for %s on %.*s\n", who(e->from, a), who(e->to, b),
+           (int)e->key_len, (const char *)e->key);
   }
 }
