@@ -13,7 +13,8 @@
 #                       ends it with exit 1 within its bound, saying how
 #                       many workers wait and how many tasks are queued;
 # then the errors: an unknown flag and a bad --policy exit 2 with one line
-# that points at --help; --help exits 0.
+# that points at --help, as does a remote --backend (an executor needs
+# mem://); --help exits 0.
 # Every run is bounded by timeout (times ORDO_TEST_TIMEOUT_MULT); the
 # program's own watchdog (5 s, times the same) bounds a hang inside it.
 set -euo pipefail
@@ -87,7 +88,11 @@ run 10 --policy sometimes
 grep -q "one of inline, compensate, fail, report" "$TMP/err" ||
   fail "a bad --policy: stderr does not name the policies"
 [ "$(wc -l < "$TMP/err")" -eq 1 ] || fail "a bad --policy: not one line"
+run 10 --backend redis://127.0.0.1:1
+[ "$RC" -eq 2 ] || fail "a remote --backend exited $RC, not 2"
+grep -q "an executor needs a mem:// place" "$TMP/err" ||
+  fail "a remote --backend: stderr does not say mem://"
 run 10 --help
 [ "$RC" -eq 0 ] || fail "--help exited $RC"
 grep -q -- "--policy P" <<< "$OUT" || fail "--help does not name --policy"
-echo "ok: an unknown flag and a bad --policy exit 2, --help 0"
+echo "ok: an unknown flag, a bad --policy and a remote --backend exit 2, --help 0"

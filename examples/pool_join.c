@@ -135,8 +135,9 @@ static int run_ordo(run_t *r, job_t *jobs) {
   if (found > 0 && r->dump != NULL)
     ordo_graph_dump(r->o, 2,
                     *r->dump == 'j' ? ORDO_GRAPH_JSON : ORDO_GRAPH_DOT);
-  if (found > 0 && r->policy == ORDO_EXEC_REPORT)
-    ordo_exec_shutdown(r->e, ORDO_EXEC_NOW, ORDO_FOREVER);
+  if (found > 0 && r->policy == ORDO_EXEC_REPORT &&
+      (rc = ordo_exec_shutdown(r->e, ORDO_EXEC_NOW, ORDO_FOREVER)) < 0)
+    ex_die("ordo_exec_shutdown: %s", ordo_strerror(rc));
   for (long i = 0; i < r->tasks; i++) {
     void *v = NULL;
     rc = ordo_future_wait(f[i], ORDO_FOREVER, &v);
@@ -187,12 +188,9 @@ int main(int argc, char **argv) {
     for (long i = 0; i < r.tasks; i++)
       r.right += (intptr_t)plain_wait(r.plain, t[i]) == r.depth + 1;
     r.wrong = r.tasks - r.right;
+    free(t); /* the pool stays: its workers sleep until the exit */
   } else if (rc == 0) {
     rc = run_ordo(&r, jobs);
-  }
-  if (rc < 0) {
-    ex_unusable(r.url, rc);
-    return 1;
   }
   pthread_mutex_lock(&r.mu);
   r.secs = ex_now_s() - r.t0;
@@ -200,11 +198,19 @@ int main(int argc, char **argv) {
   pthread_cond_broadcast(&r.cv);
   pthread_mutex_unlock(&r.mu);
   pthread_join(dog, NULL); /* it reads r, which ends with main */
-  int good = ok(&r);
-  report(&r, good);
-  ordo_close(r.o);
+  int good = rc == 0 && ok(&r);
+  if (rc == ORDO_ENOTSUP) /* a remote place: its waits are not ours */
+    fprintf(stderr,
+            EX_PROG ": an executor needs a mem:// place, not '%s' (see " EX_PROG
+                    " --help)\n",
+            ordo_url(r.o));
+  else if (rc < 0)
+    ex_unusable(r.url, rc);
+  else
+    report(&r, good);
+  ordo_close(r.o); /* NULL when ordo_open failed: nothing */
   free(jobs);
-  return good ? 0 : 1;
+  return rc == ORDO_ENOTSUP ? 2 : good ? 0 : 1;
 }
 
 /* ---- plumbing below: the plain pool, the watchdog, flags, report -------- */
@@ -368,8 +374,10 @@ static const char usage[] =
     "  --watchdog S       a run not over after S s is a hang: print what\n"
     "                     was seen, exit 1 (1..3600, default 5)\n"
     "  --dump dot|json    at detection, write the wait-for graph on stderr\n"
-    "  --no-ordo          the same on a plain pthread pool: it hangs\n" //
-    EX_HELP_BACKEND
+    "  --no-ordo          the same on a plain pthread pool: it hangs\n"
+    "  --backend URL      the lock place (default mem://; an executor needs\n"
+    "                     mem://, where its waits and the locks are one\n"
+    "                     graph)\n"
     "  --json             print one JSON object instead of the summary\n"
     "Exit status: 0 the run finished with every result right, or the\n"
     "deadlock was detected (fail, report); 1 a hang (the watchdog) or a\n"
