@@ -1,7 +1,8 @@
 /*
  * api_detect.c -- the public calls of detection and recovery: deadlock
  * records and their callback, the deadlock-rate alarm, the wait-for graph
- * dump, and a txn's declared work and abort count. Each passes to the
+ * dump (with a place's executors in it, src/exec/README.md), and a txn's
+ * declared work and abort count. Each passes to the
  * backend's vtable; a backend without detection answers ORDO_ENOTSUP. See
  * README.md.
  *

@@ -147,6 +147,7 @@ struct ordo__xplace {
   /* Future waits in flight on pools with detection on: read without mu
    * by the block hook to skip a place with none. */
   _Atomic unsigned nwaits;
+  _Atomic bool hooked; /* the engine's block hook is set */
   /* The mixed search's memory, preallocated so that detection never
    * allocates (STYLE.md, point 6). */
   xedge arena[XARENA];
@@ -169,6 +170,22 @@ static void mono_init(void) {
 static void cond_init(pthread_cond_t *cv) {
   pthread_once(&mono_once, mono_init);
   pthread_cond_init(cv, &mono_attr);
+}
+
+/* CLOCK_MONOTONIC itself, not ordo__now_ns: the condition variables wait
+ * on it, and the tester's manual clock (tests/model) must not move them. */
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ordo__deadline_ns on that clock: ORDO_NO_DEADLINE for a negative or
+ * an overlong timeout. */
+static uint64_t mono_deadline(long timeout_ms) {
+  if (timeout_ms < 0 || (uint64_t)timeout_ms > ORDO__TIMEOUT_MAX_MS)
+    return ORDO_NO_DEADLINE;
+  return mono_ns() + (uint64_t)timeout_ms * 1000000u;
 }
 
 /* Waits on cv until deadline_ns (CLOCK_MONOTONIC): false on time-out. */
@@ -247,14 +264,22 @@ static xplace *place_get(ordo_t *o) {
   ordo__mutex_init(&xp->mu);
   LIST_INIT(&xp->execs);
   atomic_init(&xp->nwaits, 0);
+  atomic_init(&xp->hooked, false);
   xplace *expect = NULL;
   if (!atomic_compare_exchange_strong(&o->exec, &expect, xp)) {
     ordo__mutex_destroy(&xp->mu);
     free(xp);
     return expect;
   }
-  ordo__table_set_ext(xp->tab, on_block, xp);
   return xp;
+}
+
+/* Hooks the engine's block events, once, when the place's first executor
+ * with detection on is made: a place whose executors all have detect = 0
+ * (the bench's "off" row) costs the engine nothing. */
+static void place_hook(xplace *xp) {
+  if (!atomic_exchange(&xp->hooked, true))
+    ordo__table_set_ext(xp->tab, on_block, xp);
 }
 
 void ordo__exec_place_close(ordo_t *o) {
@@ -269,7 +294,8 @@ void ordo__exec_place_close(ordo_t *o) {
       break;
     ordo_exec_destroy(e);
   }
-  ordo__table_set_ext(xp->tab, NULL, NULL);
+  if (atomic_load(&xp->hooked))
+    ordo__table_set_ext(xp->tab, NULL, NULL);
   ordo__mutex_destroy(&xp->mu);
   free(xp);
   atomic_store(&o->exec, NULL);
@@ -904,7 +930,7 @@ static int wait_loop(xplace *xp, xwait *w, uint64_t deadline_ns)
         continue;
       }
     }
-    if (deadline_ns != ORDO_NO_DEADLINE && ordo__now_ns() >= deadline_ns)
+    if (deadline_ns != ORDO_NO_DEADLINE && mono_ns() >= deadline_ns)
       return ORDO_ETIMEDOUT;
     cond_until(&w->target->cv, &xp->mu, deadline_ns);
   }
@@ -923,7 +949,7 @@ int ordo_future_wait(ordo_future_t *f, long timeout_ms, void **value) {
     return ORDO_ECANCELED;
   if (timeout_ms == 0)
     return ORDO_ETIMEDOUT;
-  uint64_t deadline = ordo__deadline_ns(timeout_ms);
+  uint64_t deadline = mono_deadline(timeout_ms);
   xplace *xp = f->e->xp;
   xwait w;
   w.target = f;
@@ -1036,6 +1062,8 @@ static int exec_new(ordo_exec_t **out, ordo_t *o, unsigned nworkers,
     free(e);
     return ORDO_ENOMEM;
   }
+  if (e->opts.detect)
+    place_hook(xp);
   ordo__mutex_lock(&xp->mu);
   e->pid = ID_POOL | ++xp->next_pool;
   LIST_INSERT_HEAD(&xp->execs, e, link);
@@ -1113,7 +1141,7 @@ int ordo_exec_shutdown(ordo_exec_t *e, ordo_exec_shutdown_t how,
                        long timeout_ms) {
   if (!e || (how != ORDO_EXEC_DRAIN && how != ORDO_EXEC_NOW))
     return ORDO_EINVAL;
-  uint64_t deadline = ordo__deadline_ns(timeout_ms);
+  uint64_t deadline = mono_deadline(timeout_ms);
   xplace *xp = e->xp;
   int rc = 0;
   ordo__mutex_lock(&xp->mu);
@@ -1122,7 +1150,7 @@ int ordo_exec_shutdown(ordo_exec_t *e, ordo_exec_shutdown_t how,
     cancel_queue_locked(xp, e);
   pthread_cond_broadcast(&e->work_cv);
   while (!e->foreign && (e->nbusy > 0 || e->nqueued > 0)) {
-    if (deadline != ORDO_NO_DEADLINE && ordo__now_ns() >= deadline) {
+    if (deadline != ORDO_NO_DEADLINE && mono_ns() >= deadline) {
       rc = ORDO_ETIMEDOUT;
       break;
     }
@@ -1246,49 +1274,44 @@ int ordo_exec_note_queued(ordo_exec_t *e, uintptr_t task) {
   return rc;
 }
 
-int ordo_exec_note_started(ordo_exec_t *e, uintptr_t task) {
+/* note_started (start) and note_done: the task's state moves from queued
+ * to running on this thread, or from running here to done. */
+static int fnote_run(ordo_exec_t *e, uintptr_t task, bool start) {
   if (!e || !e->foreign || !task)
     return ORDO_EINVAL;
   xplace *xp = e->xp;
   int rc = 0;
   ordo__mutex_lock(&xp->mu);
   ordo_future_t *f = ffind(e, task);
-  if (!f || fstate(f) != X_QUEUED) {
+  ordo_future_t *cur = ordo__exec_cur;
+  if (!f || fstate(f) != (start ? X_QUEUED : X_RUNNING) ||
+      (!start && cur != f)) {
     rc = ORDO_EINVAL;
-  } else {
+  } else if (start) {
     dequeue_locked(xp, f);
     /* Started on a thread that runs another task of this pool: the pool
      * runs it inline, on the same worker. */
-    ordo_future_t *cur = ordo__exec_cur;
-    ordo_future_t *parent =
-        cur && cur->e == e && fstate(cur) == X_RUNNING && !cur->child ? cur
-                                                                      : NULL;
-    start_locked(xp, f, parent);
+    bool nested = cur && cur->e == e && fstate(cur) == X_RUNNING && !cur->child;
+    start_locked(xp, f, nested ? cur : NULL);
     f->saved = cur;
     ordo__exec_cur = f;
-  }
-  ordo__mutex_unlock(&xp->mu);
-  return rc;
-}
-
-int ordo_exec_note_done(ordo_exec_t *e, uintptr_t task) {
-  if (!e || !e->foreign || !task)
-    return ORDO_EINVAL;
-  xplace *xp = e->xp;
-  int rc = 0;
-  ordo__mutex_lock(&xp->mu);
-  ordo_future_t *f = ffind(e, task);
-  if (!f || fstate(f) != X_RUNNING || ordo__exec_cur != f) {
-    rc = ORDO_EINVAL;
   } else {
     ordo__exec_cur = f->saved;
     finish_locked(xp, f, NULL);
     fremove(e, f);
   }
   ordo__mutex_unlock(&xp->mu);
-  if (!rc)
+  if (!rc && !start)
     fut_unref(f);
   return rc;
+}
+
+int ordo_exec_note_started(ordo_exec_t *e, uintptr_t task) {
+  return fnote_run(e, task, true);
+}
+
+int ordo_exec_note_done(ordo_exec_t *e, uintptr_t task) {
+  return fnote_run(e, task, false);
 }
 
 int ordo_exec_note_wait_begin(ordo_exec_t *e, uintptr_t task) {

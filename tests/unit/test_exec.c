@@ -111,6 +111,7 @@ static void *leaf(void *arg) {
 static ordo_exec_t *E;
 static pthread_barrier_t seed_bar;
 static long seed_timeout;
+static int seed_detect = 1;
 static _Atomic int seed_rc[SEED_N];
 
 static void *seed_parent(void *arg) {
@@ -134,6 +135,7 @@ static void run_seed(ordo_exec_policy_t pol, long timeout_ms, int *ok, int *dl,
   ordo_exec_options_t eo;
   ordo_exec_options_init(&eo);
   eo.policy = pol;
+  eo.detect = seed_detect;
   assert_int_equal(ordo_exec_create(&E, O, SEED_N, &eo), 0);
   pthread_barrier_init(&seed_bar, NULL, SEED_N);
   seed_timeout = timeout_ms;
@@ -216,6 +218,20 @@ static void test_seed_report(void **state) {
   assert_int_equal(ok + to, SEED_N);
   assert_true(tu_now_ns() - t0 >= 300 * 1000000u);
   ordo_on_deadlock(O, NULL, NULL);
+  tu_watchdog_stop();
+}
+
+/* detect = 0: no detection at all, so the seed's waits run out of time. */
+static void test_seed_detect_off(void **state) {
+  (void)state;
+  tu_watchdog_start(O, 30, "seed, detection off");
+  int ok, dl, to;
+  seed_detect = 0;
+  run_seed(ORDO_EXEC_FAIL, 100, &ok, &dl, &to);
+  seed_detect = 1;
+  assert_int_equal(dl, 0);
+  assert_true(to >= 1);
+  assert_int_equal(ordo_deadlocks(O, (ordo_deadlock_t[1]){0}, 1), 0);
   tu_watchdog_stop();
 }
 
@@ -354,6 +370,51 @@ static void test_mixed_cycle(void **state) {
   tu_watchdog_stop();
 }
 
+/* ---- A cycle of future waits alone ---------------------------------------
+ * Two tasks, each waiting on the other's future: no txn to abort, so under
+ * FAIL the wait that closes the cycle returns ORDO_EDEADLK. */
+
+static ordo_future_t *cyc_f[2];
+static _Atomic int cyc_rc[2];
+
+static void *cyc_task(void *arg) {
+  uintptr_t i = (uintptr_t)arg;
+  gate_pass(); /* both futures are known */
+  atomic_store(&cyc_rc[i], ordo_future_wait(cyc_f[1 - i], 20000, NULL));
+  return NULL;
+}
+
+static void test_future_cycle(void **state) {
+  (void)state;
+  tu_watchdog_start(O, 60, "future cycle");
+  gate_reset();
+  ordo_exec_options_t eo;
+  ordo_exec_options_init(&eo);
+  eo.policy = ORDO_EXEC_FAIL;
+  assert_int_equal(ordo_exec_create(&E, O, 2, &eo), 0);
+  for (uintptr_t i = 0; i < 2; i++)
+    assert_int_equal(ordo_exec_submit(E, cyc_task, (void *)i, &cyc_f[i]), 0);
+  gate_wait_arrived(2);
+  gate_open();
+  assert_int_equal(ordo_exec_shutdown(E, ORDO_EXEC_DRAIN, (long)tu_ms(20000)),
+                   0);
+  int dl = 0;
+  for (int i = 0; i < 2; i++) {
+    int rc = atomic_load(&cyc_rc[i]);
+    assert_true(rc == 0 || rc == ORDO_EDEADLK);
+    dl += rc == ORDO_EDEADLK;
+  }
+  assert_int_equal(dl, 1);
+  ordo_deadlock_t d;
+  assert_int_equal(records(ORDO_DL_MIXED, &d), 1);
+  assert_int_equal(d.victim, 0);
+  assert_int_equal(d.nedges, 2);
+  ordo_exec_destroy(E);
+  ordo_future_release(cyc_f[0]);
+  ordo_future_release(cyc_f[1]);
+  tu_watchdog_stop();
+}
+
 /* ---- No false report ------------------------------------------------------
  * Two workers. A parent submits its leaf, waits until the leaf runs,
  * submits the next parent (queued: both workers are busy, so the pool is
@@ -482,30 +543,38 @@ static void wait_waiters(int n) {
   }
 }
 
+/* One worker running a gated task g (arrived at the gate) and a leaf q
+ * queued behind it, with nwait threads waiting: q first, then g. */
+static void gated_pair(ordo_future_t **g, ordo_future_t **q, waiter *w,
+                       int nwait) {
+  gate_reset();
+  assert_int_equal(ordo_exec_create(&E, O, 1, NULL), 0);
+  assert_int_equal(ordo_exec_submit(E, gated, (void *)7, g), 0);
+  assert_int_equal(ordo_exec_submit(E, leaf, (void *)1, q), 0);
+  gate_wait_arrived(1);
+  waiter_start(&w[0], *q);
+  if (nwait > 1)
+    waiter_start(&w[1], *g);
+  wait_waiters(nwait);
+}
+
 static void test_cancel(void **state) {
   (void)state;
   tu_watchdog_start(O, 60, "cancel");
-  gate_reset();
-  assert_int_equal(ordo_exec_create(&E, O, 1, NULL), 0);
   ordo_future_t *g, *q;
-  assert_int_equal(ordo_exec_submit(E, gated, (void *)7, &g), 0);
-  assert_int_equal(ordo_exec_submit(E, leaf, (void *)1, &q), 0);
-  gate_wait_arrived(1);
-  waiter wq, wg;
-  waiter_start(&wq, q);
-  waiter_start(&wg, g);
-  wait_waiters(2);
+  waiter w[2];
+  gated_pair(&g, &q, w, 2);
   assert_int_equal(ordo_future_cancel(g), ORDO_EBUSY); /* running */
   assert_int_equal(ordo_future_cancel(q), 0);          /* queued */
-  pthread_join(wq.thr, NULL);
-  assert_int_equal(wq.rc, ORDO_ECANCELED);
+  pthread_join(w[0].thr, NULL);
+  assert_int_equal(w[0].rc, ORDO_ECANCELED);
   assert_int_equal(ordo_future_done(q), 1);
   assert_int_equal(ordo_future_wait(q, 0, NULL), ORDO_ECANCELED);
   assert_int_equal(ordo_future_wait(g, 0, NULL), ORDO_ETIMEDOUT);
   gate_open();
-  pthread_join(wg.thr, NULL);
-  assert_int_equal(wg.rc, 0);
-  assert_int_equal((uintptr_t)wg.v, 7);
+  pthread_join(w[1].thr, NULL);
+  assert_int_equal(w[1].rc, 0);
+  assert_int_equal((uintptr_t)w[1].v, 7);
   assert_int_equal(ordo_future_cancel(g), 0); /* done: nothing changes */
   assert_int_equal(ordo_future_wait(g, 0, NULL), 0);
   ordo_exec_destroy(E);
@@ -517,32 +586,25 @@ static void test_cancel(void **state) {
 }
 
 static void shutdown_case(ordo_exec_shutdown_t how) {
-  gate_reset();
-  assert_int_equal(ordo_exec_create(&E, O, 1, NULL), 0);
   ordo_future_t *g, *q;
-  assert_int_equal(ordo_exec_submit(E, gated, (void *)7, &g), 0);
-  assert_int_equal(ordo_exec_submit(E, leaf, (void *)1, &q), 0);
-  gate_wait_arrived(1);
-  waiter wq, wg;
-  waiter_start(&wq, q);
-  waiter_start(&wg, g);
-  wait_waiters(2);
+  waiter w[2];
+  gated_pair(&g, &q, w, 2);
   /* A task still runs: the bounded shutdown says so. */
   assert_int_equal(ordo_exec_shutdown(E, how, 0), ORDO_ETIMEDOUT);
   ordo_future_t *x;
   assert_int_equal(ordo_exec_submit(E, leaf, NULL, &x), ORDO_ECANCELED);
   if (how == ORDO_EXEC_NOW) {
-    pthread_join(wq.thr, NULL);
-    assert_int_equal(wq.rc, ORDO_ECANCELED);
+    pthread_join(w[0].thr, NULL);
+    assert_int_equal(w[0].rc, ORDO_ECANCELED);
   }
   gate_open();
   assert_int_equal(ordo_exec_shutdown(E, how, (long)tu_ms(20000)), 0);
-  pthread_join(wg.thr, NULL);
-  assert_int_equal(wg.rc, 0);
+  pthread_join(w[1].thr, NULL);
+  assert_int_equal(w[1].rc, 0);
   if (how == ORDO_EXEC_DRAIN) {
-    pthread_join(wq.thr, NULL);
-    assert_int_equal(wq.rc, 0);
-    assert_int_equal((uintptr_t)wq.v, 1001);
+    pthread_join(w[0].thr, NULL);
+    assert_int_equal(w[0].rc, 0);
+    assert_int_equal((uintptr_t)w[0].v, 1001);
   }
   ordo_exec_destroy(E);
   ordo_future_release(g);
@@ -555,15 +617,9 @@ static void test_shutdown(void **state) {
   shutdown_case(ORDO_EXEC_NOW);
   shutdown_case(ORDO_EXEC_DRAIN);
   /* Destroy with tasks queued and a wait in flight: cancelled, bounded. */
-  gate_reset();
-  assert_int_equal(ordo_exec_create(&E, O, 1, NULL), 0);
   ordo_future_t *g, *q;
-  assert_int_equal(ordo_exec_submit(E, gated, NULL, &g), 0);
-  assert_int_equal(ordo_exec_submit(E, leaf, NULL, &q), 0);
-  gate_wait_arrived(1);
   waiter wq;
-  waiter_start(&wq, q);
-  wait_waiters(1);
+  gated_pair(&g, &q, &wq, 1);
   gate_open();
   ordo_exec_destroy(E);
   pthread_join(wq.thr, NULL);
@@ -630,15 +686,9 @@ static void test_dump(void **state) {
   char *plain = dump(ORDO_GRAPH_JSON);
   assert_string_equal(plain, "{\"edges\": [], \"waiting\": []}\n");
   free(plain);
-  gate_reset();
-  assert_int_equal(ordo_exec_create(&E, O, 1, NULL), 0);
   ordo_future_t *g, *q;
-  assert_int_equal(ordo_exec_submit(E, gated, NULL, &g), 0);
-  assert_int_equal(ordo_exec_submit(E, leaf, NULL, &q), 0);
-  gate_wait_arrived(1);
   waiter wq;
-  waiter_start(&wq, q);
-  wait_waiters(1);
+  gated_pair(&g, &q, &wq, 1);
   char *j = dump(ORDO_GRAPH_JSON);
   assert_non_null(strstr(j, "{\"edges\": [], \"waiting\": [], \"executors\": "
                             "[{\"name\": \"pool\""));
@@ -854,8 +904,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_seed_compensate, setup, teardown),
       cmocka_unit_test_setup_teardown(test_seed_fail, setup, teardown),
       cmocka_unit_test_setup_teardown(test_seed_report, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_seed_detect_off, setup, teardown),
       cmocka_unit_test_setup_teardown(test_nested, setup, teardown),
       cmocka_unit_test_setup_teardown(test_mixed_cycle, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_future_cycle, setup, teardown),
       cmocka_unit_test_setup_teardown(test_no_false_report, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
       cmocka_unit_test_setup_teardown(test_shutdown, setup, teardown),
