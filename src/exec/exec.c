@@ -319,6 +319,7 @@ void ordo__exec_txn_begun(ordo_txn_t *t) {
 
 static void owner_forget_locked(xplace *xp, ordo__owner *w)
     ORDO_REQUIRES(xp->mu) {
+  ORDO_UNUSED(xp); /* named for the analysis alone */
   ordo_future_t *t = w->ext_task;
   if (!t)
     return;
@@ -344,6 +345,7 @@ void ordo__exec_txn_ending(ordo_txn_t *t) {
 
 static void start_locked(xplace *xp, ordo_future_t *f, ordo_future_t *parent)
     ORDO_REQUIRES(xp->mu) {
+  ORDO_UNUSED(xp); /* named for the analysis alone */
   ordo_exec_t *e = f->e;
   atomic_store(&f->state, X_RUNNING);
   f->parent = parent;
@@ -382,6 +384,7 @@ static void finish_locked(xplace *xp, ordo_future_t *f, void *value)
 }
 
 static void dequeue_locked(xplace *xp, ordo_future_t *f) ORDO_REQUIRES(xp->mu) {
+  ORDO_UNUSED(xp); /* named for the analysis alone */
   TAILQ_REMOVE(&f->e->queue, f, qlink);
   f->e->nqueued--;
 }
@@ -636,17 +639,21 @@ static void pool_check(xplace *xp, ordo_exec_t *p, xwait *closer)
     return; /* no queued task holds it up: not a pool deadlock */
   pool_record(xp, p, &actor->rec);
   actor->rec_set = true;
-  switch (p->opts.policy) {
-  case ORDO_EXEC_COMPENSATE:
+  ordo_exec_policy_t pol = p->opts.policy;
+  if (pol == ORDO_EXEC_COMPENSATE) {
     if (p->nspare < p->opts.max_spare && !p->foreign) {
       /* Reserved now, so that the next block event sees a free worker
        * coming and does not start another. */
       p->nspare++;
       p->nalive++;
       actor->action = XA_SPAWN;
-      break;
+    } else {
+      pol = ORDO_EXEC_INLINE; /* no spare left: help as INLINE does */
     }
-    /* fall through: no spare left, help as INLINE does */
+  }
+  switch (pol) {
+  case ORDO_EXEC_COMPENSATE:
+    break; /* the spare is reserved above */
   case ORDO_EXEC_INLINE:
     actor->action = XA_INLINE;
     actor->help = help_for(p, actor);
@@ -818,6 +825,7 @@ static ordo__owner *on_wait(void *arg, ordo_deadlock_t *rec) {
  * pool's) whose pool is saturated with a queue, or whose chain holds txns
  * or is waited on. One look under mu; the search looks again. */
 static bool need_search_locked(xplace *xp, xwait *w) ORDO_REQUIRES(xp->mu) {
+  ORDO_UNUSED(xp); /* named for the analysis alone */
   ordo_future_t *top = w->self ? w->self->top : NULL;
   if (!top || !top->e->opts.detect || !w->target->e->opts.detect)
     return false;
@@ -831,6 +839,14 @@ static bool need_search_locked(xplace *xp, xwait *w) ORDO_REQUIRES(xp->mu) {
 }
 
 /* ---- Waits ------------------------------------------------------------- */
+
+/* The thread's current task, if it is a task of xp's place: a task of
+ * another place is under another mutex, and its waits are not this
+ * place's to see. */
+static ordo_future_t *self_on(const xplace *xp) {
+  ordo_future_t *cur = ordo__exec_cur;
+  return cur && cur->e->xp == xp ? cur : NULL;
+}
 
 static void wait_register_locked(xplace *xp, xwait *w) ORDO_REQUIRES(xp->mu) {
   ordo_future_t *f = w->target;
@@ -953,7 +969,7 @@ int ordo_future_wait(ordo_future_t *f, long timeout_ms, void **value) {
   xplace *xp = f->e->xp;
   xwait w;
   w.target = f;
-  w.self = ordo__exec_cur;
+  w.self = self_on(xp);
   fut_ref(f);
   ordo__mutex_lock(&xp->mu);
   wait_register_locked(xp, &w);
@@ -1039,6 +1055,11 @@ static int exec_new(ordo_exec_t **out, ordo_t *o, unsigned nworkers,
   e->nworkers = nworkers;
   e->opts = d;
   snprintf(e->name, sizeof e->name, "%s", d.name ? d.name : "pool");
+  /* The name goes into DOT and JSON strings unquoted: keep it printable
+   * and free of quotes and backslashes. */
+  for (char *c = e->name; *c; c++)
+    if (*c < 0x20 || *c > 0x7e || *c == '"' || *c == '\\')
+      *c = '_';
   e->opts.name = e->name;
   if (e->opts.max_spare == 0)
     e->opts.max_spare = nworkers;
@@ -1332,7 +1353,7 @@ int ordo_exec_note_wait_begin(ordo_exec_t *e, uintptr_t task) {
   }
   fut_ref(f);
   w->target = f;
-  w->self = ordo__exec_cur;
+  w->self = self_on(xp);
   wait_register_locked(xp, w);
   if (need_search_locked(xp, w)) {
     ordo__mutex_unlock(&xp->mu);
@@ -1374,6 +1395,7 @@ int ordo_exec_note_wait_end(ordo_exec_t *e, uintptr_t task) {
   xplace *xp = e->xp;
   ordo__mutex_lock(&xp->mu);
   wait_unregister_locked(xp, w);
+  flush_record(xp, w); /* a detection that picked this wait to act */
   w->action = XA_NONE;
   ordo__mutex_unlock(&xp->mu);
   fut_unref(w->target);
