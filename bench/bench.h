@@ -1,7 +1,7 @@
 /*
  * bench.h -- the types shared by the ordo benchmark harness (bench.c) and
  * its workloads (bank.c, uncontended.c, detect.c, victim.c, pairs.c,
- * redlock.c, ledger.c, shards.c, ...). See README.md.
+ * redlock.c, ledger.c, shards.c, exec.c, ...). See README.md.
  *
  * A row compares ordo with one peer on one workload. The harness owns the
  * schedule (warm-up, alternating ordo and peer runs, medians, the ratio); a

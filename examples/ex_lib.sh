@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ex_lib.sh -- what the examples' test scripts share (ex_cinema.sh,
-# ex_split.sh, ex_philosophers.sh). Sourced after setting:
+# ex_split.sh, ex_philosophers.sh; ex_pool_join.sh and ex_foreign_pool.sh
+# use only fail, run and the fixtures' MULT). Sourced after setting:
 #   BIN        the example's binary       EX_NAME  its name (for messages)
 #   ORDOD      the build's ordod          INVARIANT  an extended regular
 #                                         expression its passing invariant
