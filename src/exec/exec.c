@@ -28,6 +28,13 @@
 #define XVISIT 1024 /* nodes one mixed search visits */
 #define XHASH0 64   /* a foreign pool's first hash size */
 #define XWORKERS_MAX 1024
+/* Looks at a running task's state before a wait sleeps (a few us). */
+#define WAIT_SPIN 200
+#if defined(__x86_64__) || defined(__i386__)
+#define ordo__cpu_relax() __builtin_ia32_pause()
+#else
+#define ordo__cpu_relax() ((void)0)
+#endif
 
 /* The id scheme of records and dumps (README, "Ids"): txn ids as the
  * engine gives them (bit 63 clear), tasks with bit 63 set, threads that
@@ -262,7 +269,16 @@ static xplace *place_get(ordo_t *o) {
     return NULL;
   xp->o = o;
   xp->tab = ordo__engine_table(o);
-  ordo__mutex_init(&xp->mu);
+  /* Adaptive (glibc): a thread that finds mu taken spins a little before
+   * it sleeps. mu's holds are short (a queue step, a state change, a
+   * wait's registration) and taken by every submit, start, finish and
+   * wait, so a sleep and a wake-up on each contended one cost more than
+   * the hold itself. */
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+  pthread_mutex_init(&xp->mu.m, &ma);
+  pthread_mutexattr_destroy(&ma);
   LIST_INIT(&xp->execs);
   atomic_init(&xp->nwaits, 0);
   atomic_init(&xp->hooked, false);
@@ -363,9 +379,11 @@ static void start_locked(xplace *xp, ordo_future_t *f, ordo_future_t *parent)
   }
 }
 
-/* The task is over: its txns are no longer its, waiters wake. The caller
- * drops the executor's reference. */
-static void finish_locked(xplace *xp, ordo_future_t *f, void *value)
+/* The task is over: its txns are no longer its. Returns whether waiters
+ * are to be woken (a broadcast of f->cv, which the caller may make after
+ * it lets mu go: a wait checks the state under mu before it sleeps, so it
+ * cannot miss it). The caller drops the executor's reference after. */
+static bool finish_quiet_locked(xplace *xp, ordo_future_t *f, void *value)
     ORDO_REQUIRES(xp->mu) {
   ordo_exec_t *e = f->e;
   f->value = value;
@@ -379,10 +397,15 @@ static void finish_locked(xplace *xp, ordo_future_t *f, void *value)
   }
   f->top = f->parent = NULL;
   atomic_store(&f->state, X_DONE);
-  if (f->nwaiters) /* a wait registers under mu before it sleeps */
-    pthread_cond_broadcast(&f->cv);
   if (e->shut)
     pthread_cond_broadcast(&e->idle_cv);
+  return f->nwaiters > 0; /* a wait registers under mu before it sleeps */
+}
+
+static void finish_locked(xplace *xp, ordo_future_t *f, void *value)
+    ORDO_REQUIRES(xp->mu) {
+  if (finish_quiet_locked(xp, f, value))
+    pthread_cond_broadcast(&f->cv);
 }
 
 static void dequeue_locked(xplace *xp, ordo_future_t *f) ORDO_REQUIRES(xp->mu) {
@@ -401,7 +424,13 @@ static void run_started_locked(xplace *xp, ordo_future_t *f)
   void *v = f->fn(f->arg);
   ordo__exec_cur = saved;
   ordo__mutex_lock(&xp->mu);
-  finish_locked(xp, f, v);
+  if (finish_quiet_locked(xp, f, v)) {
+    /* Wake the waiters with mu let go, so that they do not wake only to
+     * wait for it while this worker makes the system call. */
+    ordo__mutex_unlock(&xp->mu);
+    pthread_cond_broadcast(&f->cv);
+    ordo__mutex_lock(&xp->mu);
+  }
   fut_unref(f); /* the executor's reference */
 }
 
@@ -973,6 +1002,18 @@ int ordo_future_wait(ordo_future_t *f, long timeout_ms, void **value) {
     return ORDO_ECANCELED;
   if (timeout_ms == 0)
     return ORDO_ETIMEDOUT;
+  /* A task that runs already is often about to be done: look a few
+   * microseconds before registering and sleeping, as an adaptive mutex
+   * spins before its futex (a sleep and a wake-up cost more than that). */
+  for (int i = 0; i < WAIT_SPIN && st == X_RUNNING; i++) {
+    ordo__cpu_relax();
+    st = fstate(f);
+  }
+  if (st == X_DONE) {
+    if (value)
+      *value = f->value;
+    return 0;
+  }
   uint64_t deadline = mono_deadline(timeout_ms);
   xplace *xp = f->e->xp;
   xwait w;
