@@ -519,6 +519,8 @@ ORDO_EXTERN int ordo_future_wait(ordo_future_t *f, long timeout_ms,
 ORDO_EXTERN int ordo_future_cancel(ordo_future_t *f);
 /* 1 when the task is done or cancelled, else 0. */
 ORDO_EXTERN int ordo_future_done(const ordo_future_t *f);
+/* Drops the caller's reference. Allowed in any state: a task still queued
+ * or running goes on, and its memory goes with the last reference. */
 ORDO_EXTERN void ordo_future_release(ordo_future_t *f);
 
 typedef enum ordo_exec_shutdown_e {

@@ -155,8 +155,8 @@ struct ordo__owner {
   _Atomic uint64_t cost; /* declared work, ORDO_VICTIM_LEAST_WORK */
   uint32_t sample;       /* hold-time sampling counter */
   /* The executor's task this owner's txn belongs to (src/exec), or NULL:
-   * written under the executor's mutex while wait_mu is held, read under
-   * both (ordo__table_set_ext). */
+   * written and read under the executor's mutex alone; the engine never
+   * reads it. */
   void *ext_task;
 };
 
