@@ -13,7 +13,8 @@
  * first among those still waiting passes log_wait_ms), ticks the engine (which
  * logs it), and releases the key, whose next waiter is granted. The time
  * of each step is measured on the real clock, and the median step with
- * N = 1,000 and N = 10,000 waiters behind must agree within 20% (a ratio
+ * N = 1,000 and N = 10,000 waiters behind (of the fastest of five
+ * alternated rounds) must agree within 20% (a ratio
  * within one run, as the issue asks: an order-of-magnitude check, with
  * samples large enough to be stable). The log goes to a pipe that a thread
  * reads and counts, and its bytes and lines are checked: at most 10 records a
@@ -188,10 +189,19 @@ static void test_handoff_cost_flat(void **state) {
   close(saved);
   assert_int_equal(pthread_join(sink.thr, NULL), 0);
   close(sink.fd);
+  /* Each queue length's cost is its fastest round's median: noise only
+   * adds time (a slow spell of the shared machine, a sanitizer's
+   * bookkeeping), and pooling the rounds let one slow round move the
+   * median by 20% under ASan with both costs equal. */
   double med[2];
   for (int j = 0; j < 2; j++) {
-    qsort(steps[j], ROUNDS * m, sizeof(uint64_t), cmp_u64);
-    med[j] = (double)steps[j][ROUNDS * m / 2];
+    med[j] = 0;
+    for (int rd = 0; rd < ROUNDS; rd++) {
+      uint64_t *r = steps[j] + (size_t)rd * m;
+      qsort(r, m, sizeof(uint64_t), cmp_u64);
+      if (rd == 0 || (double)r[m / 2] < med[j])
+        med[j] = (double)r[m / 2];
+    }
   }
   /* The log: at most 10 records a second of manual time, lines of bounded
    * length, the suppressed ones said. Each round is a place of its own
@@ -214,7 +224,8 @@ static void test_handoff_cost_flat(void **state) {
         strstr(q, " not logged (at most 10 a second)") < nl)
       dropped_notes++;
   }
-  printf("median hand-off: %.0f ns with %zu waiters, %.0f ns with %zu "
+  printf("median hand-off (fastest round): %.0f ns with %zu waiters, %.0f ns "
+         "with %zu "
          "(ratio %.2f); log: %zu + %zu bytes, %zu records and %zu notes in "
          "the first %zu bytes, longest line %zu bytes\n",
          med[0], ns[0], med[1], ns[1], med[1] / med[0], logged[0], logged[1],
