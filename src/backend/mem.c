@@ -208,6 +208,10 @@ static int mem_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
 /* How many times a request whose keys are busy yields its CPU and asks
  * the fast path again before it queues. */
 #define FAST_YIELDS 3
+/* Before them, with a CPU to spare, how many times it asks the fast path
+ * again, 32 pauses apart (about 0.5 us here: 32 us in all at most). */
+#define FAST_SPINS 64
+#define FAST_SPIN_PAUSES 32
 
 /*
  * yield_retry -- a key of r is held, or waited for. Its holder lets it go
@@ -232,6 +236,25 @@ static int yield_retry(mem_txn *t, const ordo_req_t *r, size_t n,
   if (deadline_ns != ORDO_NO_DEADLINE && ordo__now_ns() >= deadline_ns)
     return 1; /* a try: no time to give */
   int rc = ORDO__FAST_BUSY;
+  /* With a CPU to spare (one spinner per spare CPU, as wait_spin counts
+   * them), the holder is likely running on another one and lets go within
+   * its mean hold, which is shorter than the spin or we would not be here:
+   * spin for it first, as glibc's adaptive mutex does, so that the grant
+   * needs no yield, no queue and no wake-up (the hand-over two workers on
+   * two CPUs otherwise pay on most transfers of a hot pair). A count of
+   * pauses, not the clock: a clock read per try made fewer tries and won
+   * half as often (2 accounts, 2 workers: 0.38 of hand-ordered pthread
+   * against 0.47-0.55). */
+  mem_place *p = (mem_place *)t->base.o;
+  if (atomic_fetch_add_explicit(&p->spinners, 1, memory_order_relaxed) <
+      p->max_spinners) {
+    for (int i = 0; i < FAST_SPINS && rc == ORDO__FAST_BUSY; i++) {
+      for (int k = 0; k < FAST_SPIN_PAUSES; k++)
+        cpu_relax();
+      rc = ordo__fast_acquire(&t->ow, r, n);
+    }
+  }
+  atomic_fetch_sub_explicit(&p->spinners, 1, memory_order_relaxed);
   for (int i = 0; i < FAST_YIELDS && rc == ORDO__FAST_BUSY; i++) {
     sched_yield();
     rc = ordo__fast_acquire(&t->ow, r, n);
