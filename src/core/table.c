@@ -29,7 +29,7 @@
 /* Empty lock objects kept per stripe for reuse before they are freed: a
  * quarter of max_locks over all the stripes, within these bounds (a workload
  * that moves over 10,000 keys then finds its lock objects instead of calling
- * malloc and free for nearly every grant; at most 1 MiB of 64-byte objects
+ * malloc and free for nearly every grant; at most 1 MiB of 56-byte objects
  * with the default 64 stripes). */
 #define EMPTY_CACHE_MIN 1
 #define EMPTY_CACHE_MAX 256
@@ -126,16 +126,64 @@ static void hash_remove(ordo__stripe *st, ordo__lock *l) {
   st->nlock--;
 }
 
-/* The room for key bytes of lock object l: its malloc chunk's, which is
- * at least what it was made for. */
+/* The bytes of a slab lock object for a key of len bytes: the header and
+ * the key, rounded up to 8 (the header's alignment). */
+static size_t slab_bytes(size_t len) {
+  return (offsetof(ordo__lock, key) + len + 7) & ~(size_t)7;
+}
+
+/* A lock object for a key of len bytes comes from the slab. So does every
+ * object whose key is that long: a slab object is only reused for keys of
+ * its own step and a malloc'd one only for keys too long for the slab. */
+static bool from_slab(size_t len) {
+  return len <= ORDO__SLAB_KEY_MAX;
+}
+
+/* The room for key bytes of lock object l: its slab step's, or its malloc
+ * chunk's, which is at least what it was made for. */
 static size_t key_room(ordo__lock *l) {
+  if (from_slab(l->klen))
+    return slab_bytes(l->klen) - offsetof(ordo__lock, key);
   return malloc_usable_size(l) - offsetof(ordo__lock, key);
 }
 
-/* A graveyard class: room in [2^k, 2^(k+1)). */
-static unsigned room_class(size_t room) {
-  unsigned k = room ? 63u - (unsigned)__builtin_clzll((uint64_t)room) : 0;
+/* A graveyard class: a slab object's step, or a malloc'd object's room in
+ * [2^k, 2^(k+1)). */
+static unsigned room_class(size_t len, size_t room) {
+  if (from_slab(len))
+    return (unsigned)((slab_bytes(len) - slab_bytes(0)) / 8);
+  unsigned k = 63u - (unsigned)__builtin_clzll((uint64_t)room);
+  k += ORDO__SLAB_CLASSES;
   return k < ORDO__KCLASSES ? k : ORDO__KCLASSES - 1;
+}
+
+/* Slab chunks: the first of a stripe is this large, each next one twice
+ * the last, up to the most. */
+#define SLAB_CHUNK_MIN 1024
+#define SLAB_CHUNK_MAX (64 * 1024)
+
+/* A new lock object of n bytes (a multiple of 8, at most ORDO__SLAB_BYTES)
+ * from st's slab, or NULL. The rest of a chunk too small for it is left
+ * unused (less than ORDO__SLAB_BYTES a chunk). */
+static ordo__lock *slab_alloc(ordo__stripe *st, size_t n) {
+  if (st->slab_left < n) {
+    size_t size =
+        st->slab ? 2 * (st->slab_left + (size_t)(st->slab_free - st->slab->mem))
+                 : SLAB_CHUNK_MIN;
+    if (size > SLAB_CHUNK_MAX)
+      size = SLAB_CHUNK_MAX;
+    ordo__slab *c = malloc(sizeof *c + size);
+    if (!c)
+      return NULL;
+    c->next = st->slab;
+    st->slab = c;
+    st->slab_free = c->mem;
+    st->slab_left = (uint32_t)size;
+  }
+  ordo__lock *l = (ordo__lock *)st->slab_free;
+  st->slab_free += n;
+  st->slab_left -= (uint32_t)n;
+  return l;
 }
 
 /* Takes l out of the table into the stripe's graveyard (l->fast is DEAD):
@@ -144,7 +192,7 @@ static unsigned room_class(size_t room) {
 static void bury(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
   empty_unlink(st, l);
   hash_remove(st, l);
-  unsigned k = room_class(key_room(l));
+  unsigned k = room_class(l->klen, key_room(l));
   l->gnext = st->grave[k];
   st->grave[k] = l;
   atomic_fetch_sub_explicit(&tab->live, 1, RELAXED);
@@ -154,10 +202,17 @@ static void bury(ordo__table *tab, ordo__stripe *st, ordo__lock *l) {
 #define GRAVE_LOOK 4
 
 /* A dead lock object of st with room for len key bytes, taken out of the
- * graveyard, or NULL. Keys of one length (the common case) find one at
- * the head of their class's list. */
+ * graveyard, or NULL. A slab class's objects all fit (its head is taken);
+ * keys of one length (the common case) find one at the head of their
+ * class's list, too. */
 static ordo__lock *unbury(ordo__stripe *st, size_t len) {
-  unsigned k = room_class(len);
+  unsigned k = room_class(len, len);
+  if (from_slab(len)) {
+    ordo__lock *l = st->grave[k];
+    if (l)
+      st->grave[k] = l->gnext;
+    return l;
+  }
   for (unsigned c = k; c < ORDO__KCLASSES && c <= k + 1; c++) {
     ordo__lock **pp = &st->grave[c];
     for (int i = 0; *pp && i < GRAVE_LOOK; i++, pp = &(*pp)->gnext) {
@@ -276,7 +331,8 @@ ORDO_HOT int lookup_or_create(ordo__table *tab, ordo__stripe *st, uint32_t h,
     l->pins = 0;
     l->xheld = l->listed = l->reordered = 0;
   } else {
-    l = malloc(offsetof(ordo__lock, key) + len);
+    l = from_slab(len) ? slab_alloc(st, slab_bytes(len))
+                       : malloc(offsetof(ordo__lock, key) + len);
     if (!l) {
       atomic_fetch_sub_explicit(&tab->live, 1, RELAXED);
       return ORDO_ENOMEM;
@@ -1074,16 +1130,22 @@ void ordo__table_destroy(ordo__table *tab) {
       ordo__lock *l = atomic_load_explicit(&bk->slot[b], RELAXED);
       while (l) {
         ordo__lock *next = next_of(l);
-        free(l);
+        if (!from_slab(l->klen))
+          free(l);
         l = next;
       }
     }
-    for (unsigned c = 0; c < ORDO__KCLASSES; c++) {
+    for (unsigned c = ORDO__SLAB_CLASSES; c < ORDO__KCLASSES; c++) {
       while (st->grave[c]) {
         ordo__lock *l = st->grave[c];
         st->grave[c] = l->gnext;
         free(l);
       }
+    }
+    while (st->slab) {
+      ordo__slab *c = st->slab;
+      st->slab = c->next;
+      free(c);
     }
     while (bk) {
       ordo__bview *old = bk->old;

@@ -10,6 +10,8 @@
 #include "core/table.h"
 #include "ordo_tsa.h"
 
+#include <stddef.h>
+
 /*
  * A lock object. It is what a held lock costs (with one ordo__hold), so it is
  * kept small: an empty lock on the stripe's cache has no holders and no
@@ -65,8 +67,28 @@ enum {
   ORDO__FAST_DEAD = 2,
   ORDO__FAST_ADOPTING = 3, /* a fast hold is being adopted (inflate) */
   ORDO__FAST_HOLD = 8,     /* this and above: a hold record's address */
-  ORDO__KCLASSES = 22      /* graveyard classes: key room [2^k, 2^(k+1)) */
+  /*
+   * Lock objects of at most ORDO__SLAB_BYTES bytes (header and key) come
+   * from their stripe's slab, in steps of 8 bytes, with no malloc chunk
+   * header and no rounding to 16 (a held lock's object is most of what it
+   * costs); larger ones from malloc. A slab object's room is a function of
+   * its key's length (it is only reused for keys of its own step), so it
+   * needs no field of its own.
+   */
+  ORDO__SLAB_BYTES = 256,
+  ORDO__SLAB_KEY_MAX = ORDO__SLAB_BYTES - offsetof(ordo__lock, key),
+  ORDO__SLAB_CLASSES = (ORDO__SLAB_BYTES - offsetof(ordo__lock, key)) / 8 + 1,
+  /* Graveyard classes: a slab step each, then malloc'd key room in
+   * [2^k, 2^(k+1)). */
+  ORDO__KCLASSES = ORDO__SLAB_CLASSES + 22
 };
+
+/* A chunk of a stripe's slab of lock objects (kept until the table ends,
+ * like every lock object). */
+typedef struct ordo__slab {
+  struct ordo__slab *next;
+  _Alignas(8) unsigned char mem[];
+} ordo__slab;
 
 /* A stripe's bucket array. The fast path may read one that has been
  * replaced, so replaced arrays stay (on old) until the table ends. */
@@ -107,6 +129,11 @@ typedef struct ordo__stripe {
   uint64_t fence; /* last fencing token granted in this stripe */
   _Atomic uint64_t acquired, released;
   ordo__lock *grave[ORDO__KCLASSES]; /* dead lock objects, by key room */
+  /* The slab: its chunks (newest first), the free bytes left in the
+   * newest one, and where they start. */
+  ordo__slab *slab;
+  uint32_t slab_left;
+  unsigned char *slab_free;
 } ordo__stripe;
 
 struct ordo__table {

@@ -690,6 +690,71 @@ static void test_idle_lock_not_read_as_held(void **state) {
   ordo_txn_end(u);
 }
 
+/* Lock objects of short keys come from the stripe's slab, in steps of 8
+ * bytes, and long keys' from malloc; an evicted one is reused only for a
+ * key it has room for. Keys of every length on both sides of the slab's
+ * bound, held together in one stripe while the previous round's are
+ * evicted and their objects reused (in the other order each round): a
+ * held key whose object overlapped another's would break that one's links
+ * or bytes, so every held key must still be found, whole, and listed with
+ * its own bytes. */
+enum { SLAB_TEST_LENS = 260 };
+typedef struct {
+  unsigned char (*keys)[SLAB_TEST_LENS];
+  size_t seen;
+} slab_check;
+
+static void slab_check_hold(void *arg, const void *key, size_t len,
+                            ordo_mode_t mode, uint64_t fence, unsigned count) {
+  slab_check *c = arg;
+  (void)mode;
+  (void)fence;
+  assert_int_equal(count, 1);
+  assert_true(len >= 1 && len <= SLAB_TEST_LENS);
+  assert_memory_equal(key, c->keys[len - 1], len);
+  c->seen++;
+}
+
+static void test_lock_objects_slab_and_malloc(void **state) {
+  (void)state;
+  ordo_options_t opts;
+  ordo_options_init(&opts);
+  opts.stripes = 1;
+  opts.max_locks = 2 * SLAB_TEST_LENS; /* a quarter cached: the rest reused */
+  ordo__table *tab = NULL;
+  assert_int_equal(ordo__table_create(&tab, &opts), 0);
+  ordo__owner w;
+  ordo__owner_init(tab, &w, 1, 0);
+  /* keys[len - 1] is the key of len bytes. */
+  static unsigned char keys[SLAB_TEST_LENS][SLAB_TEST_LENS];
+  for (int round = 0; round < 8; round++) {
+    for (size_t k = 0; k < SLAB_TEST_LENS; k++) {
+      size_t len = round % 2 ? SLAB_TEST_LENS - k : k + 1;
+      /* A key of its own per round and length, every byte of it set. */
+      for (size_t b = 0; b < len; b++)
+        keys[len - 1][b] = (unsigned char)(round * 37 + len * 11 + b);
+      ordo_req_t r = {keys[len - 1], len, ORDO_MODE_X};
+      assert_int_equal(
+          ordo__acquire(&w, &r, 1, 0, ORDO__WAIT_EVENT, NULL, NULL), 0);
+    }
+    for (size_t len = 1; len <= SLAB_TEST_LENS; len++) {
+      unsigned char *key = keys[len - 1];
+      assert_int_equal(ordo__held(&w, key, len, NULL, NULL), 1);
+      /* The last byte counts: a key that differs only there is not held. */
+      key[len - 1] ^= 0x80;
+      assert_int_equal(ordo__held(&w, key, len, NULL, NULL), 0);
+      key[len - 1] ^= 0x80;
+    }
+    slab_check c = {keys, 0};
+    ordo__owner_each_hold(&w, slab_check_hold, &c);
+    assert_int_equal(c.seen, SLAB_TEST_LENS);
+    for (size_t len = 1; len <= SLAB_TEST_LENS; len++)
+      assert_int_equal(ordo__release_one(&w, keys[len - 1], len), 0);
+  }
+  ordo__owner_fini(&w);
+  ordo__table_destroy(tab);
+}
+
 /* The documented no-ops, and the engine's face that the lock server uses
  * instead of mem.c: a mem:// place and txn name their table and owner, and
  * a txn takes a new priority only while it holds nothing. */
@@ -776,6 +841,7 @@ int main(int argc, char **argv) {
       CASE(test_pool_timeout_bounds),
       CASE(test_hold_count_limit),
       CASE(test_idle_lock_not_read_as_held),
+      CASE(test_lock_objects_slab_and_malloc),
       CASE(test_engine_face),
       CASE(test_pin_holds_deadline),
 #undef CASE
