@@ -24,7 +24,10 @@
  *                      grant, p50 in us. The woken session's predecessor
  *                      queues again, so the queue stays W long. Peer: a
  *                      redis-server token list, W clients blocked in BLPOP
- *                      and a release that RPUSHes the token.
+ *                      and a release that RPUSHes the token. Then every
+ *                      session hangs up at once; the extra drain_us is the
+ *                      time until the server has dropped them all, per
+ *                      session (the cost of a waiter's cancel).
  *   curve_bank_tT      the bank (bank.c), 10,000 accounts, T = 1 .. 64
  *                      workers: ordo against hand-ordered pthread mutexes.
  *
@@ -66,6 +69,7 @@
 #define CURVE_WAIT_MS "600000"  /* waiter rows: how long a waiter waits */
 #define CURVE_FD_MARGIN 64      /* fds a run needs besides its sessions */
 #define CURVE_SETTLE_S 60.0     /* bound on the waiters all queueing */
+#define CURVE_DRAIN_S 120.0     /* bound on the sessions all gone */
 #define CURVE_MAX_SAMPLES 200000
 #define CURVE_TIMED_MIN 50 /* samples a run takes at least */
 
@@ -599,7 +603,7 @@ static int curve_waiters_run(const bench_row_t *row, bench_server_kind kind,
   redisContext *ctl = NULL, **conn = NULL;
   int ep = -1, rc = -1;
 
-  if (curve_fd_room(row, 2 * nc + 2 * CURVE_FD_MARGIN) != 0)
+  if (curve_fd_room(row, nc + 2 * CURVE_FD_MARGIN) != 0)
     return -1;
   if ((kind == BENCH_SERVER_ORDOD
            ? bench_server_start_ordod(row, &srv, 0, ordod_flags)
@@ -694,6 +698,32 @@ static int curve_waiters_run(const bench_row_t *row, bench_server_kind kind,
   *out = v[ns / 2];
   bench_extra(row, "p99_us", v[(size_t)((double)ns * 0.99)]);
   bench_extra(row, "waiters", (double)w);
+  /* The drain: every session but the control one hangs up, each with a
+   * request queued (all but the holder); the time until the server counts
+   * only the control session, per session, says what dropping a waiter
+   * costs against the queue. */
+  for (long i = 0; i < nc; i++) {
+    redisFree(conn[i]);
+    conn[i] = NULL;
+  }
+  double d0 = bench_now();
+  long long left;
+  while ((left = kind == BENCH_SERVER_ORDOD
+                     ? bench_server_info(ctl, NULL, "sessions")
+                     : bench_server_info(ctl, "clients", "connected_clients")) >
+         1) {
+    if (bench_now() - d0 > CURVE_DRAIN_S) {
+      bench_error(row, "%s: %lld sessions left %.0f s after the hang-ups",
+                  curve_name(kind), left, CURVE_DRAIN_S);
+      goto out;
+    }
+    bench_sleep(0.001);
+  }
+  if (left < 0) {
+    bench_error(row, "%s: INFO lacks the session count", curve_name(kind));
+    goto out;
+  }
+  bench_extra(row, "drain_us", (bench_now() - d0) * 1e6 / (double)nc);
   rc = 0;
 out:
   if (conn != NULL)
@@ -753,8 +783,8 @@ static int curve_waiters_redis(const bench_row_t *row, void *state,
     .metric = "us p50", .higher_is_better = 0,                                 \
     .peer_name = "redis BLPOP queue, RPUSH release", .target = NAN,            \
     .params = {{"waiters", w, NULL}}, .run_ordo = curve_waiters_ordod,         \
-    .run_peer = curve_waiters_redis, .extras = {"p99_us", "waiters"},          \
-    .fixed_work = 1,                                                           \
+    .run_peer = curve_waiters_redis,                                           \
+    .extras = {"p99_us", "waiters", "drain_us"}, .fixed_work = 1,              \
   }
 
 #define CURVE_BANK_ROW(t)                                                      \
