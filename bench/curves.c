@@ -331,21 +331,18 @@ static int curve_lockall_redis(const bench_row_t *row, void *state,
 
 /* ---- Held locks ---------------------------------------------------------- */
 
-/* VmRSS of pid in kB from /proc/PID/status, or -1. */
+/* The resident set of pid in kB: /proc/PID/statm's second field (pages),
+ * the figure VmRSS shows and memory.c reads; -1 when unreadable. */
 static long curve_rss_kb(pid_t pid) {
-  char path[64], line[256];
-  long kb = -1;
-  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  char path[64];
+  long size = 0, resident = -1;
+  snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
   FILE *f = fopen(path, "r");
   if (f == NULL)
     return -1;
-  while (fgets(line, sizeof line, f) != NULL)
-    if (strncmp(line, "VmRSS:", 6) == 0) {
-      kb = strtol(line + 6, NULL, 10);
-      break;
-    }
+  int got = fscanf(f, "%ld %ld", &size, &resident);
   fclose(f);
-  return kb;
+  return got == 2 ? resident * (sysconf(_SC_PAGESIZE) / 1024) : -1;
 }
 
 /* Queues the acquire of key on c (ordod LOCK with a lease, redis SET NX

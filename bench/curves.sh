@@ -24,16 +24,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RESULTS=${1:-bench/results}
-OUT=${2:-$RESULTS}
-JSON="$RESULTS/latest.json"
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=python3
-
-if [ ! -f "$JSON" ]; then
+JSON="${1:-bench/results}/latest.json"
+OUT=${2:-${1:-bench/results}}
+PY=$(command -v /usr/bin/python3 || command -v python3)
+[ -f "$JSON" ] || {
   echo "curves.sh: $JSON not found; run scripts/bench.sh first" >&2
   exit 1
-fi
+}
 mkdir -p "$OUT"
 rm -f "$OUT"/curve-*.png
 if ! command -v gnuplot >/dev/null 2>&1; then
