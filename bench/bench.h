@@ -91,6 +91,9 @@ struct bench_row_s {
    * runs per side in full mode, BENCH_RUNS_FIXED_QUICK in quick mode (or
    * --runs), so that `make bench` keeps its time budget. */
   int fixed_work;
+  /* 1 for a row too slow or heavy for the default run (curve_held_1e7): it
+   * runs only when ROWS= / --rows names it. */
+  int opt_in;
 };
 
 /* A family of rows defined in a file of its own (bench.c lists the

@@ -16,6 +16,8 @@
 #                        bars, in the rows' metric, on a log scale when the
 #                        values span more than 30x
 #   plots.tsv            the PNGs in order, each with a caption
+#   curve-*.png          the curve_* rows as lines (bench/curves.sh; they
+#                        are left out of the family charts)
 # python3 turns the JSON into gnuplot data files and per-chart settings in a
 # temporary folder; the drawing itself is the gnuplot script below. Without
 # gnuplot it says so and exits 0, so that a bench run still succeeds.
@@ -110,6 +112,10 @@ with open(f"{tmp}/ratios.gp", "w") as f:
 # words its ids share: bench-bank.png, bench-bank-bdb.png.
 groups = {}
 for r in rows:
+    # The curve_* rows are points of curves: bench/curves.sh draws them as
+    # lines, not as a family of bars.
+    if r["id"].startswith("curve_"):
+        continue
     groups.setdefault((r["id"].split("_")[0], r["metric"], r["peer_name"]),
                       []).append(r)
 for key in [k for k, g in groups.items() if len(g) == 1]:
@@ -239,3 +245,5 @@ GP
 
 mv "$tmp/plots.tsv" "$RESULTS/plots.tsv"
 echo "plot.sh: wrote" "$RESULTS"/bench-*.png >&2
+# The curves of the curve_* rows, as RESULTS_DIR/curve-*.png.
+bench/curves.sh "$RESULTS"
