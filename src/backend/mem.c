@@ -209,9 +209,14 @@ static int mem_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
  * the fast path again before it queues. */
 #define FAST_YIELDS 3
 /* Before them, with a CPU to spare, how many times it asks the fast path
- * again, 32 pauses apart (about 0.5 us here: 32 us in all at most). */
-#define FAST_SPINS 64
-#define FAST_SPIN_PAUSES 32
+ * again, FAST_SPIN_PAUSES pauses apart (about 8 us here, at 15 ns a pause:
+ * 31 us in all at most). Few, sparse asks: each one takes the lock's cache
+ * line from its holder, and with two workers on two CPUs, asks 0.5 us
+ * apart (64 of them) won half as often as asks 8 us apart (0.53 of
+ * hand-ordered pthread against 1.05; 2 accounts, 2 workers), and a gap
+ * doubling from 32 pauses came between (0.80). */
+#define FAST_SPINS 4
+#define FAST_SPIN_PAUSES 512
 
 /*
  * yield_retry -- a key of r is held, or waited for. Its holder lets it go
@@ -241,10 +246,8 @@ static int yield_retry(mem_txn *t, const ordo_req_t *r, size_t n,
    * its mean hold, which is shorter than the spin or we would not be here:
    * spin for it first, as glibc's adaptive mutex does, so that the grant
    * needs no yield, no queue and no wake-up (the hand-over two workers on
-   * two CPUs otherwise pay on most transfers of a hot pair). A count of
-   * pauses, not the clock: a clock read per try made fewer tries and won
-   * half as often (2 accounts, 2 workers: 0.38 of hand-ordered pthread
-   * against 0.47-0.55). */
+   * two CPUs otherwise pay on most transfers of a hot pair). The bound is
+   * a count of pauses (FAST_SPINS above), so the spin reads no clock. */
   mem_place *p = (mem_place *)t->base.o;
   if (atomic_fetch_add_explicit(&p->spinners, 1, memory_order_relaxed) <
       p->max_spinners) {
