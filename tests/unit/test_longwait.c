@@ -251,8 +251,12 @@ static void test_handoff_cost_flat(void **state) {
    * engine's; TSan still runs the rounds for races, and the log's checks
    * below. */
 #if !ORDO_TEST_UNDER_TSAN
+  /* Growth with the queue is the defect: within 20%. A longer queue that
+   * comes out cheaper is noise, not a cost that grows (a clean-clone run
+   * of the gcc build, beside other tests, measured 0.82): bounded loosely,
+   * against a measurement gone wrong. */
   assert_true(med[1] <= 1.2 * med[0]);
-  assert_true(med[0] <= 1.2 * med[1]);
+  assert_true(med[0] <= 1.5 * med[1]);
 #endif
   assert_true(logged[0] + logged[1] <= 128u << 10);
   assert_true(records > 0);
