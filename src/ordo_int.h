@@ -15,6 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* A spin-wait's pause (x86's PAUSE; nothing elsewhere): mem.c's spins on a
+ * busy key and on a wait's outcome, and exec.c's look at a running task. */
+#if defined(__x86_64__) || defined(__i386__)
+#define ordo__cpu_relax() __builtin_ia32_pause()
+#else
+#define ordo__cpu_relax() ((void)0)
+#endif
+
 /* ---- Assertions --------------------------------------------------------
  * ORDO_ASSERT checks in debug builds only. ALWAYS(x) and NEVER(x) mark
  * defensive branches that should never be taken: in debug builds they abort,

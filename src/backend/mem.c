@@ -16,12 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax() __builtin_ia32_pause()
-#else
-#define cpu_relax() ((void)0)
-#endif
-
 typedef struct mem_place {
   struct ordo_s base;
   ordo__table *tab;
@@ -186,7 +180,7 @@ static int wait_spin(mem_place *p, mem_txn *t, uint64_t deadline_ns) {
       rc = 0; /* granted by our own try: no event will come */
       break;
     }
-    cpu_relax();
+    ordo__cpu_relax();
     if ((i & 63) == 0 && ordo__now_ns() >= end)
       break;
   }
@@ -253,7 +247,7 @@ static int yield_retry(mem_txn *t, const ordo_req_t *r, size_t n,
       p->max_spinners) {
     for (int i = 0; i < FAST_SPINS && rc == ORDO__FAST_BUSY; i++) {
       for (int k = 0; k < FAST_SPIN_PAUSES; k++)
-        cpu_relax();
+        ordo__cpu_relax();
       rc = ordo__fast_acquire(&t->ow, r, n);
     }
   }

@@ -30,11 +30,6 @@
 #define XWORKERS_MAX 1024
 /* Looks at a running task's state before a wait sleeps (a few us). */
 #define WAIT_SPIN 200
-#if defined(__x86_64__) || defined(__i386__)
-#define ordo__cpu_relax() __builtin_ia32_pause()
-#else
-#define ordo__cpu_relax() ((void)0)
-#endif
 
 /* The id scheme of records and dumps (README, "Ids"): txn ids as the
  * engine gives them (bit 63 clear), tasks with bit 63 set, threads that
