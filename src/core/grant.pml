@@ -17,7 +17,10 @@
  *   release_key    table.c: release_hold, drop_hold (and the fast path's
  *                  give-back, ordo__fast_give_back, which releases the same
  *                  way)
- *   wake_queue     table.c: ordo__wake_queue, wake_one, grant_waiter
+ *   wake_queue     table.c: ordo__wake_queue, wake_one, grant_waiter (the
+ *                  C passes over waiters that the key's holders block,
+ *                  whose wake_one would answer WAKE_NO and change nothing;
+ *                  the model asks them all)
  *   retry          table.c: ordo__retry (and its pass-on of the wake-up)
  *   abort_wait     table.c: ordo__abort_wait, ordo__abort_locked
  *   wait           mem.c: wait_spin, the sleep loop of mem_lock_wait

@@ -686,6 +686,7 @@ enum { WAKE_NO, WAKE_GRANTED, WAKE_POKED };
 static int wake_one(ordo__table *tab, ordo__owner *w, ordo__owner **fire)
     ORDO_REQUIRES(tab->wait_mu) {
   rule_ctx rx = {0, 0, true, false};
+  ADD(tab->wake_asks, 1);
   lock_stripes(tab, w);
   bool ok = grantable(tab, w, true, &rx);
   bool poke = false;
@@ -725,15 +726,50 @@ static int wake_one(ordo__table *tab, ordo__owner *w, ordo__owner **fire)
  * are woken. Caller holds wait_mu and no stripe; l has waiters, so it cannot
  * be freed (only empty locks are, and its queue cannot change without
  * wait_mu).
+ *
+ * A waiter that l's own holders block cannot be granted (wake_one would
+ * lock its stripes only to say WAKE_NO), so the walk passes over those
+ * under l's stripe alone. While l is held in X, that is every waiter but
+ * the holder's own, and the holder has at most one pending request: the
+ * wake-up is one wake_one, not a walk of the queue. A waiter that leaves a
+ * long queue (a hang-up, a timeout) under a holder so costs O(1), not
+ * O(queue); before, 10,000 sessions hanging up at once cost O(n^2). The
+ * holders cannot gain a waiter's way meanwhile: a release takes wait_mu
+ * for its own wake-up after this one, and a new holder only blocks more.
  */
-void ordo__wake_queue(ordo__table *tab, ordo__lock *l, ordo__owner **fire) {
+void ordo__wake_queue(ordo__table *tab, ordo__lock *l, ordo__owner **fire)
+    ORDO_REQUIRES(tab->wait_mu) {
+  ordo__stripe *st = lock_stripe(tab, l);
+  pthread_mutex_lock(&st->mu);
+  if (l->xheld && l->holders) {
+    /* X is never shared: the one holder, whose own entry on l is the only
+     * one its hold does not block. */
+    ordo__owner *h = l->holders->owner;
+    pthread_mutex_unlock(&st->mu);
+    if (atomic_load_explicit(&h->state, RELAXED) != ORDO__WAITING)
+      return;
+    /* Queued on l still: an owner being aborted is WAITING until its
+     * wake-ups are done, with its entries unlinked (qprev NULL). */
+    for (size_t i = 0; i < h->nent; i++)
+      if (h->ent[i].lock == l && h->ent[i].qprev) {
+        wake_one(tab, h, fire);
+        return;
+      }
+    return;
+  }
   ordo__entry *e = l->qhead;
-  while (e) {
+  for (;;) {
+    while (e && holders_block(e))
+      e = e->qnext;
+    pthread_mutex_unlock(&st->mu);
+    if (!e)
+      return;
     ordo__entry *next = e->qnext;
     int mode = e->mode;
     if (wake_one(tab, e->owner, fire) != WAKE_NO && mode == ORDO_MODE_X)
-      break; /* X is taken (or promised): nobody behind can have l now */
+      return; /* X is taken (or promised): nobody behind can have l now */
     e = next;
+    pthread_mutex_lock(&st->mu);
   }
 }
 
@@ -1561,6 +1597,7 @@ int ordo__retry(ordo__owner *w) {
   }
   w->woken = false;
   rule_ctx rx = {0, 0, true, false};
+  ADD(tab->wake_asks, 1);
   lock_stripes(tab, w);
   bool ok = grantable(tab, w, true, &rx);
   if (ok)

@@ -167,6 +167,9 @@ struct ordo__table {
   ordo__mutex wait_mu;
   _Atomic uint64_t acquired_w, waited, timeouts, canceled, limits, wakeups,
       pokes, waiting, max_wait_us, deadlocks;
+  /* Waiters asked whether they can go (wake_one's calls): what a wake-up
+   * costs, which test_regress checks does not grow with the queue. */
+  _Atomic uint64_t wake_asks;
   _Atomic uint64_t wait_hist[ORDO_HIST_BUCKETS];
   _Atomic uint64_t hold_hist[ORDO_HIST_BUCKETS]; /* atomic adds, any thread */
 
