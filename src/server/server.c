@@ -7,7 +7,7 @@
  * Interface: main, srv_log, srv_now_ms, srv_sess_find, srv_sess_by_token,
  * srv_sess_make_resumable, srv_random, srv_sess_renew, srv_sess_attach,
  * srv_event_push, srv_conf_parse_file,
- * srv_order_name.
+ * srv_order_name. The metrics port and the status page are in http.c.
  */
 #include "server/server.h"
 
@@ -1066,6 +1066,8 @@ static void conf_defaults(srv_config *c) {
   c->starvation_holds = 8;
   c->verbose = 1;
   c->probe_delay_ms = 1;
+  c->metrics_port = -1;
+  snprintf(c->metrics_bind, sizeof c->metrics_bind, "127.0.0.1");
 }
 
 /* One option by name; 0, or -1 with err set. Shared by flags and the
@@ -1156,6 +1158,18 @@ static int conf_set(srv_config *c, const char *name, const char *val, char *err,
   } else if (IS("probe-delay")) {
     NUM(0, 60000);
     c->probe_delay_ms = (long)v;
+  } else if (IS("metrics-port")) {
+    NUM(0, 65535);
+    c->metrics_port = (int)v;
+  } else if (IS("metrics-bind")) {
+    if (!val || !*val || strlen(val) >= sizeof c->metrics_bind) {
+      snprintf(err, errlen, "--metrics-bind wants an address");
+      return -1;
+    }
+    snprintf(c->metrics_bind, sizeof c->metrics_bind, "%s", val);
+  } else if (IS("deadlock-timeout")) {
+    NUM(1, 86400000);
+    c->deadlock_timeout_ms = (long)v;
   } else {
     snprintf(err, errlen, "unknown option '%s' (see ordod --help)", name);
     return -1;
@@ -1247,8 +1261,17 @@ static void usage(FILE *f) {
       "                      (default BIND:PORT)\n"
       "  --probe-delay MS    a wait this old is probed (default 1; 0: at "
       "once)\n"
+      "  --deadlock-timeout MS  search for a deadlock only after a wait\n"
+      "                      this long (as PostgreSQL's deadlock_timeout;\n"
+      "                      default: at once, when a txn blocks)\n"
+      "  --metrics-port N    serve /metrics (Prometheus) and a status page\n"
+      "                      over HTTP on this port (0 = any free port;\n"
+      "                      default: none); see docs/metrics.md\n"
+      "  --metrics-bind ADDR its address (default 127.0.0.1); a non-loopback\n"
+      "                      address needs --requirepass\n"
       "  --help              this text\n\n"
-      "Once it accepts connections it prints 'ready port=N' on stdout.\n"
+      "Once it accepts connections it prints 'ready port=N' on stdout\n"
+      "(after 'metrics port=N' with --metrics-port).\n"
       "Commands: docs/protocol.md, or COMMAND DOCS.\n",
       ORDOD_DEFAULT_PORT);
 }
@@ -1319,6 +1342,9 @@ int main(int argc, char **argv) {
       {"peers", required_argument, 0, 0},
       {"shard-name", required_argument, 0, 0},
       {"probe-delay", required_argument, 0, 0},
+      {"deadlock-timeout", required_argument, 0, 0},
+      {"metrics-port", required_argument, 0, 0},
+      {"metrics-bind", required_argument, 0, 0},
       {"no-restart-delay", no_argument, 0, 0},
       {"config", required_argument, 0, 0},
       {"help", no_argument, 0, 'h'},
@@ -1368,6 +1394,14 @@ int main(int argc, char **argv) {
             s->cfg.bind);
     return 2;
   }
+  if (s->cfg.metrics_port >= 0 && !loopback(s->cfg.metrics_bind) &&
+      !s->cfg.requirepass[0]) {
+    fprintf(stderr,
+            "ordod: refusing to serve metrics on %s without --requirepass: "
+            "the status page names every session and key\n",
+            s->cfg.metrics_bind);
+    return 2;
+  }
   /* Keep maxclients below the descriptor limit, so that a refused client
    * can still be told so. */
   struct rlimit rl;
@@ -1414,6 +1448,16 @@ int main(int argc, char **argv) {
    * only) turns it off. */
   if (s->cfg.verbose < 1)
     opts.log_wait_ms = 0;
+  if (s->cfg.deadlock_timeout_ms > 0) {
+    /* A wait is searched once it is this old, as PostgreSQL's
+     * deadlock_timeout. The background sweep, which finds the cycles that no
+     * block event saw, runs no more often than that, so that it does not
+     * find a young cycle before its wait is due. */
+    opts.detect = ORDO_DETECT_DELAYED;
+    opts.deadlock_timeout_ms = s->cfg.deadlock_timeout_ms;
+    if (opts.sweep_ms < s->cfg.deadlock_timeout_ms)
+      opts.sweep_ms = s->cfg.deadlock_timeout_ms;
+  }
   if (ordo_open(&s->o, "mem://", &opts) != 0) {
     fprintf(stderr, "ordod: cannot open the lock engine\n");
     return 1;
@@ -1505,6 +1549,14 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  if (s->cfg.metrics_port >= 0) {
+    char herr[512];
+    if (srv_http_start(s, herr, sizeof herr) != 0) {
+      fprintf(stderr, "ordod: %s\n", herr);
+      return 1;
+    }
+    printf("metrics port=%d\n", srv_http_port(s));
+  }
   printf("ready port=%d\n", port);
   fflush(stdout);
 
@@ -1512,6 +1564,7 @@ int main(int argc, char **argv) {
 
   /* Clean shutdown: every session ends (its locks released), then the
    * state file says the stop was clean. */
+  srv_http_close(s);
   conn *c;
   LIST_FOREACH(c, &s->conns, link)
   conn_close(c);
