@@ -353,10 +353,30 @@ static char *graph_svg(srv_http *h, size_t *len, const char **why) {
     *why = "the graph is too large to lay out here: see /graph.dot";
     return NULL;
   }
+  /* The engine writes a key's unprintable bytes in a label as \xHH, which
+   * dot would show as xHH (it drops a backslash before a letter it does
+   * not know): doubled, the backslash shows. No other backslash in the
+   * text is followed by an x (a label's line break is \n). */
+  body esc;
+  if (!body_open(&esc)) {
+    free(dot);
+    return NULL;
+  }
+  for (size_t i = 0; i < dlen; i++) {
+    if (dot[i] == '\\' && i + 1 < dlen && dot[i + 1] == 'x')
+      fputc('\\', esc.f);
+    fputc(dot[i], esc.f);
+  }
+  bool ok = fclose(esc.f) == 0;
+  free(dot);
+  if (!ok) {
+    free(esc.buf);
+    return NULL;
+  }
   if (!h->gvc)
     h->gvc = gvContext();
-  Agraph_t *g = h->gvc ? agmemread(dot) : NULL;
-  free(dot);
+  Agraph_t *g = h->gvc ? agmemread(esc.buf) : NULL;
+  free(esc.buf);
   *why = "graphviz could not read the graph";
   if (!g)
     return NULL;
@@ -687,11 +707,12 @@ int srv_http_start(srv *s, char *err, size_t errlen) {
   h->d = MHD_start_daemon(
       MHD_USE_EPOLL | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0),
       (uint16_t)s->cfg.metrics_port, NULL, NULL, on_request, h,
-      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNS,
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY,
-      MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, MHD_OPTION_END);
+      /* The logger first, so that no option's complaint goes to stderr
+       * past it. */
+      MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, MHD_OPTION_SOCK_ADDR,
+      (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT,
+      (unsigned)HTTP_IDLE_S, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNS,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY, MHD_OPTION_END);
   const union MHD_DaemonInfo *epfd =
       h->d ? MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
   const union MHD_DaemonInfo *port =
