@@ -36,7 +36,7 @@
 #define HTTP_SESSIONS 200       /* sessions on the status page */
 #define HTTP_DEADLOCKS 10       /* deadlock records on the status page */
 /* A graph with more edges than this is not laid out on the loop thread:
- * dot's layout grows faster than the graph, and the loop serves locks. */
+ * a layout's cost grows faster than the graph, and the loop serves locks. */
 #define HTTP_GRAPH_EDGES 400
 
 struct srv_http {
@@ -340,8 +340,11 @@ static char *graph_dot(srv *s, size_t *len, size_t *nedges) {
   return b.buf;
 }
 
-/* The graph laid out by dot and rendered as SVG, in a malloc'd buffer; or
- * NULL, with why set (too large, or graphviz failed). */
+/* The graph laid out by circo and rendered as SVG, in a malloc'd buffer; or
+ * NULL, with why set (too large, or graphviz failed). circo draws each
+ * cycle as a circle, which is what a deadlock looks like; and graphviz
+ * 2.43's dot loses two virtual edges' memory at each layout of a cycle,
+ * which a page that reloads every 2 s would pile up. */
 static char *graph_svg(srv_http *h, size_t *len, const char **why) {
   size_t dlen = 0, nedges = 0;
   char *dot = graph_dot(h->s, &dlen, &nedges);
@@ -354,7 +357,7 @@ static char *graph_svg(srv_http *h, size_t *len, const char **why) {
     return NULL;
   }
   /* The engine writes a key's unprintable bytes in a label as \xHH, which
-   * dot would show as xHH (it drops a backslash before a letter it does
+   * graphviz would show as xHH (it drops a backslash before a letter it does
    * not know): doubled, the backslash shows. No other backslash in the
    * text is followed by an x (a label's line break is \n). */
   body esc;
@@ -382,7 +385,7 @@ static char *graph_svg(srv_http *h, size_t *len, const char **why) {
     return NULL;
   char *out = NULL, *svg = NULL;
   unsigned int olen = 0;
-  if (gvLayout(h->gvc, g, "dot") == 0) {
+  if (gvLayout(h->gvc, g, "circo") == 0) {
     if (gvRenderData(h->gvc, g, "svg", &out, &olen) == 0 && out) {
       svg = malloc(olen + 1u);
       if (svg) {
