@@ -29,11 +29,15 @@ set -euo pipefail
 #   iproute2, procps                    the fault harness: ip netns and veth pairs for the
 #                                       partition, ps for the processes a pause stops
 #   gcovr                               `make coverage`'s report of gcov's counts, per folder
+#   libmicrohttpd-dev                   ordod's metrics port and status page (HTTP, in its loop)
+#   libgraphviz-dev                     libgvc: the status page's wait-for graph as SVG, in process
+#   prometheus                          the metrics test's real scraper, and promtool's lint
+#   chromium                            loads the status page headless in the metrics test
 PACKAGES=(build-essential g++ cmake pkg-config libcmocka-dev clang python3
           libclang-rt-14-dev clang-format graphviz libuv1-dev libhiredis-dev
           redis-tools redis-server python3-redis tmux libpq-dev postgresql
           postgresql-contrib libdb5.3-dev gnuplot-nox valgrind spin iproute2
-          procps gcovr)
+          procps gcovr libmicrohttpd-dev libgraphviz-dev prometheus chromium)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
