@@ -1451,8 +1451,9 @@ int main(int argc, char **argv) {
   if (s->cfg.deadlock_timeout_ms > 0) {
     /* A wait is searched once it is this old, as PostgreSQL's
      * deadlock_timeout. The background sweep, which finds the cycles that no
-     * block event saw, runs no more often than that, so that it does not
-     * find a young cycle before its wait is due. */
+     * wait's own search saw, stays on (a cycle it alone can see would
+     * otherwise last for ever) but runs no more often than that: its first
+     * run comes that long after the server's first wait. */
     opts.detect = ORDO_DETECT_DELAYED;
     opts.deadlock_timeout_ms = s->cfg.deadlock_timeout_ms;
     if (opts.sweep_ms < s->cfg.deadlock_timeout_ms)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_metrics.py -- ordod's metrics port (docs/metrics.md): /metrics read
 by promtool and by a real Prometheus server, the status page loaded by
-headless Chromium during a live three-way deadlock, and hostile HTTP.
+headless Chromium during a live three-way deadlock, hostile HTTP, and the flags (--metrics-bind, the config file,
+--deadlock-timeout's delay).
 
 Usage: test_metrics.py ORDOD_BINARY ORDO_CLI ARTIFACT_DIR
 
@@ -432,6 +433,54 @@ def case_hostile(main):
     assert headers["Content-Type"] == "image/svg+xml" and b"<svg" in data
 
 
+def case_flags(main_unused):
+    """No --metrics-port, no HTTP; a non-loopback --metrics-bind without
+    --requirepass is refused; the config file takes metrics-port and
+    deadlock-timeout, and a two-way cycle then lives until its wait is
+    deadlock-timeout old, no sooner."""
+    plain = Ordod(ORDOD)
+    with open(plain._out_path, "rb") as f:
+        assert b"metrics port=" not in f.read()
+    plain.stop()
+    r = subprocess.run([ORDOD, "--port", "0", "--dir", tempfile.mkdtemp(),
+                        "--metrics-port", "0", "--metrics-bind", "0.0.0.0"],
+                       capture_output=True, text=True, timeout=T(10))
+    assert r.returncode == 2 and "--requirepass" in r.stderr, r
+    r = subprocess.run([ORDOD, "--help"], capture_output=True, text=True,
+                       timeout=T(10))
+    for flag in ("--metrics-port N", "--metrics-bind ADDR",
+                 "--deadlock-timeout MS"):
+        assert flag in r.stdout, flag
+    folder = tempfile.mkdtemp(prefix="ordod-conf-")
+    conf = os.path.join(folder, "ordod.conf")
+    with open(conf, "w") as f:
+        f.write("metrics-port 0\ndeadlock-timeout 300\n")
+    with Ordod(ORDOD, "--config", conf, folder=folder) as d:
+        assert http_get(metrics_port(d), "/metrics")[0] == 200
+        a, b = Conn(d.port), Conn(d.port)
+        assert granted(a.cmd("LOCK", 1, "x", "X"))
+        assert granted(b.cmd("LOCK", 1, "y", "X"))
+        # The first wait of this server: its search comes 300 ms after
+        # it, and so does the engine's first sweep (its period is the
+        # deadlock timeout, counted from the first wait).
+        t0 = time.monotonic()
+        a.send("LOCK", 1, "y", "X")
+        wait_for("a's wait", lambda: info(d.port)["lock_waiting"] == "1", 20)
+        b.send("LOCK", 1, "x", "X")
+        # The younger (b) is the victim.
+        try:
+            b.read()
+            raise AssertionError("b should have been the victim")
+        except RuntimeError as e:
+            assert str(e).startswith("DEADLOCK"), e
+        took = time.monotonic() - t0
+        assert took >= 0.3, "found after %.3f s, before 300 ms" % took
+        assert granted(a.read())
+        a.close()
+        b.close()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def main():
     failed = 0
     # Under LeakSanitizer, what graphviz and fontconfig keep for the
@@ -452,7 +501,8 @@ def main():
     slow = Ordod(ORDOD, "--metrics-port", "0", "--lease-ms", "1000",
                  "--deadlock-timeout", "60000")
     cases = [(case_promtool, srv), (case_hostile, srv),
-             (case_prometheus, srv), (case_status_page, slow)]
+             (case_prometheus, srv), (case_status_page, slow),
+             (case_flags, None)]
     for case, s in cases:
         try:
             case(s)
