@@ -469,7 +469,8 @@ static void page_sessions(srv *s, FILE *f) {
         continue;
       shown++;
       conn *c = x->c;
-      fprintf(f, "<tr id=\"sess-%llu\"><td>%llu</td><td>",
+      /* The id sess-<id> is the graph's node's: a row names it as data. */
+      fprintf(f, "<tr data-sess=\"%llu\"><td>%llu</td><td>",
               (unsigned long long)x->id, (unsigned long long)x->id);
       if (c && c->user_len)
         html_bytes(f, c->user, c->user_len);
