@@ -334,8 +334,12 @@ static char *graph_dot(srv *s, size_t *len, size_t *nedges) {
                 (unsigned long long)x->id);
     }
   fputs("}\n", b.f);
-  fclose(b.f);
+  bool ok = fclose(b.f) == 0;
   free(dot);
+  if (!ok) {
+    free(b.buf);
+    return NULL;
+  }
   *len = b.len;
   return b.buf;
 }
