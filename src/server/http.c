@@ -173,11 +173,12 @@ static void m_probes(FILE *f, srv *s) {
       {"probes_received", "ordo_probes_received_total", "counter",
        "Deadlock probes received from other shards."},
       {"probes_stale", "ordo_probes_stale_total", "counter",
-       "Probes dropped because the wait they followed had ended."},
+       "Probes received for a wait that had already ended."},
       {"confirms_failed", "ordo_probe_confirms_failed_total", "counter",
-       "Cross-shard cycles whose confirmation failed (no victim aborted)."},
+       "Cross-shard cycles whose confirmation failed or ran out of time "
+       "(no victim aborted)."},
       {"peer_messages_dropped", "ordo_peer_messages_dropped_total", "counter",
-       "Messages to peers dropped (no link, or its buffer full)."},
+       "Messages to peers dropped: no link up, or the write failed."},
   };
   char buf[2048];
   size_t n = srv_probe_info(s, buf, sizeof buf);

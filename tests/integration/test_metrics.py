@@ -308,6 +308,15 @@ def case_prometheus(main):
         res = wait_for("a sample of increase(...) > 0", lambda: query(
             "increase(ordo_deadlocks_total[5m]) > 0"), 60)
         assert any(s["metric"].get("kind") == "local" for s in res), res
+        # The status page lists the newest of them, as DEADLOCKS has them.
+        page = http_get(mport, "/")[2].decode()
+        ended = int(info(main.port)["deadlocks"])
+        assert "Deadlocks (%d ended)" % ended in page, page[-2000:]
+        rows = re.findall(r"<tr><td>(\d+)</td><td>[-0-9: ]+</td>"
+                          r"<td>local</td><td>\d+</td><td>[^<]* waits for ",
+                          page)
+        assert [int(x) for x in rows] == list(range(ended, ended - 10, -1)), \
+            rows
         print("  prometheus: %d deadlocks in the bank run; %s" % (
             j["deadlocks"], res))
     finally:
@@ -452,6 +461,22 @@ def case_flags(main_unused):
     for flag in ("--metrics-port N", "--metrics-bind ADDR",
                  "--deadlock-timeout MS"):
         assert flag in r.stdout, flag
+    # With --peers (one that is not there), the probes' counters, as INFO
+    # has them.
+    with Ordod(ORDOD, "--metrics-port", "0", "--peers",
+               "127.0.0.1:%d" % free_port()) as d:
+        data = http_get(metrics_port(d), "/metrics")[2]
+        r = subprocess.run(["promtool", "check", "metrics"], input=data,
+                           capture_output=True, timeout=T(30))
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        m = parse_metrics(data.decode())
+        inf = info(d.port)
+        assert m[("ordo_peers", "")] == 1 == int(inf["peers"])
+        for name, field in (("ordo_probes_sent_total", "probes_sent"),
+                            ("ordo_probes_received_total", "probes_received"),
+                            ("ordo_peer_messages_dropped_total",
+                             "peer_messages_dropped")):
+            assert m[(name, "")] == float(inf[field]), name
     folder = tempfile.mkdtemp(prefix="ordod-conf-")
     conf = os.path.join(folder, "ordod.conf")
     with open(conf, "w") as f:
