@@ -16,6 +16,7 @@
  */
 #include "server/server.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -645,7 +646,7 @@ int srv_acl_check(conn *c, const srv_cmd *k, size_t argc,
   if (l >= sizeof lname)
     l = sizeof lname - 1;
   for (size_t i = 0; i < l; i++)
-    lname[i] = (char)(k->name[i] | 0x20);
+    lname[i] = (char)tolower((unsigned char)k->name[i]);
   lname[l] = 0;
   if (!u->allcmds) {
     uint64_t all = units_of(k->name, strlen(k->name), NULL, 0);
@@ -661,15 +662,17 @@ int srv_acl_check(conn *c, const srv_cmd *k, size_t argc,
     bool ok =
         m ? (m & (u->cmds | always)) != 0 : (all & (u->cmds | always)) != 0;
     if (!ok) {
-      if (sub && m)
-        ordo__out_error(&c->out, "NOPERM",
-                        "this user has no permissions to run the '%s|%.*s' "
-                        "command",
-                        lname, (int)(sub->len > 32 ? 32 : sub->len), sub->ptr);
-      else
-        ordo__out_error(&c->out, "NOPERM",
-                        "this user has no permissions to run the '%s' command",
-                        lname);
+      /* Named as Redis names them: lower case, a subcommand as cmd|sub. */
+      if (sub && m) {
+        size_t sl = sub->len < 32 ? sub->len : 32;
+        lname[l++] = '|';
+        for (size_t i = 0; i < sl && l < sizeof lname - 1; i++)
+          lname[l++] = (char)tolower((unsigned char)sub->ptr[i]);
+        lname[l] = 0;
+      }
+      ordo__out_error(&c->out, "NOPERM",
+                      "this user has no permissions to run the '%s' command",
+                      lname);
       return -1;
     }
   }
@@ -680,7 +683,7 @@ int srv_acl_check(conn *c, const srv_cmd *k, size_t argc,
    * LOCK with one key outside the patterns takes none of them. A LOCK
    * whose numkeys is wrong is cmd_lock's to refuse. */
   size_t first = 0, last = 0, step = 1;
-  if (strcmp(lname, "lock") == 0) {
+  if (strcmp(k->name, "LOCK") == 0) {
     long long nk = 0;
     char num[24];
     if (argc >= 2 && argv[1].len > 0 && argv[1].len < sizeof num) {
@@ -692,7 +695,8 @@ int srv_acl_check(conn *c, const srv_cmd *k, size_t argc,
     step = 2;
     last = nk > 0 && (size_t)nk <= (argc - 2) / 2 ? 2 + 2 * (size_t)nk
                                                   : 2 + 2 * ((argc - 2) / 2);
-  } else if (strcmp(lname, "unlock") == 0 || strcmp(lname, "holders") == 0) {
+  } else if (strcmp(k->name, "UNLOCK") == 0 ||
+             strcmp(k->name, "HOLDERS") == 0) {
     first = 1;
     last = argc;
   }
