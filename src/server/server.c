@@ -1380,8 +1380,9 @@ int main(int argc, char **argv) {
   }
   if (!loopback(s->cfg.bind) && srv_acl_open(s->acl)) {
     fprintf(stderr,
-            "ordod: refusing to listen on %s without --requirepass: "
-            "anyone who can reach it could take and release locks\n",
+            "ordod: refusing to listen on %s without --requirepass (or "
+            "an --aclfile default user with a password): anyone who can "
+            "reach it could take and release locks\n",
             s->cfg.bind);
     srv_acl_free(s->acl);
     return 2;
