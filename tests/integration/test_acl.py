@@ -247,6 +247,18 @@ CASES = [case_auth_refusals, case_command_classes, case_key_patterns,
          case_requirepass_beside_file]
 
 
+def run(case, srv):
+    """Runs one case and says how it went; True if it passed."""
+    t0 = time.monotonic()
+    try:
+        case(srv)
+    except Exception:
+        print("FAIL %s\n%s" % (case.__name__, traceback.format_exc()))
+        return False
+    print("ok   %s (%.2f s)" % (case.__name__, time.monotonic() - t0))
+    return True
+
+
 def main():
     folder = tempfile.mkdtemp(prefix="ordod-acl-")
     path = os.path.join(folder, "users.acl")
@@ -254,25 +266,14 @@ def main():
         f.write(ACL)
     srv = Ordod(ORDOD, "--lease-ms", "5000", "--verbose", "0", "--aclfile",
                 path)
-    passed = failed = 0
-    for case in CASES:
-        t0 = time.monotonic()
-        try:
-            case(srv)
-            passed += 1
-            print("ok   %s (%.2f s)" % (case.__name__, time.monotonic() - t0))
-        except Exception:
-            failed += 1
-            print("FAIL %s" % case.__name__)
-            traceback.print_exc()
-        sys.stdout.flush()
+    results = [run(case, srv) for case in CASES]
     try:
-        srv.stop()
+        srv.stop()  # a crash, a hang or a sanitizer report fails the suite
     except OrdodError as e:
-        failed += 1
+        results.append(False)
         print("FAIL the suite's server: %s" % e)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    print("%d passed, %d failed" % (results.count(True), results.count(False)))
+    return 0 if all(results) else 1
 
 
 if __name__ == "__main__":
