@@ -39,7 +39,7 @@ user alice on >secret ~acct:* ~user:* +@lock
 user carol on #%s ~acct:* +@lock +@read
 user admin on >pw >pw2 ~* +@all
 user bob off >x ~* +@all
-user pat on nopass ~k[a-c]\\*[^0-9] ~raw:?\xff* +lock +unlock
+user pat on nopass ~k[a-c]\\*[^0-9] ~raw:?\xff* ~a*a*a*a*a*a*a*a*b +lock +unlock
 """ % hashlib.sha256(b"hashed").hexdigest().encode()
 
 
@@ -151,6 +151,12 @@ def case_binary_patterns(srv):
             assert p.cmd("UNLOCK", key) == 1
         else:
             assert r == NOKEY, (key, r)
+    # A pattern a recursive matcher takes exponential time over: refused
+    # (and matched) at once, well inside the reply's bound.
+    assert p.cmd("LOCK", 1, "a" * 500, "X", "WAIT", 0) == NOKEY
+    assert is_grant(p.cmd("LOCK", 1, "a" * 500 + "b", "X", "WAIT", 0),
+                    "a" * 500 + "b")
+    assert p.cmd("UNLOCK") == 1
     p.close()
 
 
@@ -197,6 +203,8 @@ def case_bad_files(srv_unused):
         (b"user\n", 1, "'user' wants a name"),
         (b"user x on frobnicate\n", 1, "unknown rule 'frobnicate'"),
         (b"user x on +client|nosuch\n", 1, "unknown command 'client|nosuch'"),
+        (b"user " + b"u" * 129 + b" on\n", 1,
+         "a user name is at most 128 bytes"),
     ]
     for text, line, what in bad:
         path = os.path.join(folder, "bad.acl")
