@@ -2,7 +2,10 @@
 """test_acl.py -- ordod's users (--aclfile, docs/protocol.md "Users and
 ACLs") against a real ordod: each refusal, and what an admin may do.
 
-Usage: test_acl.py ORDOD_BINARY
+Usage: redis_fixture.sh test_acl.py ORDOD_BINARY
+
+(redis_fixture.sh starts the redis-server whose own glob matcher the key
+patterns are checked against, and names its socket in REDIS_SOCK.)
 
 One server is started with an ACL file this test writes (binary key
 patterns included); the bad files are each given to a server that must not
@@ -15,14 +18,17 @@ and exits non-zero on any failure.
 
 import hashlib
 import os
+import random
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
 
+import redis
+
 from ordod_proc import Ordod, OrdodError
-from test_ordod import ORDOD, Raw, T, is_grant
+from test_ordod import ORDOD, Raw, T, encode, is_grant
 
 WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."
 NOKEY = ("NOPERM this user has no permissions to access one of the keys "
@@ -254,9 +260,53 @@ def case_requirepass_beside_file(srv_unused):
     assert r.returncode == 2 and "defines the default user" in r.stderr, r
 
 
+def case_globs_like_redis(srv_unused):
+    """ordod's key patterns match what Redis's own glob matches: random
+    patterns of the bytes that mean something to a glob (unclosed and empty
+    classes, ranges at the class's end, escapes, runs of '*'), one user
+    each, against random keys, compared with redis-server's KEYS."""
+    rnd = random.Random(23)
+    pat_bytes = [b"a", b"b", b"c", b"*", b"?", b"[", b"]", b"^", b"-", b"\\"]
+    key_bytes = [b"a", b"b", b"c", b"-", b"]", b"^", b"\\", b"*", b"[",
+                 b"\xff", b"\x00"]
+    pats = sorted({b"".join(rnd.choice(pat_bytes)
+                            for _ in range(rnd.randint(1, 7)))
+                   for _ in range(150)})
+    keys = sorted({b"".join(rnd.choice(key_bytes)
+                            for _ in range(rnd.randint(1, 6)))
+                   for _ in range(200)})
+    r = redis.Redis(unix_socket_path=os.environ["REDIS_SOCK"],
+                    socket_timeout=T(20))
+    r.flushall()
+    r.mset({k: 1 for k in keys})
+    folder = tempfile.mkdtemp(prefix="ordod-acl-")
+    path = os.path.join(folder, "globs.acl")
+    with open(path, "wb") as f:
+        for i, p in enumerate(pats):
+            f.write(b"user u%d on nopass ~%s +lock +unlock\n" % (i, p))
+    with Ordod(ORDOD, "--verbose", "0", "--aclfile", path) as s:
+        c = Raw(s.port)
+        for i, p in enumerate(pats):
+            assert c.cmd("AUTH", "u%d" % i, "x") == "OK"
+            c.sock.sendall(b"".join(
+                encode("LOCK", 1, k, "X", "WAIT", 0) for k in keys))
+            # The replies come in the requests' order: a grant or -NOPERM.
+            got = set()
+            for k in keys:
+                rep = c.reply()
+                assert isinstance(rep, list) or rep == NOKEY, (p, k, rep)
+                if isinstance(rep, list):
+                    got.add(k)
+            assert c.cmd("UNLOCK") == len(got)
+            want = set(r.keys(p))
+            assert got == want, (p, sorted(want - got), sorted(got - want))
+        c.close()
+    r.close()
+
+
 CASES = [case_auth_refusals, case_command_classes, case_key_patterns,
          case_binary_patterns, case_own_sessions, case_bad_files,
-         case_requirepass_beside_file]
+         case_requirepass_beside_file, case_globs_like_redis]
 
 
 def run(case, srv):
