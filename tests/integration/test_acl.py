@@ -237,12 +237,16 @@ def case_bad_files(srv_unused):
 def case_requirepass_beside_file(srv_unused):
     """--requirepass is the default user's password (every right) when the
     file leaves the default user out; AUTH's names are then the file's.
+    Both come from a config file here (requirepass, aclfile).
     A file that defines the default user refuses --requirepass too."""
     folder = tempfile.mkdtemp(prefix="ordod-acl-")
     path = os.path.join(folder, "users.acl")
     with open(path, "wb") as f:
         f.write(b"user alice on >secret ~acct:* +@lock\n")
-    with Ordod(ORDOD, "--requirepass", "pw", "--aclfile", path) as s:
+    conf = os.path.join(folder, "ordod.conf")
+    with open(conf, "w") as f:
+        f.write("requirepass pw\naclfile %s\n" % path)
+    with Ordod(ORDOD, "--config", conf) as s:  # the config file's names
         c = Raw(s.port)
         assert c.cmd("LOCK", 1, "x", "X").startswith("NOAUTH ")
         assert c.cmd("AUTH", "mallory", "pw") == WRONGPASS
