@@ -134,11 +134,28 @@ struct srv_user {
   size_t npat;
 };
 
+/* Where a command's keys are, for the key check. */
+enum { KEYS_NONE, KEYS_LOCK /* numkeys, then key mode pairs */, KEYS_ALL };
+
+/* What the check needs of one command of the table, worked out from its
+ * name the first time it is dispatched and kept: a check then costs a few
+ * pointer compares, not a walk of the unit table's names. */
+typedef struct acl_cmd {
+  const srv_cmd *k;
+  uint64_t units; /* all of its units (0: none names it) */
+  bool sub;       /* its units are subcommands: argv[1] picks one */
+  int keys;       /* KEYS_* */
+} acl_cmd;
+#define ACL_CMD_CACHE 64
+
 struct srv_acl {
   srv_user **users;
   size_t n;
   srv_user *dflt;
-  bool from_file; /* --aclfile given: user names must be its users */
+  bool from_file;  /* --aclfile given: user names must be its users */
+  uint64_t always; /* the @connection units */
+  acl_cmd cmd[ACL_CMD_CACHE]; /* loop thread only */
+  size_t ncmd;
 };
 
 static void user_free(srv_user *u) {
@@ -430,6 +447,7 @@ int srv_acl_load(srv_acl **out, const char *path, const char *requirepass,
     snprintf(err, errlen, "out of memory");
     return -1;
   }
+  a->always = class_mask(CL_CONN);
   if (path && path[0]) {
     a->from_file = true;
     FILE *f = fopen(path, "r");
@@ -638,54 +656,73 @@ static bool key_ok(const srv_user *u, const char *k, size_t n) {
 /* ---- The check at dispatch --------------------------------------------------
  */
 
+static acl_cmd cmd_rights(srv_acl *a, const srv_cmd *k) {
+  for (size_t i = 0; i < a->ncmd; i++)
+    if (a->cmd[i].k == k)
+      return a->cmd[i];
+  size_t l = strlen(k->name);
+  acl_cmd r = {k, units_of(k->name, l, NULL, 0), false, KEYS_NONE};
+  r.sub = r.units && units[__builtin_ctzll(r.units)].sub;
+  if (strcmp(k->name, "LOCK") == 0)
+    r.keys = KEYS_LOCK;
+  else if (strcmp(k->name, "UNLOCK") == 0 || strcmp(k->name, "HOLDERS") == 0)
+    r.keys = KEYS_ALL;
+  if (a->ncmd < ACL_CMD_CACHE) /* a table larger than that is looked up */
+    a->cmd[a->ncmd++] = r;
+  return r;
+}
+
+/* -NOPERM for a command, named as Redis names it: lower case, a subcommand
+ * as cmd|sub. */
+static void noperm_cmd(conn *c, const srv_cmd *k, const ordo__resp_arg *sub) {
+  char name[80];
+  size_t l = 0;
+  for (const char *p = k->name; *p && l < 32; p++)
+    name[l++] = (char)tolower((unsigned char)*p);
+  if (sub) {
+    name[l++] = '|';
+    for (size_t i = 0; i < sub->len && i < 32; i++)
+      name[l++] = (char)tolower((unsigned char)sub->ptr[i]);
+  }
+  name[l] = 0;
+  ordo__out_error(&c->out, "NOPERM",
+                  "this user has no permissions to run the '%s' command", name);
+}
+
 int srv_acl_check(conn *c, const srv_cmd *k, size_t argc,
                   const ordo__resp_arg *argv) {
   const srv_user *u = c->acl_user;
   if (!u || (u->allcmds && u->allkeys))
     return 0;
-  char lname[64];
-  size_t l = strlen(k->name);
-  if (l >= sizeof lname)
-    l = sizeof lname - 1;
-  for (size_t i = 0; i < l; i++)
-    lname[i] = (char)tolower((unsigned char)k->name[i]);
-  lname[l] = 0;
+  acl_cmd r = cmd_rights(c->s->acl, k);
   if (!u->allcmds) {
-    uint64_t all = units_of(k->name, strlen(k->name), NULL, 0);
-    uint64_t m = all;
+    uint64_t always = c->s->acl->always;
+    uint64_t m = r.units;
     const ordo__resp_arg *sub = NULL;
-    if (argc >= 2 && all && units[__builtin_ctzll(all)].sub) {
+    if (r.sub && argc >= 2) {
       sub = &argv[1];
       m = units_of(k->name, strlen(k->name), sub->ptr, sub->len);
     }
-    uint64_t always = class_mask(CL_CONN);
     /* A subcommand no unit names is the handler's to refuse: it may run
      * if any of the command's units may. */
-    bool ok =
-        m ? (m & (u->cmds | always)) != 0 : (all & (u->cmds | always)) != 0;
-    if (!ok) {
-      /* Named as Redis names them: lower case, a subcommand as cmd|sub. */
-      if (sub && m) {
-        size_t sl = sub->len < 32 ? sub->len : 32;
-        lname[l++] = '|';
-        for (size_t i = 0; i < sl && l < sizeof lname - 1; i++)
-          lname[l++] = (char)tolower((unsigned char)sub->ptr[i]);
-        lname[l] = 0;
-      }
-      ordo__out_error(&c->out, "NOPERM",
-                      "this user has no permissions to run the '%s' command",
-                      lname);
+    if (!m) {
+      m = r.units;
+      sub = NULL;
+    }
+    if (!(m & (u->cmds | always))) {
+      noperm_cmd(c, k, sub);
       return -1;
     }
   }
-  if (u->allkeys)
+  if (u->allkeys || r.keys == KEYS_NONE)
     return 0;
   /* The keys: LOCK's (numkeys, then key and mode pairs), UNLOCK's and
    * HOLDERS's arguments. All are checked before the command runs, so a
    * LOCK with one key outside the patterns takes none of them. A LOCK
-   * whose numkeys is wrong is cmd_lock's to refuse. */
-  size_t first = 0, last = 0, step = 1;
-  if (strcmp(k->name, "LOCK") == 0) {
+   * whose numkeys is wrong is cmd_lock's to refuse; the pairs it has are
+   * checked meanwhile. */
+  size_t first = 1, last = argc, step = 1;
+  if (r.keys == KEYS_LOCK) {
     long long nk = 0;
     char num[24];
     if (argc >= 2 && argv[1].len > 0 && argv[1].len < sizeof num) {
@@ -693,14 +730,10 @@ int srv_acl_check(conn *c, const srv_cmd *k, size_t argc,
       num[argv[1].len] = 0;
       nk = strtoll(num, NULL, 10);
     }
+    size_t pairs = argc >= 2 ? (argc - 2) / 2 : 0;
     first = 2;
     step = 2;
-    last = nk > 0 && (size_t)nk <= (argc - 2) / 2 ? 2 + 2 * (size_t)nk
-                                                  : 2 + 2 * ((argc - 2) / 2);
-  } else if (strcmp(k->name, "UNLOCK") == 0 ||
-             strcmp(k->name, "HOLDERS") == 0) {
-    first = 1;
-    last = argc;
+    last = 2 + 2 * (nk > 0 && (size_t)nk <= pairs ? (size_t)nk : pairs);
   }
   for (size_t i = first; i < last; i += step)
     if (!key_ok(u, argv[i].ptr, argv[i].len)) {
