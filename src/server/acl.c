@@ -11,8 +11,8 @@
  * constant time. A connection points at its user (conn.acl_user); the
  * users live as long as the server, so the pointer never dangles.
  *
- * Interface: srv_acl_load, srv_acl_free, srv_acl_conn_init, srv_acl_auth,
- * srv_acl_check, srv_acl_glob.
+ * Interface: srv_acl_load, srv_acl_free, srv_acl_open, srv_acl_from_file,
+ * srv_acl_conn_init, srv_acl_auth, srv_acl_check, srv_acl_glob.
  */
 #include "server/server.h"
 
