@@ -48,12 +48,21 @@ man_text() {
 }
 
 # ---- 1. every flag is documented ---------------------------------------
+# in_man PAGE FLAG...: each FLAG must be named in man/PAGE.
+in_man() {
+  local page=$1 f
+  shift
+  man_text "$src/man/$page" >"$tmp/$page.txt"
+  for f in "$@"; do
+    grep -q -E -- "$f([^a-z0-9-]|\$)" "$tmp/$page.txt" ||
+      bad "man/$page does not name $f (its program's --help does)"
+  done
+}
 ordod_flags=$("$ordod" --help | flags_of)
 [ -n "$ordod_flags" ] || bad "ordod --help names no flag"
-man_text "$src/man/ordod.8" >"$tmp/ordod.8.txt"
+# shellcheck disable=SC2086 # one flag a word
+in_man ordod.8 $ordod_flags
 for f in $ordod_flags; do
-  grep -q -E -- "$f([^a-z0-9-]|\$)" "$tmp/ordod.8.txt" ||
-    bad "man/ordod.8 does not name $f (ordod --help does)"
   name=${f#--}
   # --config and --help are flags only: the file cannot name them.
   case $name in config | help) continue ;; esac
@@ -62,11 +71,8 @@ for f in $ordod_flags; do
 done
 ordo_flags=$("$ordo" --help | flags_of)
 [ -n "$ordo_flags" ] || bad "ordo --help names no flag"
-man_text "$src/man/ordo.1" >"$tmp/ordo.1.txt"
-for f in $ordo_flags; do
-  grep -q -E -- "$f([^a-z0-9-]|\$)" "$tmp/ordo.1.txt" ||
-    bad "man/ordo.1 does not name $f (ordo --help does)"
-done
+# shellcheck disable=SC2086
+in_man ordo.1 $ordo_flags
 
 # ---- 2. ordod accepts the sample ---------------------------------------
 # ping_ordod [PASSWORD]: PING over bash's /dev/tcp (AUTH first when given),
