@@ -94,12 +94,13 @@ run_conf() {
     return
   fi
   trap _contrib_on_exit EXIT
-  local reply
+  # ordod answers PING before AUTH too, so with a password the AUTH's own
+  # +OK is what shows the file's password took.
+  local reply want=+PONG
+  [ -z "$pass" ] || want=+OK$'\n'+PONG
   reply=$(ping_ordod "$pass" | tr -d '\r')
-  case $reply in
-    *PONG*) ;;
-    *) bad "ordod with --config $file answered PING with '$reply'" ;;
-  esac
+  [[ "$reply" == "$want"$'\n'* ]] ||
+    bad "ordod with --config $file answered '$reply', not '$want'"
   ordod_stop || bad "ordod with --config $file did not stop cleanly"
 }
 run_conf "$conf" ""
