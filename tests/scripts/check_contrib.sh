@@ -2,9 +2,10 @@
 # check_contrib.sh SRC_DIR ORDOD ORDO -- checks the packaging files
 # (contrib/, man/) against the programs they describe:
 #   1. every flag that `ordod --help` prints is named in man/ordod.8 and has
-#      an option line (commented or not) in contrib/ordod.conf, and every
-#      flag of `ordo --help` (which ends with each subcommand's help) is
-#      named in man/ordo.1;
+#      an option line (commented or not) in contrib/ordod.conf, every flag
+#      of `ordo --help` (which ends with each subcommand's help) is named in
+#      man/ordo.1, and every function include/ordo.h exports in
+#      man/libordo.3;
 #   2. ordod starts with contrib/ordod.conf as shipped, and again with every
 #      commented option line turned on (those ordod knows today), answers
 #      PING, and stops cleanly on SIGTERM (the fixture's checks);
@@ -41,10 +42,10 @@ bad() {
 flags_of() {
   grep -o -E -- '--[a-z][a-z0-9-]*' | sort -u
 }
-# A man page as plain text, without hyphenation (the pages say .nh) and on
-# long lines, so that each flag stays one word.
+# A man page as plain text, without hyphenation (-rHY=0) and on long lines,
+# so that each flag stays one word.
 man_text() {
-  groff -man -Tascii -P-cbou -rLL=200n "$1" 2>/dev/null
+  groff -man -Tascii -P-cbou -rHY=0 -rLL=200n "$1" 2>/dev/null
 }
 
 # ---- 1. every flag is documented ---------------------------------------
@@ -73,6 +74,17 @@ ordo_flags=$("$ordo" --help | flags_of)
 [ -n "$ordo_flags" ] || bad "ordo --help names no flag"
 # shellcheck disable=SC2086
 in_man ordo.1 $ordo_flags
+# And every function ordo.h exports (ORDO_EXTERN, its name before the first
+# parenthesis, the declaration joined onto one line) in man/libordo.3.
+api=$(tr '\n' ' ' <"$src/include/ordo.h" | grep -o -E 'ORDO_EXTERN[^;(]*\(' |
+  grep -o -E 'ordo_[a-z0-9_]+ *\($' | tr -d '( ' | sort -u)
+[ "$(wc -w <<<"$api")" -ge 60 ] ||
+  bad "found only $(wc -w <<<"$api") ORDO_EXTERN functions in ordo.h"
+man_text "$src/man/libordo.3" >"$tmp/libordo.3.txt"
+for f in $api; do
+  grep -q -E "(^|[^a-z0-9_])$f([^a-z0-9_]|\$)" "$tmp/libordo.3.txt" ||
+    bad "man/libordo.3 does not name $f (include/ordo.h exports it)"
+done
 
 # ---- 2. ordod accepts the sample ---------------------------------------
 # ping_ordod [PASSWORD]: PING over bash's /dev/tcp (AUTH first when given),
