@@ -21,7 +21,7 @@ for page in man1/ordo.1 man8/ordod.8 man3/libordo.3; do
   [ -z "$w" ] || { echo "man warns on $page: $w"; exit 1; }
 done
 # man finds them by name in the prefix's MANPATH.
-MANPATH=$prefix/share/man man -w ordod >/dev/null
+MANPATH=$prefix/share/man man -w ordo ordod libordo >/dev/null
 pc=$(find "$prefix" -name ordo.pc | head -n 1)
 [ -n "$pc" ] || { echo "ordo.pc not installed"; exit 1; }
 export PKG_CONFIG_PATH=$(dirname "$pc")
