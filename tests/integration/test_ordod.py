@@ -39,7 +39,8 @@ LEASE_MS = 1000
 
 # The commands of src/server/commands.c's table, with their arities.
 ARITY = {"lock": -4, "unlock": -1, "extend": -1, "locks": 1, "holders": 2,
-         "graph": -1, "deadlocks": -1, "session": -2, "peer": -2, "info": -1, "ping": -1,
+         "graph": -1, "deadlocks": -1, "session": -2, "peer": -2,
+         "lockwaits": -1, "config": -3, "info": -1, "ping": -1,
          "hello": -1,
          "auth": -2, "client": -2, "command": -1, "quit": 1}
 
