@@ -668,10 +668,13 @@ static void cmd_session(conn *c, size_t argc, ordo__resp_arg *argv) {
     ordo__out_int(&c->out, (long long)old->id);
   } else if (arg_is(&argv[1], "KILL") && argc == 3) {
     session_kill(c, &argv[2]);
+  } else if (arg_is(&argv[1], "KILL")) {
+    ordo__out_error(&c->out, "ERR",
+                    "SESSION KILL id: one session id (SESSION ID, CLIENT "
+                    "LIST's session)");
   } else {
     ordo__out_error(&c->out, "ERR",
-                    "SESSION RESUMABLE | SESSION RESUME token | SESSION ID | "
-                    "SESSION GID [hex] | SESSION KILL id");
+                    "SESSION RESUMABLE | SESSION RESUME token | SESSION ID");
   }
 }
 

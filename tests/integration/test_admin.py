@@ -167,7 +167,10 @@ def case_session_kill_waiting(srv):
     assert closed(al1) == b""
     assert admin.cmd("SESSION", "KILL", "abc").startswith(
         "ERR SESSION KILL id:")
-    assert admin.cmd("SESSION", "KILL").startswith("ERR SESSION RESUMABLE")
+    assert admin.cmd("SESSION", "KILL") == Err(
+        "ERR SESSION KILL id: one session id (SESSION ID, CLIENT LIST's "
+        "session)")
+    assert admin.cmd("SESSION", "KILL", 1, 2).startswith("ERR SESSION KILL id")
     for x in (admin, a, c):
         x.close()
 
