@@ -1,8 +1,8 @@
 /*
  * server.c -- ordod: the loop, connections and their turns, sessions,
- * resume tokens and leases, the engine's events and lock-order reports, the
- * fencing epoch, start-up and shutdown. The commands are in commands.c.
- * See README.md.
+ * resume tokens and leases, the engine's events and lock-order reports,
+ * kills and the long-wait log, the fencing epoch, start-up and shutdown.
+ * The commands are in commands.c. See README.md.
  *
  * Interface: main, srv_log, srv_now_ms, srv_sess_find, srv_sess_by_token,
  * srv_sess_make_resumable, srv_random, srv_sess_renew, srv_sess_attach,
