@@ -14,15 +14,11 @@ N failed' and exits non-zero on any failure; ORDOD_CASES=REGEX runs only
 the cases whose names match it.
 """
 
-import os
-import re
 import sys
-import time
-import traceback
 
 # test_ordod.py's raw client and helpers (it reads ORDOD from sys.argv too).
-from test_ordod import Err, Raw, T, wait_until
-from ordod_proc import Ordod, OrdodError
+from test_ordod import Err, Raw, T, run_cases, wait_until
+from ordod_proc import Ordod
 
 ORDOD = sys.argv[1]
 PASS = "s3cret"
@@ -342,29 +338,7 @@ CASES = [case_client_kill, case_session_kill_waiting,
 
 
 def main():
-    only = os.environ.get("ORDOD_CASES")
-    srv = Server()
-    passed = failed = 0
-    for case in CASES:
-        if only and not re.search(only, case.__name__):
-            continue
-        t0 = time.monotonic()
-        try:
-            case(srv)
-            passed += 1
-            print("ok   %s (%.2f s)" % (case.__name__, time.monotonic() - t0))
-        except Exception:
-            failed += 1
-            print("FAIL %s" % case.__name__)
-            traceback.print_exc()
-        sys.stdout.flush()
-    try:
-        srv.stop()
-    except OrdodError as e:
-        failed += 1
-        print("FAIL the suite's server: %s" % e)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return run_cases(Server(), CASES)
 
 
 if __name__ == "__main__":
