@@ -232,14 +232,15 @@ def case_lockwaits_chain(srv):
             % (c_s, b_s)) in logged[0], logged[0]
     assert ("|session %d waits for lw:1 X: held by %d X" % (b_s, a_s)) \
         in logged[0], logged[0]
-    # The chain unwinds: each entry then says how its wait ended.
-    assert a.cmd("UNLOCK") == 1
-    assert grant(b.reply(), "lw:1")
-    assert b.cmd("UNLOCK") == 2
+    # The chain unwinds: each entry then says how its wait ended. Killing
+    # the middle session hands its key to the last.
+    assert admin.cmd("SESSION", "KILL", b_s) == 1
+    assert b.reply().startswith("KILLED session %d " % b_s)
     assert grant(c.reply(), "lw:2")
+    assert entry(b_s)["state"] == b"killed"
     assert entry(c_s)["state"] == b"granted"
-    assert entry(b_s)["state"] == b"granted"
     assert entry(c_s)["waited_ms"] >= LOG_WAITS_MS
+    assert a.cmd("UNLOCK") == 1 and c.cmd("UNLOCK") == 1
     al = srv.conn("alice")
     assert al.cmd("LOCKWAITS") == Err(NOPERM % "lockwaits")
     assert admin.cmd("LOCKWAITS", "x") == Err(
@@ -321,13 +322,26 @@ def case_config(srv):
 
 def case_no_requirepass_is_admin(srv):
     """Without --requirepass every connection is the default user, an
-    admin; --log-lock-waits 0 logs no wait."""
+    admin; --log-lock-waits 0 keeps no wait, and CONFIG SET turns it on."""
     with Ordod(ORDOD, "--verbose", 1, "--log-lock-waits", 0) as other:
         a, b = Raw(other.port), Raw(other.port)
         assert a.cmd("CONFIG", "SET", "verbose", 1) == "OK"
         assert a.cmd("CONFIG", "GET", "log-lock-waits") == [
             b"log-lock-waits", b"0"]
+        assert grant(a.cmd("LOCK", 1, "off:1", "X"), "off:1")
+        r = b.cmd("LOCK", 1, "off:1", "X", "WAIT", 100)
+        assert r.startswith("TIMEOUT"), r
         assert a.cmd("LOCKWAITS") == []
+        # CONFIG SET turns it on; the next wait past 20 ms is kept.
+        assert a.cmd("CONFIG", "SET", "log-lock-waits", 20) == "OK"
+        r = b.cmd("LOCK", 1, "off:1", "X", "WAIT", 100)
+        assert r.startswith("TIMEOUT"), r
+        got = a.cmd("LOCKWAITS")
+        assert len(got) == 1, got
+        f = {got[0][i].decode(): got[0][i + 1]
+             for i in range(0, len(got[0]), 2)}
+        assert f["state"] == b"timeout" and f["waited_ms"] >= 100, f
+        assert f["session"] == b.cmd("SESSION", "ID"), f
         a.close()
         b.close()
 
