@@ -39,7 +39,8 @@ LEASE_MS = 1000
 
 # The commands of src/server/commands.c's table, with their arities.
 ARITY = {"lock": -4, "unlock": -1, "extend": -1, "locks": 1, "holders": 2,
-         "graph": -1, "deadlocks": -1, "session": -2, "peer": -2, "info": -1, "ping": -1,
+         "graph": -1, "deadlocks": -1, "session": -2, "peer": -2,
+         "lockwaits": -1, "config": -3, "info": -1, "ping": -1,
          "hello": -1,
          "auth": -2, "client": -2, "command": -1, "quit": 1}
 
@@ -1787,13 +1788,15 @@ CASES = [case_lock_release_tokens, case_many_keys_one_session,
          case_unix_socket, case_unix_socket_mode]
 
 
-def main():
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
+def run_cases(srv, cases, on_fail=None):
+    """Runs each case (those ORDOD_CASES, a regex, names; all without it)
+    on srv, then stops srv and judges its exit; prints each case's outcome
+    and 'N passed, N failed'. on_fail() prints what helps after a failure.
+    Returns the exit status: 1 on any failure. test_admin.py runs its
+    cases with it too."""
     only = os.environ.get("ORDOD_CASES")  # a regex, to run some cases alone
-    srv = Server()
     passed = failed = 0
-    for case in CASES:
+    for case in cases:
         if only and not re.search(only, case.__name__):
             continue
         t0 = time.monotonic()
@@ -1805,13 +1808,8 @@ def main():
             failed += 1
             print("FAIL %s" % case.__name__)
             traceback.print_exc()
-            try:
-                c = srv.client()
-                print(c.execute_command("GRAPH", "DOT").decode())
-                print(c.execute_command("INFO", "locks"))
-                c.close()
-            except Exception as e:
-                print("(server state unavailable: %s)" % e)
+            if on_fail:
+                on_fail()
         sys.stdout.flush()
     try:
         # A clean SIGTERM stop exits 0; a sanitizer report (LeakSanitizer's
@@ -1822,6 +1820,22 @@ def main():
         print("FAIL the suite's server: %s" % e)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
+
+
+def main():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
+    srv = Server()
+
+    def show_state():
+        try:
+            c = srv.client()
+            print(c.execute_command("GRAPH", "DOT").decode())
+            print(c.execute_command("INFO", "locks"))
+            c.close()
+        except Exception as e:
+            print("(server state unavailable: %s)" % e)
+    return run_cases(srv, CASES, show_state)
 
 
 if __name__ == "__main__":
