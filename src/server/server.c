@@ -1320,17 +1320,27 @@ int srv_conf_set(srv_config *c, const char *name, const char *val, char *err,
              (long long)(lo), (long long)(hi), val ? val : "");                \
     return -1;                                                                 \
   }
+  /* A string option must have a value that fits its field: a bare
+   * 'requirepass' line once set the password "(null)", and a longer one
+   * was cut short without a word. */
+#define STR(field)                                                             \
+  if (!val || strlen(val) >= sizeof(field)) {                                  \
+    snprintf(err, errlen, "--%s wants a value of at most %zu bytes", name,     \
+             sizeof(field) - 1);                                               \
+    return -1;                                                                 \
+  }                                                                            \
+  snprintf(field, sizeof(field), "%s", val)
   if (IS("port")) {
     NUM(0, 65535);
     c->port = (int)v;
   } else if (IS("bind")) {
-    snprintf(c->bind, sizeof c->bind, "%s", val);
+    STR(c->bind);
   } else if (IS("unixsocket")) {
-    snprintf(c->unixsocket, sizeof c->unixsocket, "%s", val);
+    STR(c->unixsocket);
   } else if (IS("requirepass")) {
-    snprintf(c->requirepass, sizeof c->requirepass, "%s", val);
+    STR(c->requirepass);
   } else if (IS("dir")) {
-    snprintf(c->dir, sizeof c->dir, "%s", val);
+    STR(c->dir);
   } else if (IS("maxclients")) {
     NUM(1, 1000000);
     c->maxclients = (int)v;
@@ -1398,6 +1408,7 @@ int srv_conf_set(srv_config *c, const char *name, const char *val, char *err,
   }
 #undef IS
 #undef NUM
+#undef STR
   return 0;
 }
 

@@ -1316,6 +1316,14 @@ def case_limits_and_auth(srv_unused):
         assert flag in r.stdout, flag
     r = run_ordod("--port", "x")
     assert r.returncode == 2 and "--port" in r.stderr, r
+    # A string option without a value, or longer than its field, is refused
+    # (a bare 'requirepass' line once set the password "(null)").
+    for line in ("requirepass", "requirepass " + "p" * 300, "dir"):
+        with open(conf, "w") as f:
+            f.write(line + "\n")
+        r = run_ordod("--config", conf, "--port", "0", "--dir", folder)
+        assert r.returncode == 2 and "wants a value of at most" in r.stderr, \
+            (line[:20], r)
     r = run_ordod("--order", "sometimes", "--port", "0", "--dir", folder)
     assert r.returncode == 2 and "--order wants off, warn or refuse, got " \
         "'sometimes'" in r.stderr, r
