@@ -41,12 +41,12 @@ typedef struct acl_unit {
 } acl_unit;
 
 /*
- * The units. CLIENT KILL and SESSION KILL are in @connection: any user may
- * run them, and their handlers let a user that is not an admin end only
- * its own connections and sessions (srv_conn_is_admin). CLIENT LIST is
- * likewise always allowed, and lists only the user's own connections to a
- * user that is not an admin. Units for commands the table does not have
- * (yet) are harmless: nothing dispatches to them.
+ * The units. SESSION KILL is in @connection: any user may run it, and its
+ * handler lets a user that is not an admin end only its own sessions
+ * (srv_conn_is_admin). CLIENT LIST is likewise always allowed, and lists
+ * only the user's own connections to a user that is not an admin. The
+ * admin commands' handlers check srv_conn_is_admin themselves too, which
+ * an ACL user has when it may run every @admin unit (user_settle).
  */
 static const acl_unit units[] = {
     {"LOCK", NULL, CL_LOCK},
@@ -71,9 +71,10 @@ static const acl_unit units[] = {
     {"CLIENT", "GETNAME", CL_CONN},
     {"CLIENT", "ID", CL_CONN},
     {"CLIENT", "LIST", CL_CONN},
-    {"CLIENT", "KILL", CL_CONN},
+    {"CLIENT", "KILL", CL_ADMIN},
     {"PEER", NULL, CL_ADMIN},
-    {"CONFIG", NULL, CL_ADMIN},
+    {"CONFIG", "GET", CL_READ},
+    {"CONFIG", "SET", CL_ADMIN},
     {"LOCKWAITS", NULL, CL_ADMIN},
 };
 #define NUNITS (sizeof units / sizeof units[0])
@@ -535,7 +536,11 @@ int srv_acl_auth(conn *c, const char *user, size_t ulen, const char *pass,
   if (!u || !u->on || !pass_ok(u, pass, plen))
     return -1;
   c->acl_user = u;
-  c->admin = u->admin;
+  /* Without --aclfile every name shares the default user's rights to run
+   * commands, but only the name "default" (or none) is an admin: the
+   * others may end and list only their own sessions and connections. */
+  c->admin = u->admin && (a->from_file || !user ||
+                          (ulen == 7 && memcmp(user, "default", 7) == 0));
   c->authed = true;
   /* Without --aclfile the one password is the default user's, and the name
    * AUTH gives is kept as it always was: it names who may resume the

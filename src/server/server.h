@@ -88,6 +88,9 @@ typedef struct srv_config {
   char peers[4096];
   char shard_name[ORDOD_SHARD_NAME];
   long probe_delay_ms;
+  /* A LOCK that waits longer than this is logged once while it waits and
+   * kept in the long-wait log (LOCKWAITS); 0: off. */
+  long log_lock_waits_ms;
 } srv_config;
 
 typedef struct srv srv;
@@ -127,8 +130,12 @@ struct conn {
   /* Its user's rights (acl.c), shared with every connection of the user;
    * NULL only where no server made it (a unit test): every right. */
   const srv_user *acl_user;
-  bool admin; /* its user may run the @admin commands (srv_conn_is_admin) */
-  int resp;   /* 2 or 3 */
+  /* May run the admin commands (CLIENT KILL, SESSION KILL of another
+   * user's session, CONFIG SET, LOCKWAITS): its user may run every @admin
+   * command (acl.c sets it at accept and at AUTH). Read through
+   * srv_conn_is_admin. */
+  bool admin;
+  int resp; /* 2 or 3 */
   uint64_t id;
   uint64_t created_ms;
   char name[64];
@@ -188,6 +195,15 @@ struct sess {
   uint64_t probe_due_ms;
   TAILQ_ENTRY(sess) plink;
   char xcycle[1024];
+  /* The long-wait log (LOCKWAITS): when the waiting LOCK began; on the
+   * server's list of waits not yet past --log-lock-waits (start order);
+   * the log entry it made once past it (0: none). */
+  uint64_t wait_start_ms;
+  bool lw_listed;
+  TAILQ_ENTRY(sess) lwlink;
+  uint64_t lw_seq;
+  /* SESSION KILL ended it: its pending LOCK's entry says "killed". */
+  bool killed;
 };
 
 /* A deadlock this server ended, one per victim (DEADLOCKS, docs/protocol.md):
@@ -202,6 +218,27 @@ typedef struct srv_dl {
   uint8_t gid[ORDOD_GID_BYTES];
   char cycle[1024]; /* as its -DEADLOCK names it */
 } srv_dl;
+
+/* A wait that passed --log-lock-waits (LOCKWAITS, docs/protocol.md): the
+ * newest SRV_LW_HISTORY are kept, in srv.lw by seq. Its blocker chain is
+ * read from the engine when the wait passes the bound. */
+#define SRV_LW_HISTORY 128
+#define SRV_LW_KEYS 16
+typedef struct srv_lw {
+  uint64_t seq;       /* 1, 2, ... */
+  uint64_t time_ms;   /* when the wait began, CLOCK_REALTIME, ms */
+  uint64_t start_ms;  /* the same, on srv_now_ms's clock */
+  uint64_t waited_ms; /* how long it waited, once it ended */
+  uint64_t sess;
+  bool have_gid;
+  uint8_t gid[ORDOD_GID_BYTES];
+  const char *state; /* "waiting", "granted", "timeout", "deadlock", ... */
+  size_t nkeys;      /* keys of the LOCK */
+  size_t nshown;     /* the first ones, kept: at most SRV_LW_KEYS */
+  uint16_t klen[SRV_LW_KEYS];
+  char kbuf[512];
+  char chain[2048]; /* lines "session N waits for ..." joined by '\n' */
+} srv_lw;
 
 /* An engine event, on its way to the loop. */
 typedef struct srv_event {
@@ -259,6 +296,13 @@ struct srv {
   srv_acl *acl;              /* the users (acl.c), for the server's life */
   srv_dl dl[SRV_DL_HISTORY]; /* the deadlock history (loop thread only) */
   uint64_t ndl;              /* deadlocks recorded: dl[(seq - 1) % H] */
+  /* The long-wait log (loop thread only): waiting sessions in start order,
+   * not yet past --log-lock-waits; the timer that fires when the first
+   * passes it; the entries, lw[(seq - 1) % H]. */
+  TAILQ_HEAD(, sess) lwq;
+  uv_timer_t lw_timer;
+  srv_lw lw[SRV_LW_HISTORY];
+  uint64_t nlw;
 };
 
 /* The command table (commands.c). */
@@ -271,6 +315,12 @@ typedef struct srv_cmd {
 } srv_cmd;
 
 enum { CMD_NOAUTH = 1 << 0, CMD_LOCKS = 1 << 1 };
+
+/* Whether c may run the admin commands (the contract with the ACLs: they
+ * set c->admin from the user's rights). */
+static inline bool srv_conn_is_admin(const conn *c) {
+  return c->admin;
+}
 
 const srv_cmd *srv_cmd_find(const char *name, size_t len);
 size_t srv_cmd_count(void);
@@ -303,6 +353,24 @@ void srv_lock_reply(conn *c, sess *ss);
  * ...]; returns how many. Loop thread only. */
 size_t srv_held_write(ordo__out *out, srv *s, sess *ss, bool lost);
 void srv_sess_drop(srv *s, sess *ss);
+/* SESSION KILL: ends ss now (its locks released, a waiting LOCK
+ * cancelled); an attached connection hears -KILLED naming by and is closed
+ * after it, unless it is self (the killer's own), which the caller closes
+ * after its reply. */
+void srv_sess_kill(srv *s, sess *ss, const char *by, size_t by_len,
+                   const conn *self);
+/* CLIENT KILL: closes c now (its session ends, or detaches if resumable). */
+void srv_conn_kill(conn *c);
+/* The long-wait log: ss's LOCK began to wait; its wait ended (state is
+ * the outcome's name). */
+void srv_wait_begin(srv *s, sess *ss);
+void srv_wait_end(srv *s, sess *ss, const char *state);
+/* --log-lock-waits changed: the timer follows the new bound. */
+void srv_wait_rearm(srv *s);
+/* One option by its flag's name (no dashes), as the flags and the config
+ * file set it: 0, or -1 with err set (the valid range in it). */
+int srv_conf_set(srv_config *cfg, const char *name, const char *val, char *err,
+                 size_t errlen);
 /* Ends a freeze (probe.c): the session's queued requests run next turn. */
 void srv_sess_thaw(sess *ss);
 void srv_dispatch(conn *c, size_t argc, ordo__resp_arg *argv);
@@ -340,11 +408,6 @@ int srv_acl_auth(conn *c, const char *user, size_t ulen, const char *pass,
 int srv_acl_check(conn *c, const srv_cmd *k, size_t argc,
                   const ordo__resp_arg *argv);
 bool srv_acl_glob(const char *pat, size_t pn, const char *key, size_t sn);
-/* Whether c's user is an admin: it may list, kill and see others'
- * connections and sessions. */
-static inline bool srv_conn_is_admin(const conn *c) {
-  return c->admin;
-}
 int srv_conf_parse_file(srv_config *cfg, const char *path, char *err,
                         size_t errlen);
 /* The name of a lock-order checker mode: "off", "warn" or "refuse". */

@@ -12,6 +12,10 @@ add_test(NAME integration_ordod
 add_test(NAME integration_probes
   COMMAND /usr/bin/python3 ${ORDO_IT}/test_probes.py $<TARGET_FILE:ordod>
           $<TARGET_FILE:ordo_cli>)
+# The admin commands: CLIENT KILL, SESSION KILL, LOCKWAITS, CONFIG.
+add_test(NAME integration_admin
+  COMMAND /usr/bin/python3 ${ORDO_IT}/test_admin.py $<TARGET_FILE:ordod>)
+set_tests_properties(integration_admin PROPERTIES TIMEOUT 120 LABELS server)
 add_test(NAME integration_redis_cli
   COMMAND bash ${ORDO_IT}/redis_cli.sh $<TARGET_FILE:ordod> redis-cli)
 add_test(NAME integration_docs_examples

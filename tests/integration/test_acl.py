@@ -27,8 +27,8 @@ import traceback
 
 import redis
 
-from ordod_proc import Ordod, OrdodError
-from test_ordod import ORDOD, Raw, T, encode, is_grant
+from ordod_proc import Ordod
+from test_ordod import ORDOD, Raw, T, encode, is_grant, run_cases, wait_until
 
 WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."
 NOKEY = ("NOPERM this user has no permissions to access one of the keys "
@@ -53,15 +53,6 @@ def login(srv, user, password):
     c = Raw(srv.port)
     assert c.cmd("AUTH", user, password) == "OK"
     return c
-
-
-def wait_until(pred, what):
-    end = time.monotonic() + T(10)
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.005)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def list_ids(c):
@@ -182,7 +173,8 @@ def case_own_sessions(srv):
     sid = a1.cmd("SESSION", "ID")
     assert is_grant(a1.cmd("LOCK", 1, "acct:9", "X", "WAIT", 0), "acct:9")
     a1.close()
-    wait_until(lambda: ids[a1] not in list_ids(adm), "alice's first hang-up")
+    wait_until(lambda: ids[a1] not in list_ids(adm),
+               what="alice's first hang-up")
     assert c.cmd("SESSION", "RESUME", token).startswith(
         "ERR no resumable session has that token")
     assert adm.cmd("SESSION", "RESUME", token).startswith(
@@ -191,6 +183,35 @@ def case_own_sessions(srv):
     assert [k for k, *_ in a2.cmd("LOCKS")] == [b"acct:9"]
     assert a2.cmd("UNLOCK") == 1
     for x in (a2, c, adm):
+        x.close()
+
+
+def case_admin_rights(srv):
+    """The admin commands follow the user's rights: a user without @admin
+    hears -NOPERM for CLIENT KILL, CONFIG SET and LOCKWAITS, and may kill
+    its own session but not another user's; CONFIG GET is @read; the admin
+    (+@all) kills anyone's."""
+    a = login(srv, "alice", "secret")
+    c = login(srv, "carol", "hashed")
+    adm = login(srv, "admin", "pw")
+    assert a.cmd("CLIENT", "KILL", "ID", c.cmd("CLIENT", "ID")) == \
+        noperm("client|kill")
+    assert a.cmd("LOCKWAITS") == noperm("lockwaits")
+    assert a.cmd("CONFIG", "GET", "lease-ms") == noperm("config|get")
+    assert c.cmd("CONFIG", "SET", "lease-ms", "5000") == noperm("config|set")
+    assert c.cmd("CONFIG", "GET", "lease-ms") == [b"lease-ms", b"5000"]
+    carol_sid = c.cmd("SESSION", "ID")
+    assert a.cmd("SESSION", "KILL", carol_sid) == noperm("session|kill")
+    a2 = login(srv, "alice", "secret")
+    assert a.cmd("SESSION", "KILL", a2.cmd("SESSION", "ID")) == 1
+    assert a2.reply().startswith("KILLED ")
+    assert adm.cmd("SESSION", "KILL", carol_sid) == 1
+    assert c.reply().startswith("KILLED ")
+    c2 = login(srv, "carol", "hashed")
+    assert adm.cmd("CLIENT", "KILL", "ID", c2.cmd("CLIENT", "ID")) == 1
+    assert c2.until_closed(T(10)) == b""
+    assert isinstance(adm.cmd("LOCKWAITS"), list)
+    for x in (a, a2, c, c2, adm):
         x.close()
 
 
@@ -309,20 +330,9 @@ def case_globs_like_redis(srv_unused):
 
 
 CASES = [case_auth_refusals, case_command_classes, case_key_patterns,
-         case_binary_patterns, case_own_sessions, case_bad_files,
+         case_binary_patterns, case_own_sessions, case_admin_rights,
+         case_bad_files,
          case_requirepass_beside_file, case_globs_like_redis]
-
-
-def run(case, srv):
-    """Runs one case and says how it went; True if it passed."""
-    t0 = time.monotonic()
-    try:
-        case(srv)
-    except Exception:
-        print("FAIL %s\n%s" % (case.__name__, traceback.format_exc()))
-        return False
-    print("ok   %s (%.2f s)" % (case.__name__, time.monotonic() - t0))
-    return True
 
 
 def main():
@@ -332,14 +342,7 @@ def main():
         f.write(ACL)
     srv = Ordod(ORDOD, "--lease-ms", "5000", "--verbose", "0", "--aclfile",
                 path)
-    results = [run(case, srv) for case in CASES]
-    try:
-        srv.stop()  # a crash, a hang or a sanitizer report fails the suite
-    except OrdodError as e:
-        results.append(False)
-        print("FAIL the suite's server: %s" % e)
-    print("%d passed, %d failed" % (results.count(True), results.count(False)))
-    return 0 if all(results) else 1
+    return run_cases(srv, CASES)
 
 
 if __name__ == "__main__":
