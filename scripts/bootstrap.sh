@@ -29,6 +29,7 @@ set -euo pipefail
 #   iproute2, procps                    the fault harness: ip netns and veth pairs for the
 #                                       partition, ps for the processes a pause stops
 #   gcovr                               `make coverage`'s report of gcov's counts, per folder
+#   libssl-dev                          OpenSSL's libcrypto: SHA-256 of ordod's ACL passwords
 #   man-db, groff-base                  build_install renders the man pages (man -l, groff -ww)
 #                                       and fails on any warning
 #   systemd                             systemd-analyze verify of contrib/systemd/ordod.service
@@ -37,7 +38,7 @@ PACKAGES=(build-essential g++ cmake pkg-config libcmocka-dev clang python3
           libclang-rt-14-dev clang-format graphviz libuv1-dev libhiredis-dev
           redis-tools redis-server python3-redis tmux libpq-dev postgresql
           postgresql-contrib libdb5.3-dev gnuplot-nox valgrind spin iproute2
-          procps gcovr man-db groff-base systemd prometheus)
+          procps gcovr man-db groff-base systemd prometheus libssl-dev)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -638,12 +638,12 @@ static void cmd_session(conn *c, size_t argc, ordo__resp_arg *argv) {
       return;
     }
     sess *old = srv_sess_by_token(s, argv[2].ptr, argv[2].len);
-    /* With AUTH on, a token is good only for the user who made the session
-     * resumable (the default user when AUTH named none): another user is
-     * told what a wrong token would be. */
-    if (old && s->cfg.requirepass[0] &&
-        (old->user_len != c->user_len ||
-         memcmp(old->user, c->user, c->user_len) != 0))
+    /* A token is good only for the user who made the session resumable
+     * (the default user when AUTH named none; without AUTH every
+     * connection is the default user): another user is told what a wrong
+     * token would be. */
+    if (old && (old->user_len != c->user_len ||
+                memcmp(old->user, c->user, c->user_len) != 0))
       old = NULL;
     if (!old || old->c) {
       ordo__out_error(&c->out, "ERR", "%s",
@@ -774,19 +774,10 @@ static void cmd_ping(conn *c, size_t argc, ordo__resp_arg *argv) {
     ordo__out_simple(&c->out, "PONG");
 }
 
-/* Compares in time that depends on the lengths only, never on where the
- * first difference is. */
-static bool secret_equal(const char *want, const char *got, size_t gotlen) {
-  size_t wl = strlen(want);
-  unsigned char d = (unsigned char)(wl != gotlen);
-  for (size_t i = 0; i < gotlen; i++)
-    d |= (unsigned char)(got[i] ^ want[i % (wl ? wl : 1)]);
-  return d == 0;
-}
-
 static bool do_auth(conn *c, const ordo__resp_arg *user,
                     const ordo__resp_arg *pass) {
-  if (!c->s->cfg.requirepass[0]) {
+  bool acl = srv_acl_from_file(c->s->acl);
+  if (!acl && !c->s->cfg.requirepass[0]) {
     ordo__out_error(&c->out, "ERR",
                     "AUTH called without any password "
                     "configured (ordod --requirepass)");
@@ -797,19 +788,18 @@ static bool do_auth(conn *c, const ordo__resp_arg *user,
                     sizeof c->user);
     return false;
   }
-  if (!secret_equal(c->s->cfg.requirepass, pass->ptr, pass->len)) {
-    ordo__out_error(&c->out, "WRONGPASS", "invalid username-password pair");
+  /* The user names who may resume the sessions this connection makes
+   * resumable. Without --aclfile the password is the server's one whatever
+   * the name; with it, the name is one of the file's users. */
+  if (srv_acl_auth(c, user ? user->ptr : NULL, user ? user->len : 0, pass->ptr,
+                   pass->len) != 0) {
+    /* Redis's words with users; the old ones with --requirepass alone. */
+    ordo__out_error(&c->out, "WRONGPASS", "%s",
+                    acl ? "invalid username-password pair or user is "
+                          "disabled."
+                        : "invalid username-password pair");
     return false;
   }
-  c->authed = true;
-  /* The default user is the admin (the ACLs will set this from a user's
-   * rights). */
-  c->admin = !user || (user->len == 7 && memcmp(user->ptr, "default", 7) == 0);
-  /* The user names who may resume the sessions this connection makes
-   * resumable; the password is the server's one either way. */
-  const char *u = user ? user->ptr : "default";
-  c->user_len = user ? user->len : 7;
-  memcpy(c->user, u, c->user_len);
   return true;
 }
 
@@ -965,6 +955,10 @@ static void cmd_client(conn *c, size_t argc, ordo__resp_arg *argv) {
     uint64_t now = srv_now_ms();
     conn *x;
     LIST_FOREACH(x, &c->s->conns, link) {
+      /* A user that is not an admin sees its own connections alone. */
+      if (!srv_conn_is_admin(c) && (x->user_len != c->user_len ||
+                                    memcmp(x->user, c->user, c->user_len) != 0))
+        continue;
       char line[512]; /* id, addr, name and user fit: 64 + 64 + 128 */
       int n = snprintf(
           line, sizeof line,
@@ -1443,6 +1437,8 @@ void srv_dispatch(conn *c, size_t argc, ordo__resp_arg *argv) {
                     "password");
     return;
   }
+  if (srv_acl_check(c, k, argc, argv) != 0)
+    return; /* -NOPERM: the user may not run it, or not on these keys */
   sess *ss = c->sess;
   if (ss->lease_lost && (k->flags & CMD_LOCKS)) {
     /* Said once: the caller learns its locks are gone. */

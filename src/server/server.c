@@ -957,11 +957,8 @@ static void on_connection(uv_stream_t *server, int status) {
   } else {
     snprintf(c->addr, sizeof c->addr, "unix");
   }
-  c->authed = s->cfg.requirepass[0] == 0;
-  /* Without --requirepass everyone is the default user, and so an admin. */
-  c->admin = c->authed;
-  memcpy(c->user, "default", 7);
-  c->user_len = 7;
+  srv_acl_conn_init(c); /* the default user, authenticated if it needs no
+                          password */
   if (s->nconns > s->cfg.maxclients) {
     /* Refused, but told why: the limit stays below the fd limit. */
     s->rejected_conns++;
@@ -1339,6 +1336,8 @@ int srv_conf_set(srv_config *c, const char *name, const char *val, char *err,
     STR(c->unixsocket);
   } else if (IS("requirepass")) {
     STR(c->requirepass);
+  } else if (IS("aclfile")) {
+    STR(c->aclfile);
   } else if (IS("dir")) {
     STR(c->dir);
   } else if (IS("maxclients")) {
@@ -1460,7 +1459,13 @@ static void usage(FILE *f) {
       "  --bind ADDR         address to listen on (default 127.0.0.1); a\n"
       "                      non-loopback address needs --requirepass\n"
       "  --unixsocket PATH   also listen on a Unix socket\n"
-      "  --requirepass PASS  clients must AUTH first\n"
+      "  --requirepass PASS  clients must AUTH first (the default user's\n"
+      "                      password)\n"
+      "  --aclfile FILE      users, one 'user NAME RULE...' a line in Redis's\n"
+      "                      ACL syntax: on/off, >pass, #sha256, nopass,\n"
+      "                      ~pattern, allkeys, resetkeys, +@class, -@class,\n"
+      "                      +cmd, -cmd (docs/protocol.md, \"Users and "
+      "ACLs\")\n"
       "  --dir DIR           state folder: the fencing epoch (default "
       "./ordod-data)\n"
       "  --maxclients N      connections at once (default 10000, kept below\n"
@@ -1554,6 +1559,7 @@ int main(int argc, char **argv) {
       {"bind", required_argument, 0, 0},
       {"unixsocket", required_argument, 0, 0},
       {"requirepass", required_argument, 0, 0},
+      {"aclfile", required_argument, 0, 0},
       {"dir", required_argument, 0, 0},
       {"maxclients", required_argument, 0, 0},
       {"lease-ms", required_argument, 0, 0},
@@ -1612,11 +1618,22 @@ int main(int argc, char **argv) {
             argv[optind]);
     return 2;
   }
-  if (!loopback(s->cfg.bind) && !s->cfg.requirepass[0]) {
+  {
+    /* All of the file or nothing: a bad line stops the start. */
+    char err[768];
+    if (srv_acl_load(&s->acl, s->cfg.aclfile, s->cfg.requirepass, err,
+                     sizeof err) != 0) {
+      fprintf(stderr, "ordod: %s\n", err);
+      return 2;
+    }
+  }
+  if (!loopback(s->cfg.bind) && srv_acl_open(s->acl)) {
     fprintf(stderr,
-            "ordod: refusing to listen on %s without --requirepass: "
-            "anyone who can reach it could take and release locks\n",
+            "ordod: refusing to listen on %s without --requirepass (or "
+            "an --aclfile default user with a password): anyone who can "
+            "reach it could take and release locks\n",
             s->cfg.bind);
+    srv_acl_free(s->acl);
     return 2;
   }
   /* Keep maxclients below the descriptor limit, so that a refused client
@@ -1784,6 +1801,7 @@ int main(int argc, char **argv) {
   free(s->smap);
   free(s->tmap);
   free(s->evq);
+  srv_acl_free(s->acl);
   ordo__mutex_destroy(&s->ev_mu);
   srv_log(s, 1, "stopped cleanly");
   return 0;

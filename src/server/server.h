@@ -58,12 +58,15 @@
  * (the "lingering close" of HTTP servers). */
 #define ORDOD_LINGER_MS 1000
 #define ORDOD_LINGER_BYTES 65536
+/* A user's name: at most this many bytes (conn.user holds one). */
+#define ORDOD_USER_MAX 128
 
 typedef struct srv_config {
   char bind[64];
   int port; /* 0: any free port */
   char unixsocket[256];
   char requirepass[256];
+  char aclfile[512]; /* users (acl.c), if any */
   char dir[512];
   int maxclients;
   long lease_ms;
@@ -94,6 +97,8 @@ typedef struct srv srv;
 typedef struct sess sess;
 typedef struct conn conn;
 typedef struct srv_probe srv_probe;
+typedef struct srv_user srv_user;
+typedef struct srv_acl srv_acl;
 
 /* A connection: a socket and its buffers. */
 struct conn {
@@ -120,12 +125,15 @@ struct conn {
   size_t lingered;  /* bytes dropped while lingering */
   uv_timer_t linger;
   uv_shutdown_t shut;
-  char user[128]; /* the AUTH user ("default" when AUTH names none) */
+  char user[ORDOD_USER_MAX]; /* the AUTH user ("default" when none) */
   size_t user_len;
+  /* Its user's rights (acl.c), shared with every connection of the user;
+   * NULL only where no server made it (a unit test): every right. */
+  const srv_user *acl_user;
   /* May run the admin commands (CLIENT KILL, SESSION KILL of another
-   * user's session, CONFIG SET, LOCKWAITS): set when the connection
-   * authenticates as the default user, or at accept without
-   * --requirepass. Read through srv_conn_is_admin. */
+   * user's session, CONFIG SET, LOCKWAITS): its user may run every @admin
+   * command (acl.c sets it at accept and at AUTH). Read through
+   * srv_conn_is_admin. */
   bool admin;
   int resp; /* 2 or 3 */
   uint64_t id;
@@ -285,6 +293,7 @@ struct srv {
   ordo__resp_arg *argv; /* the parser's argument array, cfg.max_keys*2+16 */
   size_t max_args;
   srv_probe *probe;          /* the peers and probes, NULL without --peers */
+  srv_acl *acl;              /* the users (acl.c), for the server's life */
   srv_dl dl[SRV_DL_HISTORY]; /* the deadlock history (loop thread only) */
   uint64_t ndl;              /* deadlocks recorded: dl[(seq - 1) % H] */
   /* The long-wait log (loop thread only): waiting sessions in start order,
@@ -377,6 +386,28 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv);
 size_t srv_probe_info(srv *s, char *buf, size_t cap);
 /* Cross-shard deadlocks resolved here (this shard the victim's). */
 uint64_t srv_probe_deadlocks(srv *s);
+/* acl.c: users, their passwords, and what they may run and lock
+ * (README.md, "Users and ACLs"). srv_acl_load reads --aclfile (path, or
+ * NULL or "" for none) and makes the default user from requirepass unless
+ * the file defines it; 0, or -1 with err set (nothing loaded). */
+int srv_acl_load(srv_acl **out, const char *path, const char *requirepass,
+                 char *err, size_t errlen);
+void srv_acl_free(srv_acl *a);
+/* Whether the default user needs no password: anyone may connect. */
+bool srv_acl_open(const srv_acl *a);
+/* Whether --aclfile was given (so AUTH's user names are the file's). */
+bool srv_acl_from_file(const srv_acl *a);
+/* A new connection speaks as the default user. */
+void srv_acl_conn_init(conn *c);
+/* AUTH [user] pass: 0 and c speaks as that user, or -1 (no such user, off,
+ * or a wrong password: one answer for all three). */
+int srv_acl_auth(conn *c, const char *user, size_t ulen, const char *pass,
+                 size_t plen);
+/* Whether c's user may run k with these arguments, keys included; 0, or
+ * -1 with -NOPERM written to c. */
+int srv_acl_check(conn *c, const srv_cmd *k, size_t argc,
+                  const ordo__resp_arg *argv);
+bool srv_acl_glob(const char *pat, size_t pn, const char *key, size_t sn);
 int srv_conf_parse_file(srv_config *cfg, const char *path, char *err,
                         size_t errlen);
 /* The name of a lock-order checker mode: "off", "warn" or "refuse". */

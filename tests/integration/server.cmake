@@ -28,3 +28,9 @@ set_tests_properties(integration_ordod integration_probes
 set_tests_properties(integration_redis_cli integration_resp3_push
   integration_docs_examples
   PROPERTIES TIMEOUT 60 LABELS server)
+# Users and ACLs (--aclfile): each refusal, the admin's rights, bad files,
+# and the key patterns against redis-server's own glob (redis_fixture.sh).
+add_test(NAME integration_acl
+  COMMAND bash ${ORDO_IT}/redis_fixture.sh /usr/bin/python3
+          ${ORDO_IT}/test_acl.py $<TARGET_FILE:ordod>)
+set_tests_properties(integration_acl PROPERTIES TIMEOUT 120 LABELS server)
