@@ -310,7 +310,9 @@ static const bench_row_t memory_rows[] = {
         .metric = "bytes/lock",
         .higher_is_better = 0,
         .peer_name = "redis SET NX PX",
-        .target = 1.0,
+        /* At most 100 bytes a lock against redis-server's 148-166 (issue
+         * 22): its 148 over 100. */
+        .target = 1.48,
         .params = {{"keys", 1000000, NULL}, {"sessions", 1000, NULL}},
         .run_ordo = memory_run_ordod,
         .run_peer = memory_run_redis,

@@ -11,7 +11,9 @@
 #include "core/table.h"
 
 #include <ctype.h>
+#include <fnmatch.h>
 #include <limits.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -76,6 +78,16 @@ static bool arg_num(const ordo__resp_arg *a, long long lo, long long hi,
     return false;
   *out = v;
   return true;
+}
+
+/* The admin commands' gate: false, with -NOPERM written, for a connection
+ * that is not an admin (what is "cmd|sub" is named as Redis 7 names it). */
+static bool need_admin(conn *c, const char *what) {
+  if (srv_conn_is_admin(c))
+    return true;
+  ordo__out_error(&c->out, "NOPERM",
+                  "this user has no permissions to run the '%s' command", what);
+  return false;
 }
 
 /* ---- Held keys of a session ------------------------------------------------
@@ -349,6 +361,7 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
   if (rc == ORDO_PENDING) {
     s->lock_waits++;
     srv_probe_wait_begin(s, ss);
+    srv_wait_begin(s, ss);
     return; /* the reply comes with the event */
   }
   free(tag);
@@ -549,6 +562,41 @@ static void cmd_graph(conn *c, size_t argc, ordo__resp_arg *argv) {
   free(buf);
 }
 
+/*
+ * session_kill -- SESSION KILL id: ends the session (attached or detached),
+ * :1, or :0 when there is none. Its locks are released and a waiting LOCK
+ * of it cancelled; its connection hears -KILLED and is closed (server.c,
+ * srv_sess_kill). A user may kill its own sessions; another user's needs
+ * an admin. Killing the caller's own session closes the caller after :1.
+ */
+static void session_kill(conn *c, const ordo__resp_arg *a) {
+  long long id;
+  if (!arg_num(a, 1, LLONG_MAX, &id)) {
+    ordo__out_error(&c->out, "ERR",
+                    "SESSION KILL id: id is a session id (SESSION ID, CLIENT "
+                    "LIST), 1 or more");
+    return;
+  }
+  sess *ss = srv_sess_find(c->s, (uint64_t)id);
+  if (!ss || ss->closing) {
+    ordo__out_int(&c->out, 0);
+    return;
+  }
+  /* Whose it is: its connection's user, or the user who made it
+   * resumable while it is detached. */
+  const char *owner = ss->c ? ss->c->user : ss->user;
+  size_t owner_len = ss->c ? ss->c->user_len : ss->user_len;
+  bool mine =
+      owner_len == c->user_len && memcmp(owner, c->user, owner_len) == 0;
+  if (!mine && !need_admin(c, "session|kill"))
+    return;
+  bool self = ss == c->sess;
+  srv_sess_kill(c->s, ss, c->user, c->user_len, c);
+  ordo__out_int(&c->out, 1);
+  if (self)
+    c->closing_after_reply = true;
+}
+
 static void cmd_session(conn *c, size_t argc, ordo__resp_arg *argv) {
   srv *s = c->s;
   sess *ss = c->sess;
@@ -599,12 +647,12 @@ static void cmd_session(conn *c, size_t argc, ordo__resp_arg *argv) {
       return;
     }
     sess *old = srv_sess_by_token(s, argv[2].ptr, argv[2].len);
-    /* With AUTH on, a token is good only for the user who made the session
-     * resumable (the default user when AUTH named none): another user is
-     * told what a wrong token would be. */
-    if (old && s->cfg.requirepass[0] &&
-        (old->user_len != c->user_len ||
-         memcmp(old->user, c->user, c->user_len) != 0))
+    /* A token is good only for the user who made the session resumable
+     * (the default user when AUTH named none; without AUTH every
+     * connection is the default user): another user is told what a wrong
+     * token would be. */
+    if (old && (old->user_len != c->user_len ||
+                memcmp(old->user, c->user, c->user_len) != 0))
       old = NULL;
     if (!old || old->c) {
       ordo__out_error(&c->out, "ERR", "%s",
@@ -627,6 +675,12 @@ static void cmd_session(conn *c, size_t argc, ordo__resp_arg *argv) {
     srv_sess_attach(c, old);
     srv_sess_drop(s, fresh);
     ordo__out_int(&c->out, (long long)old->id);
+  } else if (arg_is(&argv[1], "KILL") && argc == 3) {
+    session_kill(c, &argv[2]);
+  } else if (arg_is(&argv[1], "KILL")) {
+    ordo__out_error(&c->out, "ERR",
+                    "SESSION KILL id: one session id (SESSION ID, CLIENT "
+                    "LIST's session)");
   } else {
     ordo__out_error(&c->out, "ERR",
                     "SESSION RESUMABLE | SESSION RESUME token | SESSION ID");
@@ -729,19 +783,10 @@ static void cmd_ping(conn *c, size_t argc, ordo__resp_arg *argv) {
     ordo__out_simple(&c->out, "PONG");
 }
 
-/* Compares in time that depends on the lengths only, never on where the
- * first difference is. */
-static bool secret_equal(const char *want, const char *got, size_t gotlen) {
-  size_t wl = strlen(want);
-  unsigned char d = (unsigned char)(wl != gotlen);
-  for (size_t i = 0; i < gotlen; i++)
-    d |= (unsigned char)(got[i] ^ want[i % (wl ? wl : 1)]);
-  return d == 0;
-}
-
 static bool do_auth(conn *c, const ordo__resp_arg *user,
                     const ordo__resp_arg *pass) {
-  if (!c->s->cfg.requirepass[0]) {
+  bool acl = srv_acl_from_file(c->s->acl);
+  if (!acl && !c->s->cfg.requirepass[0]) {
     ordo__out_error(&c->out, "ERR",
                     "AUTH called without any password "
                     "configured (ordod --requirepass)");
@@ -752,16 +797,18 @@ static bool do_auth(conn *c, const ordo__resp_arg *user,
                     sizeof c->user);
     return false;
   }
-  if (!secret_equal(c->s->cfg.requirepass, pass->ptr, pass->len)) {
-    ordo__out_error(&c->out, "WRONGPASS", "invalid username-password pair");
+  /* The user names who may resume the sessions this connection makes
+   * resumable. Without --aclfile the password is the server's one whatever
+   * the name; with it, the name is one of the file's users. */
+  if (srv_acl_auth(c, user ? user->ptr : NULL, user ? user->len : 0, pass->ptr,
+                   pass->len) != 0) {
+    /* Redis's words with users; the old ones with --requirepass alone. */
+    ordo__out_error(&c->out, "WRONGPASS", "%s",
+                    acl ? "invalid username-password pair or user is "
+                          "disabled."
+                        : "invalid username-password pair");
     return false;
   }
-  c->authed = true;
-  /* The user names who may resume the sessions this connection makes
-   * resumable; the password is the server's one either way. */
-  const char *u = user ? user->ptr : "default";
-  c->user_len = user ? user->len : 7;
-  memcpy(c->user, u, c->user_len);
   return true;
 }
 
@@ -824,6 +871,83 @@ static void cmd_hello(conn *c, size_t argc, ordo__resp_arg *argv) {
   ordo__out_array(&c->out, 0);
 }
 
+/*
+ * client_kill -- CLIENT KILL ip:port (the old form: +OK, or an error when
+ * no client has that address), or CLIENT KILL filter value ... (the new
+ * form: the number of clients killed), with the filters ID id, USER name,
+ * ADDR ip:port and SKIPME yes|no, all of which must match, as Redis's. As
+ * Redis's, SKIPME is yes unless given: the caller is not killed by its own
+ * filter unless it says SKIPME no, and then it is closed after the reply.
+ */
+static void client_kill(conn *c, size_t argc, ordo__resp_arg *argv) {
+  if (!need_admin(c, "client|kill"))
+    return;
+  const ordo__resp_arg *addr = NULL, *user = NULL;
+  long long id = 0;
+  bool have_id = false, skipme = true, old = argc == 3;
+  if (old) {
+    addr = &argv[2];
+  } else {
+    for (size_t i = 2; i < argc; i += 2) {
+      if (i + 1 >= argc) {
+        ordo__out_error(&c->out, "ERR",
+                        "CLIENT KILL filter '%.*s' needs a value",
+                        (int)argv[i].len, argv[i].ptr);
+        return;
+      }
+      const ordo__resp_arg *v = &argv[i + 1];
+      if (arg_is(&argv[i], "ID") && arg_num(v, 1, LLONG_MAX, &id)) {
+        have_id = true;
+      } else if (arg_is(&argv[i], "USER")) {
+        user = v;
+      } else if (arg_is(&argv[i], "ADDR")) {
+        addr = v;
+      } else if (arg_is(&argv[i], "SKIPME") &&
+                 (arg_is(v, "yes") || arg_is(v, "no"))) {
+        skipme = arg_is(v, "yes");
+      } else {
+        ordo__out_error(&c->out, "ERR",
+                        "bad CLIENT KILL filter '%.*s %.*s': ID id (a client "
+                        "id, 1 or more), USER name, ADDR ip:port, SKIPME "
+                        "yes|no",
+                        (int)argv[i].len, argv[i].ptr, (int)v->len, v->ptr);
+        return;
+      }
+    }
+  }
+  long long killed = 0;
+  bool self = false;
+  conn *x;
+  LIST_FOREACH(x, &c->s->conns, link) {
+    if (x->closing)
+      continue;
+    if (have_id && x->id != (uint64_t)id)
+      continue;
+    if (user && (x->user_len != user->len ||
+                 memcmp(x->user, user->ptr, user->len) != 0))
+      continue;
+    if (addr && (strlen(x->addr) != addr->len ||
+                 memcmp(x->addr, addr->ptr, addr->len) != 0))
+      continue;
+    if (x == c) {
+      if (skipme && !old)
+        continue;
+      self = true; /* closed once its reply is written */
+    } else {
+      srv_conn_kill(x); /* it stays on the list until its handle closes */
+    }
+    killed++;
+  }
+  if (old && killed == 0)
+    ordo__out_error(&c->out, "ERR", "No such client");
+  else if (old)
+    ordo__out_simple(&c->out, "OK");
+  else
+    ordo__out_int(&c->out, killed);
+  if (self)
+    c->closing_after_reply = true;
+}
+
 static void cmd_client(conn *c, size_t argc, ordo__resp_arg *argv) {
   if (arg_is(&argv[1], "SETNAME") && argc == 3) {
     snprintf(c->name, sizeof c->name, "%.*s", (int)argv[2].len, argv[2].ptr);
@@ -840,16 +964,22 @@ static void cmd_client(conn *c, size_t argc, ordo__resp_arg *argv) {
     uint64_t now = srv_now_ms();
     conn *x;
     LIST_FOREACH(x, &c->s->conns, link) {
-      char line[256];
+      /* A user that is not an admin sees its own connections alone. */
+      if (!srv_conn_is_admin(c) && (x->user_len != c->user_len ||
+                                    memcmp(x->user, c->user, c->user_len) != 0))
+        continue;
+      char line[512]; /* id, addr, name and user fit: 64 + 64 + 128 */
       int n = snprintf(
           line, sizeof line,
           "id=%llu addr=%s name=%s age=%llu session=%llu "
-          "holds=%zu waiting=%d resp=%d\n",
+          "holds=%zu waiting=%d resp=%d user=%.*s\n",
           (unsigned long long)x->id, x->addr, x->name,
           (unsigned long long)((now - x->created_ms) / 1000),
           (unsigned long long)(x->sess ? x->sess->id : 0),
           x->sess ? ordo__owner_nholds(ordo__engine_owner(x->sess->txn)) : 0,
-          x->sess && x->sess->waiting, x->resp);
+          x->sess && x->sess->waiting, x->resp, (int)x->user_len, x->user);
+      if (n >= (int)sizeof line)
+        n = (int)sizeof line - 1;
       if (n > 0) {
         size_t want = buf.len + (size_t)n;
         if (want > buf.cap) {
@@ -865,10 +995,12 @@ static void cmd_client(conn *c, size_t argc, ordo__resp_arg *argv) {
     }
     ordo__out_verbatim(&c->out, buf.buf ? buf.buf : "", buf.len, c->resp == 3);
     free(buf.buf);
+  } else if (arg_is(&argv[1], "KILL") && argc >= 3) {
+    client_kill(c, argc, argv);
   } else {
     ordo__out_error(&c->out, "ERR",
-                    "CLIENT SETNAME name | GETNAME | ID | "
-                    "LIST");
+                    "CLIENT SETNAME name | GETNAME | ID | LIST | KILL "
+                    "[ID id] [USER name] [ADDR ip:port] [SKIPME yes|no]");
   }
 }
 
@@ -959,6 +1091,288 @@ static void cmd_deadlocks(conn *c, size_t argc, ordo__resp_arg *argv) {
   }
 }
 
+/* ---- CONFIG -----------------------------------------------------------------
+ *
+ * CONFIG GET shows the options the flags set (names without the dashes, as
+ * the config file writes them; --requirepass is never shown). CONFIG SET
+ * changes those that can change while the server runs: it parses the value
+ * with the flags' own parser (srv_conf_set) on a copy of the configuration,
+ * so the ranges are the flags', and takes the copy only when every pair
+ * was good. The others are fixed at start, each for the reason its entry
+ * gives.
+ */
+
+enum {
+  CONF_INT,
+  CONF_LONG,
+  CONF_SIZE,
+  CONF_UNSIGNED,
+  CONF_STR,
+  CONF_BOOL,
+  CONF_ORDER
+};
+
+typedef struct conf_param {
+  const char *name;
+  int kind;
+  size_t off;      /* in srv_config */
+  const char *why; /* NULL: CONFIG SET may change it; else why not */
+} conf_param;
+
+#define CF(f) offsetof(srv_config, f)
+static const conf_param conf_params[] = {
+    {"port", CONF_INT, CF(port), "the socket is bound at start"},
+    {"bind", CONF_STR, CF(bind), "the socket is bound at start"},
+    {"unixsocket", CONF_STR, CF(unixsocket), "the socket is bound at start"},
+    {"dir", CONF_STR, CF(dir),
+     "the fencing epoch's state file is opened there at start"},
+    {"maxclients", CONF_INT, CF(maxclients),
+     "it is kept below the file-descriptor limit at start"},
+    {"lease-ms", CONF_LONG, CF(lease_ms), NULL},
+    {"no-restart-delay", CONF_BOOL, CF(no_restart_delay),
+     "it matters only at start"},
+    {"max-keys", CONF_SIZE, CF(max_keys), NULL},
+    {"max-request", CONF_SIZE, CF(max_request), NULL},
+    {"max-output", CONF_SIZE, CF(max_output), NULL},
+    {"max-session-locks", CONF_SIZE, CF(max_session_locks), NULL},
+    {"max-locks", CONF_SIZE, CF(max_locks),
+     "the engine takes it when it opens (its max_locks)"},
+    {"order", CONF_ORDER, CF(order),
+     "the engine's lock-order checker is opened in its mode at start"},
+    {"starvation-us", CONF_LONG, CF(starvation_us),
+     "the engine's threads read it without a lock, so it is set once, when "
+     "the engine opens"},
+    {"starvation-holds", CONF_UNSIGNED, CF(starvation_holds),
+     "the engine's threads read it without a lock, so it is set once, when "
+     "the engine opens"},
+    {"verbose", CONF_INT, CF(verbose), NULL},
+    {"log-lock-waits", CONF_LONG, CF(log_lock_waits_ms), NULL},
+    {"peers", CONF_STR, CF(peers), "the links to the peers are made at start"},
+    {"shard-name", CONF_STR, CF(shard_name),
+     "the peers know the shard by it from start"},
+    {"probe-delay", CONF_LONG, CF(probe_delay_ms), NULL},
+    {"deadlock-timeout", CONF_LONG, CF(deadlock_timeout_ms),
+     "the engine takes it when it opens (its deadlock_timeout_ms)"},
+    {"metrics-port", CONF_INT, CF(metrics_port),
+     "the HTTP socket is bound at start"},
+    {"metrics-bind", CONF_STR, CF(metrics_bind),
+     "the HTTP socket is bound at start"},
+};
+#undef CF
+#define NCONF (sizeof conf_params / sizeof conf_params[0])
+
+static const conf_param *conf_find(const char *name) {
+  for (size_t i = 0; i < NCONF; i++)
+    if (strcmp(conf_params[i].name, name) == 0)
+      return &conf_params[i];
+  return NULL;
+}
+
+static int conf_value(const srv_config *cfg, const conf_param *p, char *buf,
+                      size_t cap) {
+  const char *f = (const char *)cfg + p->off;
+  switch (p->kind) {
+  case CONF_INT:
+    return snprintf(buf, cap, "%d", *(const int *)(const void *)f);
+  case CONF_LONG:
+    return snprintf(buf, cap, "%ld", *(const long *)(const void *)f);
+  case CONF_SIZE:
+    return snprintf(buf, cap, "%zu", *(const size_t *)(const void *)f);
+  case CONF_UNSIGNED:
+    return snprintf(buf, cap, "%u", *(const unsigned *)(const void *)f);
+  case CONF_BOOL:
+    return snprintf(buf, cap, "%s",
+                    *(const bool *)(const void *)f ? "yes" : "no");
+  case CONF_ORDER:
+    return snprintf(
+        buf, cap, "%s",
+        srv_order_name(*(const ordo_order_mode_t *)(const void *)f));
+  default:
+    return snprintf(buf, cap, "%s", f);
+  }
+}
+
+/* An argument as a C string, lowercased when lower (option names are
+ * case-insensitive, as Redis's); false when it does not fit. */
+static bool arg_cstr(const ordo__resp_arg *a, char *buf, size_t cap,
+                     bool lower) {
+  if (a->len >= cap || memchr(a->ptr, 0, a->len))
+    return false;
+  for (size_t i = 0; i < a->len; i++)
+    buf[i] = lower ? (char)tolower((unsigned char)a->ptr[i]) : a->ptr[i];
+  buf[a->len] = 0;
+  return true;
+}
+
+static void config_get(conn *c, size_t argc, ordo__resp_arg *argv) {
+  bool hit[NCONF] = {false};
+  size_t n = 0;
+  for (size_t i = 2; i < argc; i++) {
+    char pat[128];
+    if (!arg_cstr(&argv[i], pat, sizeof pat, true))
+      continue; /* a pattern that long matches no name */
+    for (size_t k = 0; k < NCONF; k++)
+      if (!hit[k] && fnmatch(pat, conf_params[k].name, 0) == 0) {
+        hit[k] = true;
+        n++;
+      }
+  }
+  ordo__out_map(&c->out, n, c->resp == 3);
+  for (size_t k = 0; k < NCONF; k++) {
+    if (!hit[k])
+      continue;
+    char v[sizeof c->s->cfg.peers];
+    int l = conf_value(&c->s->cfg, &conf_params[k], v, sizeof v);
+    ordo__out_bulk(&c->out, conf_params[k].name, strlen(conf_params[k].name));
+    ordo__out_bulk(&c->out, v, l > 0 ? (size_t)l : 0);
+  }
+}
+
+static void config_set(conn *c, size_t argc, ordo__resp_arg *argv) {
+  srv *s = c->s;
+  if (!need_admin(c, "config|set"))
+    return;
+  if (argc % 2 != 0) {
+    ordo__out_error(&c->out, "ERR",
+                    "CONFIG SET name value [name value ...]: a value for "
+                    "each name");
+    return;
+  }
+  srv_config next = s->cfg;
+  for (size_t i = 2; i < argc; i += 2) {
+    char name[64], val[256], err[256];
+    const conf_param *p =
+        arg_cstr(&argv[i], name, sizeof name, true) ? conf_find(name) : NULL;
+    if (!p) {
+      ordo__out_error(&c->out, "ERR",
+                      "Unknown option or number of arguments for CONFIG SET "
+                      "- '%.*s' (CONFIG GET * lists them)",
+                      (int)(argv[i].len > 64 ? 64 : argv[i].len), argv[i].ptr);
+      return;
+    }
+    if (p->why) {
+      ordo__out_error(&c->out, "ERR",
+                      "CONFIG SET failed (possibly related to argument '%s') "
+                      "- can't set immutable config: %s; restart ordod with "
+                      "--%s",
+                      p->name, p->why, p->name);
+      return;
+    }
+    if (!arg_cstr(&argv[i + 1], val, sizeof val, false) ||
+        srv_conf_set(&next, name, val, err, sizeof err) != 0) {
+      if (argv[i + 1].len >= sizeof val)
+        snprintf(err, sizeof err, "the value is longer than %zu bytes",
+                 sizeof val - 1);
+      ordo__out_error(&c->out, "ERR",
+                      "CONFIG SET failed (possibly related to argument '%s') "
+                      "- %s",
+                      p->name, err);
+      return;
+    }
+  }
+  /* A LOCK of more keys needs more arguments: the parser's array grows
+   * (it never shrinks, so a request already parsed stays inside it). */
+  size_t max_args = next.max_keys * 2 + 16;
+  if (max_args > s->max_args) {
+    ordo__resp_arg *a = calloc(max_args, sizeof *a);
+    if (!a) {
+      ordo__out_error(&c->out, "ERR", "out of memory; nothing was changed");
+      return;
+    }
+    /* argv points into the old array: this command reads it no more. */
+    memcpy(a, s->argv, s->max_args * sizeof *a);
+    free(s->argv);
+    s->argv = a;
+    s->max_args = max_args;
+  }
+  bool rearm = next.log_lock_waits_ms != s->cfg.log_lock_waits_ms;
+  s->cfg = next;
+  if (rearm)
+    srv_wait_rearm(s);
+  ordo__out_simple(&c->out, "OK");
+}
+
+static void cmd_config(conn *c, size_t argc, ordo__resp_arg *argv) {
+  if (arg_is(&argv[1], "GET") && argc >= 3) {
+    config_get(c, argc, argv);
+  } else if (arg_is(&argv[1], "SET") && argc >= 4) {
+    config_set(c, argc, argv);
+  } else {
+    ordo__out_error(&c->out, "ERR",
+                    "CONFIG GET pattern [pattern ...] | CONFIG SET name value "
+                    "[name value ...]");
+  }
+}
+
+/* ---- LOCKWAITS --------------------------------------------------------------
+ */
+
+/*
+ * cmd_lockwaits -- LOCKWAITS [count]: the newest count (default 16, at most
+ * the 128 kept) waits that passed --log-lock-waits, newest first, each a
+ * flat array of field and value as DEADLOCKS's: seq, time_ms (when the
+ * wait began), session, gid (32 hex digits, or ""), keys (the LOCK's, the
+ * first 16), waited_ms (so far, while it still waits), state ("waiting",
+ * "granted", "timeout", "deadlock", "killed", "ended" or "error") and
+ * chain (one line for each session of the blocker chain, read when the
+ * wait passed the bound).
+ */
+static void cmd_lockwaits(conn *c, size_t argc, ordo__resp_arg *argv) {
+  srv *s = c->s;
+  if (!need_admin(c, "lockwaits"))
+    return;
+  long long want = 16;
+  if (argc > 2 || (argc == 2 && !arg_num(&argv[1], 0, LLONG_MAX, &want))) {
+    ordo__out_error(&c->out, "ERR",
+                    "LOCKWAITS [count]: count is a whole number, 0 or more");
+    return;
+  }
+  uint64_t kept = s->nlw < SRV_LW_HISTORY ? s->nlw : SRV_LW_HISTORY;
+  uint64_t n = (uint64_t)want < kept ? (uint64_t)want : kept;
+  uint64_t now = srv_now_ms();
+  ordo__out_array(&c->out, n);
+  for (uint64_t i = 0; i < n; i++) {
+    const srv_lw *r = &s->lw[(s->nlw - 1 - i) % SRV_LW_HISTORY];
+    char hex[ORDOD_GID_HEX + 1] = "";
+    if (r->have_gid)
+      srv_gid_hex(r->gid, hex);
+    bool waiting = strcmp(r->state, "waiting") == 0;
+    ordo__out_array(&c->out, 16);
+    ordo__out_bulk(&c->out, "seq", 3);
+    ordo__out_int(&c->out, (long long)r->seq);
+    ordo__out_bulk(&c->out, "time_ms", 7);
+    ordo__out_int(&c->out, (long long)r->time_ms);
+    ordo__out_bulk(&c->out, "session", 7);
+    ordo__out_int(&c->out, (long long)r->sess);
+    ordo__out_bulk(&c->out, "gid", 3);
+    ordo__out_bulk(&c->out, hex, strlen(hex));
+    ordo__out_bulk(&c->out, "keys", 4);
+    size_t shown = r->nshown, off = 0;
+    ordo__out_array(&c->out, shown);
+    off = 0;
+    for (size_t k = 0; k < shown; k++) {
+      ordo__out_bulk(&c->out, r->kbuf + off, r->klen[k]);
+      off += r->klen[k];
+    }
+    ordo__out_bulk(&c->out, "waited_ms", 9);
+    ordo__out_int(&c->out,
+                  (long long)(waiting ? now - r->start_ms : r->waited_ms));
+    ordo__out_bulk(&c->out, "state", 5);
+    ordo__out_bulk(&c->out, r->state, strlen(r->state));
+    ordo__out_bulk(&c->out, "chain", 5);
+    size_t lines = r->chain[0] ? 1 : 0;
+    for (const char *p = r->chain; (p = strchr(p, '\n')) != NULL; p++)
+      lines++;
+    ordo__out_array(&c->out, lines);
+    for (const char *p = r->chain; lines > 0; lines--) {
+      const char *e = strchr(p, '\n');
+      size_t l = e ? (size_t)(e - p) : strlen(p);
+      ordo__out_bulk(&c->out, p, l);
+      p += l + (e ? 1 : 0);
+    }
+  }
+}
+
 /* ---- The table ------------------------------------------------------------
  */
 
@@ -976,12 +1390,18 @@ static const srv_cmd cmds[] = {
     {"DEADLOCKS", -1, 0, cmd_deadlocks,
      "DEADLOCKS [count]: the newest deadlocks this server ended"},
     {"SESSION", -2, 0, cmd_session,
-     "SESSION RESUMABLE | RESUME token | ID | GID [hex]: resumable "
-     "sessions, the txn's global id"},
+     "SESSION RESUMABLE | RESUME token | ID | GID [hex] | KILL id: resumable "
+     "sessions, the txn's global id, ending a session"},
     {"PEER", -2, 0, srv_probe_cmd,
      "PEER HELLO name | BLOCKED | UNBLOCKED | PROBE | ABORT | CONFIRM | "
      "CONFIRMED | UNPIN | RELEASE | RELEASED: between shards "
      "(docs/distributed.md)"},
+    {"LOCKWAITS", -1, 0, cmd_lockwaits,
+     "LOCKWAITS [count]: the newest waits that passed --log-lock-waits, with "
+     "their blocker chains (admin)"},
+    {"CONFIG", -3, 0, cmd_config,
+     "CONFIG GET pattern [pattern ...] | CONFIG SET name value [name value "
+     "...]: the options, and those that change at run time (SET: admin)"},
     {"INFO", -1, 0, cmd_info,
      "INFO [section]: server, clients, locks, "
      "deadlocks, latency, order, memory"},
@@ -989,7 +1409,8 @@ static const srv_cmd cmds[] = {
     {"HELLO", -1, CMD_NOAUTH, cmd_hello,
      "HELLO [2|3] [AUTH user pass] [SETNAME name]"},
     {"AUTH", -2, CMD_NOAUTH, cmd_auth, "AUTH [user] password"},
-    {"CLIENT", -2, 0, cmd_client, "CLIENT SETNAME name | GETNAME | ID | LIST"},
+    {"CLIENT", -2, 0, cmd_client,
+     "CLIENT SETNAME name | GETNAME | ID | LIST | KILL filter value ..."},
     {"COMMAND", -1, 0, cmd_command, "COMMAND [COUNT|DOCS|INFO]"},
     {"QUIT", 1, CMD_NOAUTH, cmd_quit, "QUIT: close the connection"},
 };
@@ -1031,6 +1452,8 @@ void srv_dispatch(conn *c, size_t argc, ordo__resp_arg *argv) {
                     "password");
     return;
   }
+  if (srv_acl_check(c, k, argc, argv) != 0)
+    return; /* -NOPERM: the user may not run it, or not on these keys */
   sess *ss = c->sess;
   if (ss->lease_lost && (k->flags & CMD_LOCKS)) {
     /* Said once: the caller learns its locks are gone. */

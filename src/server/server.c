@@ -1,13 +1,14 @@
 /*
  * server.c -- ordod: the loop, connections and their turns, sessions,
- * resume tokens and leases, the engine's events and lock-order reports, the
- * fencing epoch, start-up and shutdown. The commands are in commands.c.
- * See README.md.
+ * resume tokens and leases, the engine's events and lock-order reports,
+ * kills and the long-wait log, the fencing epoch, start-up and shutdown.
+ * The commands are in commands.c. See README.md.
  *
  * Interface: main, srv_log, srv_now_ms, srv_sess_find, srv_sess_by_token,
  * srv_sess_make_resumable, srv_random, srv_sess_renew, srv_sess_attach,
- * srv_event_push, srv_conf_parse_file,
- * srv_order_name. The metrics port and the status page are in http.c.
+ * srv_event_push, srv_conf_parse_file, srv_conf_set, srv_order_name,
+ * srv_conn_kill, srv_sess_kill, srv_wait_begin, srv_wait_end,
+ * srv_wait_rearm. The metrics port and the status page are in http.c.
  */
 #include "server/server.h"
 
@@ -233,8 +234,10 @@ void srv_sess_drop(srv *s, sess *ss) {
   if (ss->closing)
     return;
   ss->closing = true;
-  if (ss->waiting)
+  if (ss->waiting) {
     srv_probe_wait_end(s, ss);
+    srv_wait_end(s, ss, ss->killed ? "killed" : "ended");
+  }
   smap_remove(s, ss);
   tmap_remove(s, ss);
   if (ss->recheck) {
@@ -498,6 +501,11 @@ static void wake_cb(uv_async_t *a) {
         continue; /* a stale event: the session or its LOCK is gone */
       ss->waiting = false;
       srv_probe_wait_end(s, ss);
+      srv_wait_end(s, ss,
+                   q[i].status == 0                ? "granted"
+                   : q[i].status == ORDO_ETIMEDOUT ? "timeout"
+                   : q[i].status == ORDO_EDEADLK   ? "deadlock"
+                                                   : "error");
       /* The wait kept the lease alive; the lease runs anew from its end,
        * so a grant is never lost to a lease that ran out meanwhile. A
        * detached session's lease is left alone: it counts from the detach,
@@ -949,9 +957,8 @@ static void on_connection(uv_stream_t *server, int status) {
   } else {
     snprintf(c->addr, sizeof c->addr, "unix");
   }
-  c->authed = s->cfg.requirepass[0] == 0;
-  memcpy(c->user, "default", 7);
-  c->user_len = 7;
+  srv_acl_conn_init(c); /* the default user, authenticated if it needs no
+                          password */
   if (s->nconns > s->cfg.maxclients) {
     /* Refused, but told why: the limit stays below the fd limit. */
     s->rejected_conns++;
@@ -968,6 +975,227 @@ static void on_connection(uv_stream_t *server, int status) {
   }
   c->sess->c = c;
   uv_read_start(&c->h.stream, alloc_cb, read_cb);
+}
+
+/* ---- Kills ----------------------------------------------------------------
+ */
+
+void srv_conn_kill(conn *c) {
+  srv_log(c->s, 1, "client %llu: killed (CLIENT KILL)",
+          (unsigned long long)c->id);
+  conn_close(c);
+}
+
+void srv_sess_kill(srv *s, sess *ss, const char *by, size_t by_len,
+                   const conn *self) {
+  conn *c = ss->c;
+  uint64_t id = ss->id;
+  srv_log(s, 1, "session %llu: killed by %.*s (SESSION KILL)",
+          (unsigned long long)id, (int)by_len, by);
+  /* The session ends now, resumable or not: its locks go (the engine wakes
+   * whom they unblock) and a waiting LOCK is cancelled. */
+  ss->killed = true;
+  if (c) {
+    c->sess = NULL;
+    ss->c = NULL;
+  }
+  srv_sess_drop(s, ss);
+  if (!c || c == self)
+    return;
+  /* Its connection hears why, as the answer to its pending LOCK or, in
+   * RESP2, to its next command, and is closed after it (conn_linger, so
+   * the reply is not lost to a reset). */
+  ordo__out_error(&c->out, "KILLED",
+                  "session %llu was killed by %.*s (SESSION KILL)",
+                  (unsigned long long)id, (int)by_len, by);
+  conn_linger(c);
+}
+
+/* ---- The long-wait log (LOCKWAITS) -----------------------------------------
+ *
+ * Every waiting LOCK is on s->lwq, in the order the waits began, so with
+ * one bound the first on the list is the next to pass it, and one timer
+ * serves them all. When a wait passes --log-lock-waits it leaves the list
+ * (it is logged once), and its blocker chain is read from the engine, as
+ * PostgreSQL's log_lock_waits names the process holding the lock and the
+ * wait queue: for each key it waits for, the key's holders and queue
+ * (ordo__table_key_each, under that key's stripe mutex alone), then the
+ * same for each holder that waits in turn, breadth first, at most
+ * LW_CHAIN sessions.
+ */
+#define LW_CHAIN 16
+#define LW_KEYS_SHOWN 4
+
+typedef struct lw_line {
+  char held[256], queue[256];
+  size_t hused, qused;
+  uint64_t self;
+  uint64_t follow[LW_CHAIN]; /* holders other than the waiter */
+  size_t nfollow;
+} lw_line;
+
+static void lw_put(char *b, size_t cap, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void lw_put(char *b, size_t cap, size_t *used, const char *fmt, ...) {
+  if (*used >= cap)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(b + *used, cap - *used, fmt, ap);
+  va_end(ap);
+  if (w > 0)
+    *used = *used + (size_t)w < cap ? *used + (size_t)w : cap - 1;
+}
+
+/* Under the key's stripe mutex: only appends to l's buffers. */
+static void lw_key_item(void *arg, uint64_t owner, int mode, uint64_t fence,
+                        uint32_t count, bool waiting) {
+  lw_line *l = arg;
+  (void)fence;
+  (void)count;
+  const char *m = mode == ORDO_MODE_S ? "S" : "X";
+  if (waiting) {
+    lw_put(l->queue, sizeof l->queue, &l->qused, "%s%llu %s",
+           l->qused ? ", " : "", (unsigned long long)owner, m);
+    return;
+  }
+  lw_put(l->held, sizeof l->held, &l->hused, "%s%llu %s", l->hused ? ", " : "",
+         (unsigned long long)owner, m);
+  if (owner != l->self && l->nfollow < LW_CHAIN)
+    l->follow[l->nfollow++] = owner;
+}
+
+/* The blocker chain of ss into out, one line a waiting session. */
+static void lw_chain(srv *s, sess *ss, char *out, size_t cap) {
+  uint64_t todo[LW_CHAIN];
+  size_t nt = 1, used = 0;
+  todo[0] = ss->id;
+  out[0] = 0;
+  for (size_t i = 0; i < nt; i++) {
+    sess *x = srv_sess_find(s, todo[i]);
+    if (!x || !x->waiting || !x->req)
+      continue;
+    char g[ORDOD_GID_HEX + 8];
+    sess_gid_tag(s, x->id, g, sizeof g);
+    lw_put(out, cap, &used, "%ssession %llu%s waits for", used ? "\n" : "",
+           (unsigned long long)x->id, g);
+    for (size_t k = 0; k < x->nreq && k < LW_KEYS_SHOWN; k++) {
+      lw_line l;
+      memset(&l, 0, sizeof l);
+      l.self = x->id;
+      ordo__table_key_each(ordo__engine_table(s->o), x->req[k].key,
+                           x->req[k].len, lw_key_item, &l);
+      lw_put(out, cap, &used, "%s %.*s %s: held by %s; wait queue: %s",
+             k ? ";" : "", (int)x->req[k].len, (const char *)x->req[k].key,
+             x->req[k].mode == ORDO_MODE_S ? "S" : "X",
+             l.hused ? l.held : "none", l.qused ? l.queue : "none");
+      for (size_t f = 0; f < l.nfollow; f++) {
+        bool seen = false;
+        for (size_t j = 0; j < nt; j++)
+          seen = seen || todo[j] == l.follow[f];
+        if (!seen && nt < LW_CHAIN)
+          todo[nt++] = l.follow[f];
+      }
+    }
+    if (x->nreq > LW_KEYS_SHOWN)
+      lw_put(out, cap, &used, "; and %zu more key(s)", x->nreq - LW_KEYS_SHOWN);
+  }
+}
+
+/* ss's wait passed the bound: an entry in the log, and a line in the
+ * server's log. */
+static void lw_record(srv *s, sess *ss, uint64_t now) {
+  srv_lw *r = &s->lw[s->nlw % SRV_LW_HISTORY];
+  memset(r, 0, sizeof *r);
+  r->seq = ++s->nlw;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t real = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+  r->start_ms = ss->wait_start_ms;
+  r->time_ms = real - (now - ss->wait_start_ms);
+  r->sess = ss->id;
+  r->have_gid = ss->have_gid;
+  memcpy(r->gid, ss->gid, sizeof r->gid);
+  r->state = "waiting";
+  r->nkeys = ss->nreq;
+  size_t used = 0;
+  for (size_t k = 0; k < ss->nreq && k < SRV_LW_KEYS; k++) {
+    size_t n = ss->req[k].len;
+    if (used + n > sizeof r->kbuf)
+      break;
+    memcpy(r->kbuf + used, ss->req[k].key, n);
+    r->klen[k] = (uint16_t)n;
+    r->nshown = k + 1;
+    used += n;
+  }
+  lw_chain(s, ss, r->chain, sizeof r->chain);
+  ss->lw_seq = r->seq;
+  /* One line for the log: the chain's lines joined by " | ". */
+  char line[sizeof r->chain];
+  snprintf(line, sizeof line, "%s", r->chain);
+  for (char *p = line; (p = strchr(p, '\n')) != NULL;)
+    *p = '|';
+  char g[ORDOD_GID_HEX + 8];
+  sess_gid_tag(s, ss->id, g, sizeof g);
+  srv_log(s, 1,
+          "session %llu%s still waiting after %llu ms for %zu key(s) "
+          "(--log-lock-waits %ld); blocker chain: %s",
+          (unsigned long long)ss->id, g,
+          (unsigned long long)(now - ss->wait_start_ms), ss->nreq,
+          s->cfg.log_lock_waits_ms, line);
+}
+
+static void lw_fired(uv_timer_t *t) {
+  srv *s = t->data;
+  long ms = s->cfg.log_lock_waits_ms;
+  uint64_t now = srv_now_ms();
+  sess *ss;
+  while (ms > 0 && (ss = TAILQ_FIRST(&s->lwq)) != NULL &&
+         ss->wait_start_ms + (uint64_t)ms <= now) {
+    TAILQ_REMOVE(&s->lwq, ss, lwlink);
+    ss->lw_listed = false;
+    lw_record(s, ss, now);
+  }
+  srv_wait_rearm(s);
+}
+
+void srv_wait_rearm(srv *s) {
+  uv_timer_stop(&s->lw_timer);
+  sess *ss = TAILQ_FIRST(&s->lwq);
+  long ms = s->cfg.log_lock_waits_ms;
+  if (ms <= 0 || !ss)
+    return;
+  uint64_t due = ss->wait_start_ms + (uint64_t)ms, now = srv_now_ms();
+  uv_timer_start(&s->lw_timer, lw_fired, due > now ? due - now : 0, 0);
+}
+
+void srv_wait_begin(srv *s, sess *ss) {
+  ss->wait_start_ms = srv_now_ms();
+  ss->lw_seq = 0;
+  if (ss->lw_listed)
+    TAILQ_REMOVE(&s->lwq, ss, lwlink);
+  ss->lw_listed = true;
+  TAILQ_INSERT_TAIL(&s->lwq, ss, lwlink);
+  if (TAILQ_FIRST(&s->lwq) == ss)
+    srv_wait_rearm(s);
+}
+
+void srv_wait_end(srv *s, sess *ss, const char *state) {
+  if (ss->lw_listed) {
+    bool first = TAILQ_FIRST(&s->lwq) == ss;
+    TAILQ_REMOVE(&s->lwq, ss, lwlink);
+    ss->lw_listed = false;
+    if (first)
+      srv_wait_rearm(s);
+  }
+  if (ss->lw_seq) {
+    srv_lw *r = &s->lw[(ss->lw_seq - 1) % SRV_LW_HISTORY];
+    if (r->seq == ss->lw_seq) {
+      r->state = state;
+      r->waited_ms = srv_now_ms() - ss->wait_start_ms;
+    }
+    ss->lw_seq = 0;
+  }
 }
 
 /* ---- The fencing epoch and the restart delay ------------------------------
@@ -1068,12 +1296,14 @@ static void conf_defaults(srv_config *c) {
   c->probe_delay_ms = 1;
   c->metrics_port = -1;
   snprintf(c->metrics_bind, sizeof c->metrics_bind, "127.0.0.1");
+  c->log_lock_waits_ms = 1000;
 }
 
-/* One option by name; 0, or -1 with err set. Shared by flags and the
- * config file. */
-static int conf_set(srv_config *c, const char *name, const char *val, char *err,
-                    size_t errlen) {
+/* One option by name; 0, or -1 with err set. Shared by flags, the config
+ * file and CONFIG SET (which applies it to a copy, and takes the fields
+ * that may change at run time from it). */
+int srv_conf_set(srv_config *c, const char *name, const char *val, char *err,
+                 size_t errlen) {
   char *end = NULL;
   long long v = 0;
   bool num = val && *val;
@@ -1089,17 +1319,29 @@ static int conf_set(srv_config *c, const char *name, const char *val, char *err,
              (long long)(lo), (long long)(hi), val ? val : "");                \
     return -1;                                                                 \
   }
+  /* A string option must have a value that fits its field: a bare
+   * 'requirepass' line once set the password "(null)", and a longer one
+   * was cut short without a word. */
+#define STR(field)                                                             \
+  if (!val || strlen(val) >= sizeof(field)) {                                  \
+    snprintf(err, errlen, "--%s wants a value of at most %zu bytes", name,     \
+             sizeof(field) - 1);                                               \
+    return -1;                                                                 \
+  }                                                                            \
+  snprintf(field, sizeof(field), "%s", val)
   if (IS("port")) {
     NUM(0, 65535);
     c->port = (int)v;
   } else if (IS("bind")) {
-    snprintf(c->bind, sizeof c->bind, "%s", val);
+    STR(c->bind);
   } else if (IS("unixsocket")) {
-    snprintf(c->unixsocket, sizeof c->unixsocket, "%s", val);
+    STR(c->unixsocket);
   } else if (IS("requirepass")) {
-    snprintf(c->requirepass, sizeof c->requirepass, "%s", val);
+    STR(c->requirepass);
+  } else if (IS("aclfile")) {
+    STR(c->aclfile);
   } else if (IS("dir")) {
-    snprintf(c->dir, sizeof c->dir, "%s", val);
+    STR(c->dir);
   } else if (IS("maxclients")) {
     NUM(1, 1000000);
     c->maxclients = (int)v;
@@ -1170,12 +1412,16 @@ static int conf_set(srv_config *c, const char *name, const char *val, char *err,
   } else if (IS("deadlock-timeout")) {
     NUM(1, 86400000);
     c->deadlock_timeout_ms = (long)v;
+  } else if (IS("log-lock-waits")) {
+    NUM(0, 86400000);
+    c->log_lock_waits_ms = (long)v;
   } else {
     snprintf(err, errlen, "unknown option '%s' (see ordod --help)", name);
     return -1;
   }
 #undef IS
 #undef NUM
+#undef STR
   return 0;
 }
 
@@ -1208,7 +1454,7 @@ int srv_conf_parse_file(srv_config *cfg, const char *path, char *err,
         val++;
     }
     char e[256];
-    if (conf_set(cfg, p, val, e, sizeof e) != 0) {
+    if (srv_conf_set(cfg, p, val, e, sizeof e) != 0) {
       snprintf(err, errlen, "%s:%d: %s", path, lineno, e);
       fclose(f);
       return -1;
@@ -1227,7 +1473,13 @@ static void usage(FILE *f) {
       "  --bind ADDR         address to listen on (default 127.0.0.1); a\n"
       "                      non-loopback address needs --requirepass\n"
       "  --unixsocket PATH   also listen on a Unix socket\n"
-      "  --requirepass PASS  clients must AUTH first\n"
+      "  --requirepass PASS  clients must AUTH first (the default user's\n"
+      "                      password)\n"
+      "  --aclfile FILE      users, one 'user NAME RULE...' a line in Redis's\n"
+      "                      ACL syntax: on/off, >pass, #sha256, nopass,\n"
+      "                      ~pattern, allkeys, resetkeys, +@class, -@class,\n"
+      "                      +cmd, -cmd (docs/protocol.md, \"Users and "
+      "ACLs\")\n"
       "  --dir DIR           state folder: the fencing epoch (default "
       "./ordod-data)\n"
       "  --maxclients N      connections at once (default 10000, kept below\n"
@@ -1269,9 +1521,12 @@ static void usage(FILE *f) {
       "                      default: none); see docs/metrics.md\n"
       "  --metrics-bind ADDR its address (default 127.0.0.1); a non-loopback\n"
       "                      address needs --requirepass\n"
+      "  --log-lock-waits MS  a LOCK waiting this long is logged, with its\n"
+      "                      blocker chain, and kept for LOCKWAITS (default\n"
+      "                      1000; 0: off)\n"
       "  --help              this text\n\n"
       "Once it accepts connections it prints 'ready port=N' on stdout\n"
-      "(after 'metrics port=N' with --metrics-port).\n"
+      "(then 'metrics port=N' with --metrics-port).\n"
       "Commands: docs/protocol.md, or COMMAND DOCS.\n",
       ORDOD_DEFAULT_PORT);
 }
@@ -1327,6 +1582,7 @@ int main(int argc, char **argv) {
       {"bind", required_argument, 0, 0},
       {"unixsocket", required_argument, 0, 0},
       {"requirepass", required_argument, 0, 0},
+      {"aclfile", required_argument, 0, 0},
       {"dir", required_argument, 0, 0},
       {"maxclients", required_argument, 0, 0},
       {"lease-ms", required_argument, 0, 0},
@@ -1345,6 +1601,7 @@ int main(int argc, char **argv) {
       {"deadlock-timeout", required_argument, 0, 0},
       {"metrics-port", required_argument, 0, 0},
       {"metrics-bind", required_argument, 0, 0},
+      {"log-lock-waits", required_argument, 0, 0},
       {"no-restart-delay", no_argument, 0, 0},
       {"config", required_argument, 0, 0},
       {"help", no_argument, 0, 'h'},
@@ -1377,7 +1634,7 @@ int main(int argc, char **argv) {
     if (strcmp(name, "config") == 0)
       continue;
     char err[256];
-    if (conf_set(&s->cfg, name, optarg, err, sizeof err) != 0) {
+    if (srv_conf_set(&s->cfg, name, optarg, err, sizeof err) != 0) {
       fprintf(stderr, "ordod: %s\n", err);
       return 2;
     }
@@ -1387,19 +1644,32 @@ int main(int argc, char **argv) {
             argv[optind]);
     return 2;
   }
-  if (!loopback(s->cfg.bind) && !s->cfg.requirepass[0]) {
+  {
+    /* All of the file or nothing: a bad line stops the start. */
+    char err[768];
+    if (srv_acl_load(&s->acl, s->cfg.aclfile, s->cfg.requirepass, err,
+                     sizeof err) != 0) {
+      fprintf(stderr, "ordod: %s\n", err);
+      return 2;
+    }
+  }
+  if (!loopback(s->cfg.bind) && srv_acl_open(s->acl)) {
     fprintf(stderr,
-            "ordod: refusing to listen on %s without --requirepass: "
-            "anyone who can reach it could take and release locks\n",
+            "ordod: refusing to listen on %s without --requirepass (or "
+            "an --aclfile default user with a password): anyone who can "
+            "reach it could take and release locks\n",
             s->cfg.bind);
+    srv_acl_free(s->acl);
     return 2;
   }
   if (s->cfg.metrics_port >= 0 && !loopback(s->cfg.metrics_bind) &&
-      !s->cfg.requirepass[0]) {
+      srv_acl_open(s->acl)) {
     fprintf(stderr,
-            "ordod: refusing to serve metrics on %s without --requirepass: "
-            "the status page names every session and key\n",
+            "ordod: refusing to serve metrics on %s without --requirepass (or "
+            "an --aclfile default user with a password): the status page "
+            "names every session and key\n",
             s->cfg.metrics_bind);
+    srv_acl_free(s->acl);
     return 2;
   }
   /* Keep maxclients below the descriptor limit, so that a refused client
@@ -1481,6 +1751,9 @@ int main(int argc, char **argv) {
   s->wake.data = s;
   TAILQ_INIT(&s->deferred);
   TAILQ_INIT(&s->recheck);
+  TAILQ_INIT(&s->lwq);
+  uv_timer_init(s->loop, &s->lw_timer);
+  s->lw_timer.data = s;
   uv_idle_init(s->loop, &s->turn);
   s->turn.data = s;
   uv_check_init(s->loop, &s->recheck_h);
@@ -1556,9 +1829,11 @@ int main(int argc, char **argv) {
       fprintf(stderr, "ordod: %s\n", herr);
       return 1;
     }
-    printf("metrics port=%d\n", srv_http_port(s));
   }
+  /* 'ready port=N' first: scripts that start ordod read its first line. */
   printf("ready port=%d\n", port);
+  if (s->http)
+    printf("metrics port=%d\n", srv_http_port(s));
   fflush(stdout);
 
   uv_run(s->loop, UV_RUN_DEFAULT);
@@ -1584,6 +1859,7 @@ int main(int argc, char **argv) {
   free(s->smap);
   free(s->tmap);
   free(s->evq);
+  srv_acl_free(s->acl);
   ordo__mutex_destroy(&s->ev_mu);
   srv_log(s, 1, "stopped cleanly");
   return 0;

@@ -58,12 +58,15 @@
  * (the "lingering close" of HTTP servers). */
 #define ORDOD_LINGER_MS 1000
 #define ORDOD_LINGER_BYTES 65536
+/* A user's name: at most this many bytes (conn.user holds one). */
+#define ORDOD_USER_MAX 128
 
 typedef struct srv_config {
   char bind[64];
   int port; /* 0: any free port */
   char unixsocket[256];
   char requirepass[256];
+  char aclfile[512]; /* users (acl.c), if any */
   char dir[512];
   int maxclients;
   long lease_ms;
@@ -91,6 +94,9 @@ typedef struct srv_config {
   int metrics_port;
   char metrics_bind[64];
   long deadlock_timeout_ms;
+  /* A LOCK that waits longer than this is logged once while it waits and
+   * kept in the long-wait log (LOCKWAITS); 0: off. */
+  long log_lock_waits_ms;
 } srv_config;
 
 typedef struct srv srv;
@@ -98,6 +104,8 @@ typedef struct sess sess;
 typedef struct conn conn;
 typedef struct srv_probe srv_probe;
 typedef struct srv_http srv_http;
+typedef struct srv_user srv_user;
+typedef struct srv_acl srv_acl;
 
 /* A connection: a socket and its buffers. */
 struct conn {
@@ -124,8 +132,16 @@ struct conn {
   size_t lingered;  /* bytes dropped while lingering */
   uv_timer_t linger;
   uv_shutdown_t shut;
-  char user[128]; /* the AUTH user ("default" when AUTH names none) */
+  char user[ORDOD_USER_MAX]; /* the AUTH user ("default" when none) */
   size_t user_len;
+  /* Its user's rights (acl.c), shared with every connection of the user;
+   * NULL only where no server made it (a unit test): every right. */
+  const srv_user *acl_user;
+  /* May run the admin commands (CLIENT KILL, SESSION KILL of another
+   * user's session, CONFIG SET, LOCKWAITS): its user may run every @admin
+   * command (acl.c sets it at accept and at AUTH). Read through
+   * srv_conn_is_admin. */
+  bool admin;
   int resp; /* 2 or 3 */
   uint64_t id;
   uint64_t created_ms;
@@ -186,6 +202,15 @@ struct sess {
   uint64_t probe_due_ms;
   TAILQ_ENTRY(sess) plink;
   char xcycle[1024];
+  /* The long-wait log (LOCKWAITS): when the waiting LOCK began; on the
+   * server's list of waits not yet past --log-lock-waits (start order);
+   * the log entry it made once past it (0: none). */
+  uint64_t wait_start_ms;
+  bool lw_listed;
+  TAILQ_ENTRY(sess) lwlink;
+  uint64_t lw_seq;
+  /* SESSION KILL ended it: its pending LOCK's entry says "killed". */
+  bool killed;
 };
 
 /* A deadlock this server ended, one per victim (DEADLOCKS, docs/protocol.md):
@@ -200,6 +225,27 @@ typedef struct srv_dl {
   uint8_t gid[ORDOD_GID_BYTES];
   char cycle[1024]; /* as its -DEADLOCK names it */
 } srv_dl;
+
+/* A wait that passed --log-lock-waits (LOCKWAITS, docs/protocol.md): the
+ * newest SRV_LW_HISTORY are kept, in srv.lw by seq. Its blocker chain is
+ * read from the engine when the wait passes the bound. */
+#define SRV_LW_HISTORY 128
+#define SRV_LW_KEYS 16
+typedef struct srv_lw {
+  uint64_t seq;       /* 1, 2, ... */
+  uint64_t time_ms;   /* when the wait began, CLOCK_REALTIME, ms */
+  uint64_t start_ms;  /* the same, on srv_now_ms's clock */
+  uint64_t waited_ms; /* how long it waited, once it ended */
+  uint64_t sess;
+  bool have_gid;
+  uint8_t gid[ORDOD_GID_BYTES];
+  const char *state; /* "waiting", "granted", "timeout", "deadlock", ... */
+  size_t nkeys;      /* keys of the LOCK */
+  size_t nshown;     /* the first ones, kept: at most SRV_LW_KEYS */
+  uint16_t klen[SRV_LW_KEYS];
+  char kbuf[512];
+  char chain[2048]; /* lines "session N waits for ..." joined by '\n' */
+} srv_lw;
 
 /* An engine event, on its way to the loop. */
 typedef struct srv_event {
@@ -255,8 +301,16 @@ struct srv {
   size_t max_args;
   srv_probe *probe;          /* the peers and probes, NULL without --peers */
   srv_http *http;            /* the metrics port, NULL without --metrics-port */
+  srv_acl *acl;              /* the users (acl.c), for the server's life */
   srv_dl dl[SRV_DL_HISTORY]; /* the deadlock history (loop thread only) */
   uint64_t ndl;              /* deadlocks recorded: dl[(seq - 1) % H] */
+  /* The long-wait log (loop thread only): waiting sessions in start order,
+   * not yet past --log-lock-waits; the timer that fires when the first
+   * passes it; the entries, lw[(seq - 1) % H]. */
+  TAILQ_HEAD(, sess) lwq;
+  uv_timer_t lw_timer;
+  srv_lw lw[SRV_LW_HISTORY];
+  uint64_t nlw;
 };
 
 /* The command table (commands.c). */
@@ -269,6 +323,12 @@ typedef struct srv_cmd {
 } srv_cmd;
 
 enum { CMD_NOAUTH = 1 << 0, CMD_LOCKS = 1 << 1 };
+
+/* Whether c may run the admin commands (the contract with the ACLs: they
+ * set c->admin from the user's rights). */
+static inline bool srv_conn_is_admin(const conn *c) {
+  return c->admin;
+}
 
 const srv_cmd *srv_cmd_find(const char *name, size_t len);
 size_t srv_cmd_count(void);
@@ -301,6 +361,24 @@ void srv_lock_reply(conn *c, sess *ss);
  * ...]; returns how many. Loop thread only. */
 size_t srv_held_write(ordo__out *out, srv *s, sess *ss, bool lost);
 void srv_sess_drop(srv *s, sess *ss);
+/* SESSION KILL: ends ss now (its locks released, a waiting LOCK
+ * cancelled); an attached connection hears -KILLED naming by and is closed
+ * after it, unless it is self (the killer's own), which the caller closes
+ * after its reply. */
+void srv_sess_kill(srv *s, sess *ss, const char *by, size_t by_len,
+                   const conn *self);
+/* CLIENT KILL: closes c now (its session ends, or detaches if resumable). */
+void srv_conn_kill(conn *c);
+/* The long-wait log: ss's LOCK began to wait; its wait ended (state is
+ * the outcome's name). */
+void srv_wait_begin(srv *s, sess *ss);
+void srv_wait_end(srv *s, sess *ss, const char *state);
+/* --log-lock-waits changed: the timer follows the new bound. */
+void srv_wait_rearm(srv *s);
+/* One option by its flag's name (no dashes), as the flags and the config
+ * file set it: 0, or -1 with err set (the valid range in it). */
+int srv_conf_set(srv_config *cfg, const char *name, const char *val, char *err,
+                 size_t errlen);
 /* Ends a freeze (probe.c): the session's queued requests run next turn. */
 void srv_sess_thaw(sess *ss);
 void srv_dispatch(conn *c, size_t argc, ordo__resp_arg *argv);
@@ -329,6 +407,28 @@ int srv_http_port(const srv *s);
  * and the daemon stopped. Loop thread, before the loop's last run. */
 void srv_http_close(srv *s);
 
+/* acl.c: users, their passwords, and what they may run and lock
+ * (README.md, "Users and ACLs"). srv_acl_load reads --aclfile (path, or
+ * NULL or "" for none) and makes the default user from requirepass unless
+ * the file defines it; 0, or -1 with err set (nothing loaded). */
+int srv_acl_load(srv_acl **out, const char *path, const char *requirepass,
+                 char *err, size_t errlen);
+void srv_acl_free(srv_acl *a);
+/* Whether the default user needs no password: anyone may connect. */
+bool srv_acl_open(const srv_acl *a);
+/* Whether --aclfile was given (so AUTH's user names are the file's). */
+bool srv_acl_from_file(const srv_acl *a);
+/* A new connection speaks as the default user. */
+void srv_acl_conn_init(conn *c);
+/* AUTH [user] pass: 0 and c speaks as that user, or -1 (no such user, off,
+ * or a wrong password: one answer for all three). */
+int srv_acl_auth(conn *c, const char *user, size_t ulen, const char *pass,
+                 size_t plen);
+/* Whether c's user may run k with these arguments, keys included; 0, or
+ * -1 with -NOPERM written to c. */
+int srv_acl_check(conn *c, const srv_cmd *k, size_t argc,
+                  const ordo__resp_arg *argv);
+bool srv_acl_glob(const char *pat, size_t pn, const char *key, size_t sn);
 int srv_conf_parse_file(srv_config *cfg, const char *path, char *err,
                         size_t errlen);
 /* The name of a lock-order checker mode: "off", "warn" or "refuse". */

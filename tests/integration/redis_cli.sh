@@ -136,7 +136,7 @@ is_int "$cid" || fail "CLIENT ID answered '$cid'"
 # CLIENT LIST: a line per connection; ours names itself, its session and
 # its one hold (the connections of earlier redis-cli runs may still be
 # closing, so they are not counted).
-grep -qxE "id=$cid addr=127\.0\.0\.1:[0-9]+ name=me age=[0-9]+ session=$sid holds=1 waiting=0 resp=2" \
+grep -qxE "id=$cid addr=127\.0\.0\.1:[0-9]+ name=me age=[0-9]+ session=$sid holds=1 waiting=0 resp=2 user=default" \
   "$R.8" || fail "CLIENT LIST has no line for this connection: $(cat "$R.8")"
 expect_lines "UNLOCK k" "$R.9" 1
 expect_lines "LOCKS (none held)" "$R.10" ""

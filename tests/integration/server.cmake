@@ -12,6 +12,10 @@ add_test(NAME integration_ordod
 add_test(NAME integration_probes
   COMMAND /usr/bin/python3 ${ORDO_IT}/test_probes.py $<TARGET_FILE:ordod>
           $<TARGET_FILE:ordo_cli>)
+# The admin commands: CLIENT KILL, SESSION KILL, LOCKWAITS, CONFIG.
+add_test(NAME integration_admin
+  COMMAND /usr/bin/python3 ${ORDO_IT}/test_admin.py $<TARGET_FILE:ordod>)
+set_tests_properties(integration_admin PROPERTIES TIMEOUT 120 LABELS server)
 add_test(NAME integration_redis_cli
   COMMAND bash ${ORDO_IT}/redis_cli.sh $<TARGET_FILE:ordod> redis-cli)
 add_test(NAME integration_docs_examples
@@ -30,3 +34,9 @@ set_tests_properties(integration_ordod integration_probes
 set_tests_properties(integration_redis_cli integration_resp3_push
   integration_docs_examples
   PROPERTIES TIMEOUT 60 LABELS server)
+# Users and ACLs (--aclfile): each refusal, the admin's rights, bad files,
+# and the key patterns against redis-server's own glob (redis_fixture.sh).
+add_test(NAME integration_acl
+  COMMAND bash ${ORDO_IT}/redis_fixture.sh /usr/bin/python3
+          ${ORDO_IT}/test_acl.py $<TARGET_FILE:ordod>)
+set_tests_properties(integration_acl PROPERTIES TIMEOUT 120 LABELS server)

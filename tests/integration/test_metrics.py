@@ -60,11 +60,15 @@ def free_port():
 
 
 def metrics_port(srv):
-    """The 'metrics port=N' line, which ordod prints before 'ready'."""
-    with open(srv._out_path, "rb") as f:
-        m = re.search(rb"^metrics port=(\d+)\n", f.read(), re.M)
-    assert m, "no 'metrics port=N' line"
-    return int(m.group(1))
+    """The 'metrics port=N' line, which ordod prints right after 'ready'
+    (one write: read again, bounded, should a read see half of it)."""
+    def line():
+        with open(srv._out_path, "rb") as f:
+            out = f.read()
+        m = re.search(rb"^metrics port=(\d+)\n", out, re.M)
+        assert not m or out.index(b"ready port=") < m.start(), out
+        return m
+    return int(wait_for("a 'metrics port=N' line", line, 10).group(1))
 
 
 class Conn:

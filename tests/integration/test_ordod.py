@@ -39,7 +39,8 @@ LEASE_MS = 1000
 
 # The commands of src/server/commands.c's table, with their arities.
 ARITY = {"lock": -4, "unlock": -1, "extend": -1, "locks": 1, "holders": 2,
-         "graph": -1, "deadlocks": -1, "session": -2, "peer": -2, "info": -1, "ping": -1,
+         "graph": -1, "deadlocks": -1, "session": -2, "peer": -2,
+         "lockwaits": -1, "config": -3, "info": -1, "ping": -1,
          "hello": -1,
          "auth": -2, "client": -2, "command": -1, "quit": 1}
 
@@ -1315,6 +1316,14 @@ def case_limits_and_auth(srv_unused):
         assert flag in r.stdout, flag
     r = run_ordod("--port", "x")
     assert r.returncode == 2 and "--port" in r.stderr, r
+    # A string option without a value, or longer than its field, is refused
+    # (a bare 'requirepass' line once set the password "(null)").
+    for line in ("requirepass", "requirepass " + "p" * 300, "dir"):
+        with open(conf, "w") as f:
+            f.write(line + "\n")
+        r = run_ordod("--config", conf, "--port", "0", "--dir", folder)
+        assert r.returncode == 2 and "wants a value of at most" in r.stderr, \
+            (line[:20], r)
     r = run_ordod("--order", "sometimes", "--port", "0", "--dir", folder)
     assert r.returncode == 2 and "--order wants off, warn or refuse, got " \
         "'sometimes'" in r.stderr, r
@@ -1787,13 +1796,15 @@ CASES = [case_lock_release_tokens, case_many_keys_one_session,
          case_unix_socket, case_unix_socket_mode]
 
 
-def main():
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
+def run_cases(srv, cases, on_fail=None):
+    """Runs each case (those ORDOD_CASES, a regex, names; all without it)
+    on srv, then stops srv and judges its exit; prints each case's outcome
+    and 'N passed, N failed'. on_fail() prints what helps after a failure.
+    Returns the exit status: 1 on any failure. test_admin.py runs its
+    cases with it too."""
     only = os.environ.get("ORDOD_CASES")  # a regex, to run some cases alone
-    srv = Server()
     passed = failed = 0
-    for case in CASES:
+    for case in cases:
         if only and not re.search(only, case.__name__):
             continue
         t0 = time.monotonic()
@@ -1805,13 +1816,8 @@ def main():
             failed += 1
             print("FAIL %s" % case.__name__)
             traceback.print_exc()
-            try:
-                c = srv.client()
-                print(c.execute_command("GRAPH", "DOT").decode())
-                print(c.execute_command("INFO", "locks"))
-                c.close()
-            except Exception as e:
-                print("(server state unavailable: %s)" % e)
+            if on_fail:
+                on_fail()
         sys.stdout.flush()
     try:
         # A clean SIGTERM stop exits 0; a sanitizer report (LeakSanitizer's
@@ -1822,6 +1828,22 @@ def main():
         print("FAIL the suite's server: %s" % e)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
+
+
+def main():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
+    srv = Server()
+
+    def show_state():
+        try:
+            c = srv.client()
+            print(c.execute_command("GRAPH", "DOT").decode())
+            print(c.execute_command("INFO", "locks"))
+            c.close()
+        except Exception as e:
+            print("(server state unavailable: %s)" % e)
+    return run_cases(srv, CASES, show_state)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # check_install.sh BUILD_DIR CC -- installs the build into a temporary
-# prefix and builds and runs a small program with pkg-config's flags.
+# prefix and builds and runs a small program with pkg-config's flags; checks
+# that the manual pages are installed and render without a warning.
 set -euo pipefail
 build=$1
 cc=$2
@@ -8,6 +9,19 @@ prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
 test -f "$prefix/include/ordo.h"
+# The manual pages: installed where man looks, and rendered by groff with
+# every warning on (-ww) and by man itself (--warnings), neither of which
+# fails on a warning: so their stderr must be empty.
+for page in man1/ordo.1 man8/ordod.8 man3/libordo.3; do
+  f=$prefix/share/man/$page
+  [ -f "$f" ] || { echo "$page not installed under $prefix/share/man"; exit 1; }
+  w=$(groff -man -Tutf8 -ww -z "$f" 2>&1)
+  [ -z "$w" ] || { echo "groff warns on $page: $w"; exit 1; }
+  w=$(MANWIDTH=80 man --warnings -E UTF-8 -l "$f" 2>&1 >/dev/null)
+  [ -z "$w" ] || { echo "man warns on $page: $w"; exit 1; }
+done
+# man finds them by name in the prefix's MANPATH.
+MANPATH=$prefix/share/man man -w ordo ordod libordo >/dev/null
 pc=$(find "$prefix" -name ordo.pc | head -n 1)
 [ -n "$pc" ] || { echo "ordo.pc not installed"; exit 1; }
 export PKG_CONFIG_PATH=$(dirname "$pc")

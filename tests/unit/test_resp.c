@@ -669,6 +669,39 @@ int srv_conf_parse_file(srv_config *cfg, const char *path, char *err,
   return -1;
 }
 
+/* The admin commands' server half is server.c's
+ * (tests/integration/test_admin.py); no case here reaches a kill, and a
+ * wait here is no one's to log. */
+void srv_wait_begin(srv *s, sess *ss) {
+  (void)s;
+  (void)ss;
+}
+
+void srv_wait_rearm(srv *s) {
+  (void)s;
+}
+
+void srv_conn_kill(conn *c) {
+  (void)c;
+}
+
+void srv_sess_kill(srv *s, sess *ss, const char *by, size_t by_len,
+                   const conn *self) {
+  (void)s;
+  (void)ss;
+  (void)by;
+  (void)by_len;
+  (void)self;
+}
+
+int srv_conf_set(srv_config *cfg, const char *name, const char *val, char *err,
+                 size_t errlen) {
+  (void)cfg;
+  (void)val;
+  snprintf(err, errlen, "no option '%s' in this test", name);
+  return -1;
+}
+
 /* Shards' probes are probe.c's (tests/integration/test_probes.py): a
  * server here has no peers. */
 void srv_probe_wait_begin(srv *s, sess *ss) {
