@@ -445,6 +445,25 @@ def case_hostile(main):
     assert http_get(mport, "/graph.dot")[2].startswith(b"digraph")
     status, headers, data = http_get(mport, "/graph.svg")
     assert headers["Content-Type"] == "image/svg+xml" and b"<svg" in data
+    # A chain of 201 waits is past what the loop lays out (HTTP_GRAPH_EDGES):
+    # the SVG is refused, the page says why, the DOT still has every edge.
+    n = 201
+    chain = [Conn(port) for _ in range(n + 1)]
+    for i, x in enumerate(chain):
+        assert granted(x.cmd("LOCK", 1, "c:%d" % i, "X", "LEASE", 60000))
+    for i, x in enumerate(chain[:-1]):
+        x.send("LOCK", 1, "c:%d" % (i + 1), "X")
+    wait_for("the chain", lambda: info(port)["lock_waiting"] == str(n), 20)
+    try:
+        http_get(mport, "/graph.svg")
+        raise AssertionError("a graph of %d edges was laid out" % n)
+    except urllib.error.HTTPError as e:
+        assert e.code == 503, e
+    assert b"too large to lay out" in http_get(mport, "/")[2]
+    assert http_get(mport, "/graph.dot")[2].count(b" -> ") == n
+    for x in chain:
+        x.close()
+    wait_for("no waits", lambda: info(port)["lock_waiting"] == "0", 20)
 
 
 def case_flags(main_unused):
