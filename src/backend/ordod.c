@@ -227,7 +227,7 @@ typedef void (*od_lost_cb)(ordo_txn_t *t, void *arg);
 
 typedef struct od_place {
   struct ordo_s base;
-  od_url u; /* read-only after open */
+  od_url u;              /* read-only after open */
   ordo__tls_client *tls; /* with tls=1: the context, made at open */
   _Atomic uint64_t next_id;
   /*
@@ -398,8 +398,8 @@ static int od_connect(od_place *p, redisContext **out, long *lease_ms,
     /* TLS (tls.c): hiredis speaks plaintext on a local socket, so
      * everything below works as over TCP; the TCP socket has keepalive. */
     char err[512];
-    int fd = ordo__tls_connect(p->tls, u->host, u->port, tmo_ms, err,
-                               sizeof err);
+    int fd =
+        ordo__tls_connect(p->tls, u->host, u->port, tmo_ms, err, sizeof err);
     if (fd < 0) {
       note_err(p, "connect", err);
       return ORDO_EBACKEND;

@@ -129,7 +129,7 @@ typedef void (*rd_lost_cb)(ordo_txn_t *t, void *arg);
 
 typedef struct rd_place {
   struct ordo_s base;
-  rd_url u;       /* read-only after open */
+  rd_url u;              /* read-only after open */
   ordo__tls_client *tls; /* rediss://: the context, made at open */
   char chan[32];  /* the release channels' prefix, read-only after open */
   size_t chanlen; /* read-only after open */

@@ -150,7 +150,7 @@ typedef struct rl_place {
   struct ordo_s base;
   rl_url u;
   ordo__tls_client *tls; /* tls=1: the context, made at open */
-  size_t quorum; /* n / 2 + 1 */
+  size_t quorum;         /* n / 2 + 1 */
   char chan[32];
   size_t chanlen;
   uint64_t lease_ns, drift_ns, io_ns;
@@ -940,8 +940,8 @@ static int rl_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
     if (p->io_ns > p->lease_ns / 3)
       p->io_ns = p->lease_ns / 3;
   }
-  rc = ordo__rs_tls_open(&p->u.tls, p->u.node, p->u.n,
-                         (long)(p->io_ns / RL_MS), &p->tls);
+  rc = ordo__rs_tls_open(&p->u.tls, p->u.node, p->u.n, (long)(p->io_ns / RL_MS),
+                         &p->tls);
   if (rc) {
     free(p);
     return rc;

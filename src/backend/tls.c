@@ -115,8 +115,7 @@ ordo__tls_client *ordo__tls_client_new(const ordo__tls_opts *o, char *err,
                     : SSL_CTX_set_default_verify_paths(tc->ctx);
   if (ok != 1) {
     ssl_reason(why, sizeof why);
-    snprintf(err, errlen, "tls_ca %s: %s", o->ca[0] ? o->ca : "(system)",
-             why);
+    snprintf(err, errlen, "tls_ca %s: %s", o->ca[0] ? o->ca : "(system)", why);
     goto fail;
   }
   if (o->cert[0]) {
@@ -363,8 +362,8 @@ int ordo__tls_connect(ordo__tls_client *tc, const char *host, int port,
   /* The server's certificate must name what we connect to: an address as
    * an IP subjectAltName, a host name as a DNS one (sent as SNI too). */
   unsigned char ip[16];
-  bool is_ip = inet_pton(AF_INET, name, ip) == 1 ||
-               inet_pton(AF_INET6, name, ip) == 1;
+  bool is_ip =
+      inet_pton(AF_INET, name, ip) == 1 || inet_pton(AF_INET6, name, ip) == 1;
   X509_VERIFY_PARAM *vp = SSL_get0_param(ssl);
   if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(vp, name) != 1
             : SSL_set1_host(ssl, name) != 1 ||

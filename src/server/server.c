@@ -696,8 +696,7 @@ static void conn_tls_send(conn *c) {
   size_t max_output = c->authed ? c->s->cfg.max_output : ORDOD_PREAUTH_OUTPUT;
   max_output += max_output / 20 + 16384;
   if (c->writing + n > max_output) {
-    srv_log(c->s, 1,
-            "client %llu: %zu TLS bytes pending (limit %zu%s); closed",
+    srv_log(c->s, 1, "client %llu: %zu TLS bytes pending (limit %zu%s); closed",
             (unsigned long long)c->id, c->writing + n, max_output,
             c->authed ? "" : " before AUTH");
     c->s->output_cutoffs++;
@@ -1575,7 +1574,7 @@ int srv_conf_set(srv_config *c, const char *name, const char *val, char *err,
     c->tls_port = (int)v;
   } else if (IS("tls-cert-file") || IS("tls-key-file") ||
              IS("tls-ca-cert-file")) {
-    char *dst = IS("tls-cert-file") ? c->tls_cert
+    char *dst = IS("tls-cert-file")  ? c->tls_cert
                 : IS("tls-key-file") ? c->tls_key
                                      : c->tls_ca;
     if (!val || !*val || strlen(val) >= sizeof c->tls_cert) {
@@ -1769,8 +1768,8 @@ static int tls_listen(srv *s, struct sockaddr_storage *addr) {
   int rc;
   if ((rc = uv_tcp_bind(&s->tls_tcp, (struct sockaddr *)addr, 0)) != 0 ||
       (rc = uv_listen((uv_stream_t *)&s->tls_tcp, 511, on_connection)) != 0) {
-    fprintf(stderr, "ordod: cannot listen for TLS on %s:%d: %s\n",
-            s->cfg.bind, s->cfg.tls_port, uv_strerror(rc));
+    fprintf(stderr, "ordod: cannot listen for TLS on %s:%d: %s\n", s->cfg.bind,
+            s->cfg.tls_port, uv_strerror(rc));
     return -1;
   }
   struct sockaddr_storage bound;

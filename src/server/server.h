@@ -267,9 +267,9 @@ struct srv {
   uv_loop_t *loop;
   uv_tcp_t tcp;
   uv_pipe_t unix_sock;
-  uv_tcp_t tls_tcp;          /* the --tls-port listener */
+  uv_tcp_t tls_tcp;           /* the --tls-port listener */
   struct ssl_ctx_st *tls_ctx; /* its SSL_CTX, NULL without TLS */
-  uv_timer_t tls_timer;      /* drops handshakes past ORDOD_TLS_HANDSHAKE_MS */
+  uv_timer_t tls_timer;       /* drops handshakes past ORDOD_TLS_HANDSHAKE_MS */
   bool have_tcp, have_unix, have_tls;
   uv_signal_t sigterm, sigint;
   uv_async_t wake;
@@ -441,8 +441,7 @@ void srv_tls_free(srv_tls *t);
 int srv_tls_feed(srv_tls *t, const char *p, size_t n);
 /* Plaintext into dst, driving the handshake: bytes, 0 (wants more from the
  * peer), or -1 with why (a TLS error, or the peer's close_notify). */
-long srv_tls_read(srv_tls *t, char *dst, size_t cap, char *why,
-                  size_t whycap);
+long srv_tls_read(srv_tls *t, char *dst, size_t cap, char *why, size_t whycap);
 /* Encrypts p[0..n) into the outgoing ciphertext: bytes taken (0 before the
  * handshake is done), or -1 with why. */
 long srv_tls_write(srv_tls *t, const char *p, size_t n, char *why,

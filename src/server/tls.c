@@ -13,7 +13,8 @@
  *
  * Interface: srv_tls_ctx_new, srv_tls_ctx_free, srv_tls_new, srv_tls_free,
  * srv_tls_feed, srv_tls_read, srv_tls_write, srv_tls_pending, srv_tls_take,
- * srv_tls_ready, srv_tls_has_plain, srv_tls_shutdown, srv_tls_auth_name, srv_tls_auth_parse.
+ * srv_tls_ready, srv_tls_has_plain, srv_tls_shutdown, srv_tls_auth_name,
+ * srv_tls_auth_parse.
  */
 #include "server/server.h"
 
@@ -62,8 +63,9 @@ SSL_CTX *srv_tls_ctx_new(const srv_config *cfg, char *err, size_t errlen) {
   }
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   if (!cfg->tls_cert[0] || !cfg->tls_key[0]) {
-    snprintf(err, errlen, "--tls-port needs --tls-cert-file and "
-                          "--tls-key-file");
+    snprintf(err, errlen,
+             "--tls-port needs --tls-cert-file and "
+             "--tls-key-file");
     goto fail;
   }
   if (SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert) != 1) {
@@ -78,8 +80,10 @@ SSL_CTX *srv_tls_ctx_new(const srv_config *cfg, char *err, size_t errlen) {
   }
   if (SSL_CTX_check_private_key(ctx) != 1) {
     ssl_reason(why, sizeof why);
-    snprintf(err, errlen, "--tls-key-file %s does not match --tls-cert-file "
-             "%s: %s", cfg->tls_key, cfg->tls_cert, why);
+    snprintf(err, errlen,
+             "--tls-key-file %s does not match --tls-cert-file "
+             "%s: %s",
+             cfg->tls_key, cfg->tls_cert, why);
     goto fail;
   }
   if (cfg->tls_ca[0]) {
@@ -89,7 +93,8 @@ SSL_CTX *srv_tls_ctx_new(const srv_config *cfg, char *err, size_t errlen) {
       goto fail;
     }
   } else if (cfg->tls_auth != SRV_TLS_AUTH_NO) {
-    snprintf(err, errlen, "--tls-auth-clients %s needs --tls-ca-cert-file "
+    snprintf(err, errlen,
+             "--tls-auth-clients %s needs --tls-ca-cert-file "
              "(the CA that signs client certificates)",
              srv_tls_auth_name(cfg->tls_auth));
     goto fail;
@@ -165,8 +170,7 @@ static int ssl_failure(srv_tls *t, int r, char *why, size_t cap) {
   return -1;
 }
 
-long srv_tls_read(srv_tls *t, char *dst, size_t cap, char *why,
-                  size_t whycap) {
+long srv_tls_read(srv_tls *t, char *dst, size_t cap, char *why, size_t whycap) {
   if (cap == 0)
     return 0;
   int r = SSL_read(t->ssl, dst, cap > INT_MAX ? INT_MAX : (int)cap);
