@@ -1,7 +1,8 @@
 /*
  * server.c -- ordod: the loop, connections and their turns, sessions,
  * resume tokens and leases, the engine's events and lock-order reports,
- * kills and the long-wait log, the fencing epoch, start-up and shutdown.
+ * kills and the long-wait log, the fencing epoch, start-up and shutdown;
+ * the TLS listener and its connections' hooks (their SSL is tls.c's).
  * The commands are in commands.c. See README.md.
  *
  * Interface: main, srv_log, srv_now_ms, srv_sess_find, srv_sess_by_token,

@@ -2,7 +2,7 @@
 """test_tls.py -- TLS: ordod's --tls-port, the ordod:// client's tls=1, and
 rediss:// against a real redis-server built with TLS.
 
-Usage: test_tls.py ORDOD ORDO_CLI LIBORDO_SO
+Usage: test_tls.py ORDOD ORDO_CLI LIBORDO_SO|-
 
 tls_fixture.sh makes a CA, a server certificate for 127.0.0.1/::1/localhost,
 a client certificate and an unrelated CA in a temporary folder. Three ordod
@@ -10,6 +10,9 @@ servers (--tls-auth-clients yes, no, optional) and one redis-server are
 started once for the suite; each case talks to them with redis-cli --tls,
 `ordo bank`, `ordo lock`, raw sockets, and libordo.so through ctypes (to
 read ordo_dump's "last error" line, which names a certificate's problem).
+A sanitizer build passes '-' for LIBORDO_SO (its library cannot be loaded
+into an uninstrumented python): then the outcomes are read from `ordo
+lock`'s exit status instead, and the messages are not checked.
 
 Every wait is bounded, bounds scale with ORDO_TEST_TIMEOUT_MULT. Prints
 'N passed, N failed' at the end and exits non-zero on any failure.
@@ -91,21 +94,45 @@ def lock_unlock(url):
     assert r.stdout.startswith("tls:k="), r.stdout
 
 
-_lib = ctypes.CDLL(LIBORDO)
-_lib.ordo_open.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p,
-                           ctypes.c_void_p]
-_lib.ordo_txn_begin.argtypes = [ctypes.c_void_p,
-                                ctypes.POINTER(ctypes.c_void_p),
-                                ctypes.c_void_p]
-_lib.ordo_dump.argtypes = [ctypes.c_void_p, ctypes.c_int]
-_lib.ordo_close.argtypes = [ctypes.c_void_p]
-_lib.ordo_txn_end.argtypes = [ctypes.c_void_p]
-_lib.ordo_err_name.restype = ctypes.c_char_p
+_lib = ctypes.CDLL(LIBORDO) if LIBORDO != "-" else None
+DUMPS = _lib is not None
+
+
+def begin_cli(url):
+    """begin() through `ordo lock`: its exit status says which call failed
+    (64: the URL, at ordo_open; 69: the backend, at the txn's connect)."""
+    r = run([ORDO, "lock", "--backend", url, "--wait", "2000", "tls:b", "--",
+             "true"])
+    return ("EURL" if r.returncode == 64 else None,
+            "EBACKEND" if r.returncode == 69 else None, "")
 
 
 def begin(url):
     """ordo_open and ordo_txn_begin on url: (open's error name or None,
     txn_begin's error name or None, ordo_dump's text)."""
+    if not DUMPS:
+        return begin_cli(url)
+    return begin_lib(url)
+
+
+def setup_lib():
+    if not DUMPS:
+        return
+    _lib.ordo_open.argtypes = [ctypes.POINTER(ctypes.c_void_p),
+                               ctypes.c_char_p, ctypes.c_void_p]
+    _lib.ordo_txn_begin.argtypes = [ctypes.c_void_p,
+                                    ctypes.POINTER(ctypes.c_void_p),
+                                    ctypes.c_void_p]
+    _lib.ordo_dump.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    _lib.ordo_close.argtypes = [ctypes.c_void_p]
+    _lib.ordo_txn_end.argtypes = [ctypes.c_void_p]
+    _lib.ordo_err_name.restype = ctypes.c_char_p
+
+
+setup_lib()
+
+
+def begin_lib(url):
     o = ctypes.c_void_p()
     rc = _lib.ordo_open(ctypes.byref(o), url.encode(), None)
     if rc != 0:
@@ -223,10 +250,11 @@ def test_client_without_the_ca_is_refused():
     # know the test CA; the failure names the certificate's problem.
     err_open, err, dump = begin(od_url(YES.tls_port, ca=None))
     assert err_open is None and err == "EBACKEND", (err_open, err)
-    assert "TLS: the certificate of 127.0.0.1: self-signed certificate" \
-        in dump, dump
+    assert not DUMPS or "TLS: the certificate of 127.0.0.1: self-signed " \
+        "certificate" in dump, dump
     err_open, err, dump = begin(od_url(YES.tls_port, ca=OTHER_CA))
-    assert err == "EBACKEND" and "the certificate of 127.0.0.1" in dump, dump
+    assert err == "EBACKEND", err
+    assert not DUMPS or "the certificate of 127.0.0.1" in dump, dump
 
 
 @case
@@ -235,7 +263,7 @@ def test_host_name_is_checked():
     # sent and checked (tls_sni) fails the check.
     _, err, dump = begin(od_url(YES.tls_port, extra="&tls_sni=elsewhere.test"))
     assert err == "EBACKEND", err
-    assert "elsewhere.test: hostname mismatch" in dump, dump
+    assert not DUMPS or "elsewhere.test: hostname mismatch" in dump, dump
 
 
 @case
@@ -338,7 +366,7 @@ def test_rediss_against_redis_server():
     _, err, dump = begin("rediss://127.0.0.1:%d?tls_cert=%s&tls_key=%s"
                          % (REDIS.port, CRT, KEY))
     assert err == "EBACKEND", err
-    assert "the certificate of 127.0.0.1" in dump, dump
+    assert not DUMPS or "the certificate of 127.0.0.1" in dump, dump
 
 
 def main():
