@@ -677,6 +677,19 @@ static void write_done(uv_write_t *w, int status) {
     conn_close(c);
 }
 
+/* Queues r's bytes on c's socket; false (r freed, c closed) when libuv
+ * refuses them. */
+static bool conn_write(conn *c, wreq *r) {
+  uv_buf_t b = uv_buf_init(r->data, (unsigned)r->n);
+  if (uv_write(&r->w, &c->h.stream, &b, 1, write_done) != 0) {
+    free(r);
+    conn_close(c);
+    return false;
+  }
+  c->writing += r->n;
+  return true;
+}
+
 /* ---- TLS connections (tls.c; README.md, "TLS") ---------------------------
  *
  * A connection accepted on --tls-port reads ciphertext into its tls_rbuf,
@@ -711,13 +724,7 @@ static void conn_tls_send(conn *c) {
   }
   r->c = c;
   r->n = srv_tls_take(c->tls, r->data, n);
-  uv_buf_t b = uv_buf_init(r->data, (unsigned)r->n);
-  if (uv_write(&r->w, &c->h.stream, &b, 1, write_done) != 0) {
-    free(r);
-    conn_close(c);
-    return;
-  }
-  c->writing += r->n;
+  conn_write(c, r);
 }
 
 /* conn_flush for a TLS connection: the replies into the SSL (they wait in
@@ -841,13 +848,8 @@ static void conn_flush(conn *c) {
   r->c = c;
   r->n = c->out.len;
   memcpy(r->data, c->out.buf, c->out.len);
-  uv_buf_t b = uv_buf_init(r->data, (unsigned)r->n);
-  if (uv_write(&r->w, &c->h.stream, &b, 1, write_done) != 0) {
-    free(r);
-    conn_close(c);
+  if (!conn_write(c, r))
     return;
-  }
-  c->writing += r->n;
   ordo__out_consume(&c->out, c->out.len);
 }
 
