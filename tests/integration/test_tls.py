@@ -14,6 +14,9 @@ A sanitizer build passes '-' for LIBORDO_SO (its library cannot be loaded
 into an uninstrumented python): then the outcomes are read from `ordo
 lock`'s exit status instead, and the messages are not checked.
 
+A silent client connected at the start is dropped by the server's
+handshake bound (10 s), checked last, so the suite takes about 11 s.
+
 Every wait is bounded, bounds scale with ORDO_TEST_TIMEOUT_MULT. Prints
 'N passed, N failed' at the end and exits non-zero on any failure.
 """
@@ -198,6 +201,13 @@ class Redis:
 
 REDIS = Redis()
 
+# A client that connects to the TLS port and never says a word: the server
+# drops it once its handshake has not been done for 10 s (checked by the
+# last case, so that the wait overlaps the others).
+SILENT = socket.create_connection(("127.0.0.1", YES.tls_port))
+SILENT_AT = time.monotonic()
+HANDSHAKE_S = 10  # ORDOD_TLS_HANDSHAKE_MS
+
 # ---- The cases ------------------------------------------------------------
 
 CASES = []
@@ -367,6 +377,21 @@ def test_rediss_against_redis_server():
                          % (REDIS.port, CRT, KEY))
     assert err == "EBACKEND", err
     assert not DUMPS or "the certificate of 127.0.0.1" in dump, dump
+
+
+@case
+def test_silent_client_is_dropped_after_the_handshake_bound():
+    # The server checks once a second, so the drop comes between 10 and
+    # 11 s after the connect; the bound against a hang is wider.
+    SILENT.settimeout(max(0.1, SILENT_AT + T(HANDSHAKE_S + 5) -
+                          time.monotonic()))
+    got = SILENT.recv(4096)  # b"" at the server's close
+    waited = time.monotonic() - SILENT_AT
+    SILENT.close()
+    assert got == b"", got
+    assert waited >= HANDSHAKE_S - 0.5, waited
+    assert "no TLS handshake in 10000 ms; closed" in YES.log(), \
+        YES.log()[-2000:]
 
 
 def main():
