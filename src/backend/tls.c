@@ -13,6 +13,7 @@
  * ordo__tls_client_free, ordo__tls_connect.
  */
 #include "ordo_int.h"
+#include "ordo_tsa.h"
 #include "backend/tls.h"
 
 #include <arpa/inet.h>
@@ -30,9 +31,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TLS_MS 1000000u /* nanoseconds in a millisecond */
+/* How long ordo__tls_client_free waits for the place's pumps to end. They
+ * end as soon as hiredis's ends are closed, which the place has done by
+ * then; one still running past this (a txn never ended) is left to free
+ * the client itself. */
+#define TLS_CLOSE_WAIT_MS 2000
 
 /* ---- URL options ---------------------------------------------------------
  */
@@ -78,10 +85,29 @@ int ordo__tls_opts_check(const ordo__tls_opts *o) {
 /* ---- The context -----------------------------------------------------------
  */
 
+/*
+ * A place's TLS context and the count of its pump threads. A pump ends on
+ * its own, but OpenSSL's state must outlive it: at exit, OPENSSL_cleanup
+ * (an atexit handler) frees what a pump still running would use. So
+ * ordo__tls_client_free, which ordo_close calls after the place's
+ * connections are closed, waits for the pumps (cv, under mu); one that
+ * outlives the bound frees the client itself, being the last (orphan).
+ */
 struct ordo__tls_client {
   SSL_CTX *ctx;
   char sni[256];
+  ordo__mutex mu;
+  pthread_cond_t cv;
+  int pumps ORDO_GUARDED_BY(mu);
+  bool orphan ORDO_GUARDED_BY(mu);
 };
+
+static void client_destroy(ordo__tls_client *tc) {
+  SSL_CTX_free(tc->ctx);
+  pthread_cond_destroy(&tc->cv);
+  ordo__mutex_destroy(&tc->mu);
+  free(tc);
+}
 
 /* OpenSSL's reason for the last failure, as one line; the queue is
  * cleared, so a later failure does not show an old reason. */
@@ -103,6 +129,12 @@ ordo__tls_client *ordo__tls_client_new(const ordo__tls_opts *o, char *err,
     return NULL;
   }
   snprintf(tc->sni, sizeof tc->sni, "%s", o->sni);
+  ordo__mutex_init(&tc->mu);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&tc->cv, &ca);
+  pthread_condattr_destroy(&ca);
   tc->ctx = SSL_CTX_new(TLS_client_method());
   if (!tc->ctx) {
     ssl_reason(why, sizeof why);
@@ -140,8 +172,17 @@ fail:
 void ordo__tls_client_free(ordo__tls_client *tc) {
   if (!tc)
     return;
-  SSL_CTX_free(tc->ctx);
-  free(tc);
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += TLS_CLOSE_WAIT_MS / 1000;
+  ordo__mutex_lock(&tc->mu);
+  while (tc->pumps > 0 && ordo__cond_timedwait(&tc->cv, &tc->mu, &until) == 0)
+    ;
+  bool left = tc->pumps > 0;
+  tc->orphan = left;
+  ordo__mutex_unlock(&tc->mu);
+  if (!left)
+    client_destroy(tc);
 }
 
 /* ---- Connecting ------------------------------------------------------------
@@ -255,6 +296,7 @@ static int handshake(SSL *ssl, int fd, const char *name, uint64_t until,
 /* One connection's pump: the SSL over the TCP socket, and the local end
  * of the socketpair whose other end hiredis has. */
 typedef struct tls_pump {
+  ordo__tls_client *tc;
   SSL *ssl;
   int tcp, local;
 } tls_pump;
@@ -343,7 +385,14 @@ static void *pump_main(void *arg) {
   SSL_free(p->ssl);
   close(p->tcp);
   close(p->local); /* hiredis reads EOF */
+  ordo__tls_client *tc = p->tc;
   free(p);
+  ordo__mutex_lock(&tc->mu);
+  bool last = --tc->pumps == 0 && tc->orphan;
+  pthread_cond_broadcast(&tc->cv);
+  ordo__mutex_unlock(&tc->mu);
+  if (last)
+    client_destroy(tc);
   return NULL;
 }
 
@@ -384,10 +433,19 @@ int ordo__tls_connect(ordo__tls_client *tc, const char *host, int port,
   bool started = false;
   if (p && pthread_attr_init(&at) == 0) {
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    p->tc = tc;
     p->ssl = ssl;
     p->tcp = fd;
     p->local = sv[1];
+    ordo__mutex_lock(&tc->mu);
+    tc->pumps++;
+    ordo__mutex_unlock(&tc->mu);
     started = pthread_create(&th, &at, pump_main, p) == 0;
+    if (!started) {
+      ordo__mutex_lock(&tc->mu);
+      tc->pumps--;
+      ordo__mutex_unlock(&tc->mu);
+    }
     pthread_attr_destroy(&at);
   }
   if (!started) {
