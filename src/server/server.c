@@ -1705,7 +1705,7 @@ static void usage(FILE *f) {
       "                      asked for (no), or checked if given\n"
       "  --help              this text\n\n"
       "Once it accepts connections it prints 'ready port=N' on stdout,\n"
-      "after 'tls port=N' with --tls-port.\n"
+      "then 'tls port=N' with --tls-port.\n"
       "Commands: docs/protocol.md, or COMMAND DOCS.\n",
       ORDOD_DEFAULT_PORT);
 }
@@ -2023,9 +2023,11 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  /* 'ready' first, since a reader may take only the first line (the
+   * test fixtures do); both go out in one write. */
+  printf("ready port=%d\n", port);
   if (s->have_tls)
     printf("tls port=%d\n", s->cfg.tls_port);
-  printf("ready port=%d\n", port);
   fflush(stdout);
 
   uv_run(s->loop, UV_RUN_DEFAULT);
