@@ -231,6 +231,16 @@ def test_ping_and_lock_over_tls():
     # The plain port keeps working beside the TLS one.
     r = run(["redis-cli", "-p", str(YES.port), "PING"])
     assert r.stdout.strip() == "PONG", r.stdout
+    # CONFIG GET shows the TLS options, the port as bound.
+    r = run(["redis-cli", "-p", str(YES.port), "CONFIG", "GET", "tls-*"])
+    got = r.stdout.split("\n")
+    conf = dict(zip(got[0::2], got[1::2]))
+    assert conf["tls-port"] == str(YES.tls_port), r.stdout
+    assert conf["tls-auth-clients"] == "yes", r.stdout
+    assert conf["tls-cert-file"] == SCRT, r.stdout
+    r = run(["redis-cli", "-p", str(NO.port), "CONFIG", "GET",
+             "tls-auth-clients"])
+    assert r.stdout.split() == ["tls-auth-clients", "no"], r.stdout
 
 
 @case
