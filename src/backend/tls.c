@@ -27,6 +27,7 @@
 #include <openssl/x509v3.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,6 +258,43 @@ static int tcp_connect(const char *host, int port, uint64_t until, char *err,
   return fd;
 }
 
+/*
+ * OpenSSL writes to its socket with write(2), which raises SIGPIPE when the
+ * peer has gone, and the callers promise that a dead server is an error,
+ * never a SIGPIPE, whatever the program does with that signal (they send
+ * with MSG_NOSIGNAL themselves). So SIGPIPE is blocked in the thread while
+ * OpenSSL writes: the pump blocks it for its whole life (a SIGPIPE raised
+ * by a write is the writing thread's, and dies with it, never delivered),
+ * and the handshake in the caller's thread blocks it and, if its writes
+ * raised one that was not pending before, takes it (sigtimedwait) before
+ * the mask is put back, as libpq does (pq_block_sigpipe, pq_reset_sigpipe).
+ */
+typedef struct sigpipe_state {
+  sigset_t old;
+  bool was_pending;
+} sigpipe_state;
+
+static void sigpipe_block(sigpipe_state *st) {
+  sigset_t pipe, pending;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, &st->old);
+  st->was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+}
+
+static void sigpipe_restore(const sigpipe_state *st) {
+  sigset_t pipe, pending;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  if (!st->was_pending && sigpending(&pending) == 0 &&
+      sigismember(&pending, SIGPIPE)) {
+    struct timespec zero = {0, 0};
+    while (sigtimedwait(&pipe, NULL, &zero) < 0 && errno == EINTR)
+      ;
+  }
+  pthread_sigmask(SIG_SETMASK, &st->old, NULL);
+}
+
 /* Runs SSL_connect to its end within until; 0, or -1 with err. */
 static int handshake(SSL *ssl, int fd, const char *name, uint64_t until,
                      char *err, size_t errlen) {
@@ -324,6 +362,10 @@ static int write_all(int fd, const char *p, size_t n) {
  */
 static void *pump_main(void *arg) {
   tls_pump *p = arg;
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, NULL); /* see sigpipe_block */
   char in[16384], out[16384];
   size_t outlen = 0;
   bool want_write = false;
@@ -420,7 +462,11 @@ int ordo__tls_connect(ordo__tls_client *tc, const char *host, int port,
     snprintf(err, errlen, "TLS: cannot check the name %s", name);
     goto fail;
   }
-  if (handshake(ssl, fd, name, until, err, errlen) != 0)
+  sigpipe_state sp;
+  sigpipe_block(&sp);
+  int hs = handshake(ssl, fd, name, until, err, errlen);
+  sigpipe_restore(&sp);
+  if (hs != 0)
     goto fail;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {

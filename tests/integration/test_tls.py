@@ -300,6 +300,12 @@ def test_client_certificate_modes():
     assert "PONG" not in r.stdout, r.stdout
     _, err, dump = begin(od_url(YES.tls_port, cert=False))
     assert err == "EBACKEND", (err, dump)
+    # ordo lock, which leaves SIGPIPE at its default, exits EBACKEND's 69
+    # (a SIGPIPE from a write to the socket the server closed would kill
+    # it instead; this run does not force one, tls.c blocks it in any case).
+    r = run([ORDO, "lock", "--backend", od_url(YES.tls_port, cert=False),
+             "--wait", "2000", "tls:p", "--", "true"])
+    assert r.returncode == 69, (r.returncode, r.stderr)
     # no: accepted without one.
     r = cli(NO.tls_port, "PING", cert=False)
     assert r.stdout.strip() == "PONG", (r.stdout, r.stderr)
