@@ -29,7 +29,10 @@ set -euo pipefail
 #   iproute2, procps                    the fault harness: ip netns and veth pairs for the
 #                                       partition, ps for the processes a pause stops
 #   gcovr                               `make coverage`'s report of gcov's counts, per folder
-#   libssl-dev                          OpenSSL's libcrypto: SHA-256 of ordod's ACL passwords
+#   libssl-dev                          OpenSSL: SHA-256 of ordod's ACL passwords, and TLS
+#                                       (ordod's --tls-port, the ordod://?tls=1 and rediss://
+#                                       clients, since hiredis 0.14 has none)
+#   openssl                             openssl(1) makes the TLS tests' certificates
 #   man-db, groff-base                  build_install renders the man pages (man -l, groff -ww)
 #                                       and fails on any warning
 #   systemd                             systemd-analyze verify of contrib/systemd/ordod.service
@@ -38,7 +41,7 @@ PACKAGES=(build-essential g++ cmake pkg-config libcmocka-dev clang python3
           libclang-rt-14-dev clang-format graphviz libuv1-dev libhiredis-dev
           redis-tools redis-server python3-redis tmux libpq-dev postgresql
           postgresql-contrib libdb5.3-dev gnuplot-nox valgrind spin iproute2
-          procps gcovr man-db groff-base systemd prometheus libssl-dev)
+          procps gcovr man-db groff-base systemd prometheus libssl-dev openssl)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1100,7 +1100,8 @@ enum {
   CONF_UNSIGNED,
   CONF_STR,
   CONF_BOOL,
-  CONF_ORDER
+  CONF_ORDER,
+  CONF_TLS_AUTH
 };
 
 typedef struct conf_param {
@@ -1142,6 +1143,17 @@ static const conf_param conf_params[] = {
     {"shard-name", CONF_STR, CF(shard_name),
      "the peers know the shard by it from start"},
     {"probe-delay", CONF_LONG, CF(probe_delay_ms), NULL},
+    /* tls-port shows the port bound (with --tls-port 0, the one chosen);
+     * -1 when TLS is off. */
+    {"tls-port", CONF_INT, CF(tls_port), "the socket is bound at start"},
+    {"tls-cert-file", CONF_STR, CF(tls_cert),
+     "the TLS context is made from the files at start"},
+    {"tls-key-file", CONF_STR, CF(tls_key),
+     "the TLS context is made from the files at start"},
+    {"tls-ca-cert-file", CONF_STR, CF(tls_ca),
+     "the TLS context is made from the files at start"},
+    {"tls-auth-clients", CONF_TLS_AUTH, CF(tls_auth),
+     "the TLS context is made from the files at start"},
 };
 #undef CF
 #define NCONF (sizeof conf_params / sizeof conf_params[0])
@@ -1172,6 +1184,9 @@ static int conf_value(const srv_config *cfg, const conf_param *p, char *buf,
     return snprintf(
         buf, cap, "%s",
         srv_order_name(*(const ordo_order_mode_t *)(const void *)f));
+  case CONF_TLS_AUTH:
+    return snprintf(buf, cap, "%s",
+                    srv_tls_auth_name(*(const int *)(const void *)f));
   default:
     return snprintf(buf, cap, "%s", f);
   }
