@@ -215,9 +215,11 @@ ORDO_EXTERN void ordo_options_init(ordo_options_t *opts);
  * ordo_open -- opens the lock place that url names: "mem://" (the in-process
  * engine; also the meaning of NULL and ""), or "ordod://host:port" and
  * "ordod:///path/to/socket" (an ordod lock server; an optional
- * ":password@" before the host, and "?lease_ms=N&timeout_ms=N"), or
+ * ":password@" before the host, "?lease_ms=N&timeout_ms=N", and TLS with
+ * "?tls=1&tls_ca=FILE..."; src/backend/README.md), or
  * "redis://host:port[/db]" and "redis:///path/to/socket" (one Redis node;
- * docs/backend-redis.md), or "redlock://h1:p1,h2:p2,h3:p3" (a quorum of
+ * "rediss://" for TLS; docs/backend-redis.md), or
+ * "redlock://h1:p1,h2:p2,h3:p3" (a quorum of
  * independent Redis nodes; docs/backend-redlock.md). opts may be NULL for
  * defaults. Options in a mem:// URL's query
  * (mem://?stripes=16&starvation_us=500) override opts. Returns ORDO_EURL for an

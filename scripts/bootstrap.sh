@@ -32,7 +32,10 @@ set -euo pipefail
 #   libmicrohttpd-dev                   ordod's metrics port and status page (HTTP, in its loop)
 #   libgraphviz-dev                     libgvc: the status page's wait-for graph as SVG, in process
 #   chromium                            loads the status page headless in the metrics test
-#   libssl-dev                          OpenSSL's libcrypto: SHA-256 of ordod's ACL passwords
+#   libssl-dev                          OpenSSL: SHA-256 of ordod's ACL passwords, and TLS
+#                                       (ordod's --tls-port, the ordod://?tls=1 and rediss://
+#                                       clients, since hiredis 0.14 has none)
+#   openssl                             openssl(1) makes the TLS tests' certificates
 #   man-db, groff-base                  build_install renders the man pages (man -l, groff -ww)
 #                                       and fails on any warning
 #   systemd                             systemd-analyze verify of contrib/systemd/ordod.service
@@ -42,7 +45,7 @@ PACKAGES=(build-essential g++ cmake pkg-config libcmocka-dev clang python3
           libclang-rt-14-dev clang-format graphviz libuv1-dev libhiredis-dev
           redis-tools redis-server python3-redis tmux libpq-dev postgresql
           postgresql-contrib libdb5.3-dev gnuplot-nox valgrind spin iproute2
-          procps gcovr man-db groff-base systemd prometheus libssl-dev
+          procps gcovr man-db groff-base systemd prometheus libssl-dev openssl
           libmicrohttpd-dev libgraphviz-dev chromium)
 
 missing=()

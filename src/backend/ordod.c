@@ -10,6 +10,8 @@
  * URLs:
  *   ordod://[[user]:password@]host[:port][?lease_ms=N&timeout_ms=N]
  *   ordod://[[user]:password@]/path/to/socket[?lease_ms=N&timeout_ms=N]
+ *   ordod://host:port?tls=1[&tls_ca=FILE&tls_cert=FILE&tls_key=FILE
+ *       &tls_sni=NAME]  (TLS to ordod's --tls-port, over tls.c)
  * (IPv6 hosts in brackets; the port defaults to 7411; the password and the
  * socket path are percent-decoded.)
  *
@@ -22,6 +24,7 @@
 #include "backend/ordod.h"
 #include "backend/remote.h"
 #include "backend/renewer.h"
+#include "backend/tls.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -59,6 +62,7 @@ typedef struct od_url {
   bool have_pass;
   long lease_ms;   /* 0: the server's own lease */
   long timeout_ms; /* connect and command bound (a LOCK adds its WAIT) */
+  ordo__tls_opts tls;
 } od_url;
 
 static int hexval(char c) {
@@ -105,7 +109,7 @@ static int parse_query(const char *q, od_url *u) {
       rc = ordo__parse_long(eq + 1, vlen, 10, 86400000L, &u->lease_ms);
     else if (nlen == 10 && memcmp(q, "timeout_ms", 10) == 0)
       rc = ordo__parse_long(eq + 1, vlen, 1, 3600000L, &u->timeout_ms);
-    else
+    else if ((rc = ordo__tls_opt(&u->tls, q, nlen, eq + 1, vlen)) == 1)
       rc = ORDO_EURL;
     if (rc)
       return rc;
@@ -147,6 +151,8 @@ static int od_parse_url(const char *url, od_url *u) {
     if (rest[alen + 1] == 0)
       return ORDO_EURL;
     int rc = parse_query(rest + alen + 1, u);
+    if (rc == 0)
+      rc = ordo__tls_opts_check(&u->tls);
     if (rc)
       return rc;
   }
@@ -170,6 +176,8 @@ static int od_parse_url(const char *url, od_url *u) {
   }
   size_t hlen = (size_t)(rest + alen - hp);
   if (hlen > 0 && hp[0] == '/') {
+    if (u->tls.on)
+      return ORDO_EURL; /* TLS is for TCP; a Unix socket is local already */
     u->unix_sock = true;
     if (hlen < 2 || pct_decode(hp, hlen, u->path, sizeof u->path))
       return ORDO_EURL;
@@ -219,7 +227,8 @@ typedef void (*od_lost_cb)(ordo_txn_t *t, void *arg);
 
 typedef struct od_place {
   struct ordo_s base;
-  od_url u; /* read-only after open */
+  od_url u;              /* read-only after open */
+  ordo__tls_client *tls; /* with tls=1: the context, made at open */
   _Atomic uint64_t next_id;
   /*
    * The renewal thread, the txn list and the last failure's text, all
@@ -384,9 +393,24 @@ static int od_connect(od_place *p, redisContext **out, long *lease_ms,
   uint64_t until = ordo__now_ns() + (uint64_t)tmo_ms * OD_MS;
   struct timeval tv = {(time_t)(tmo_ms / 1000),
                        (suseconds_t)(tmo_ms % 1000) * 1000};
-  redisContext *c = u->unix_sock
-                        ? redisConnectUnixWithTimeout(u->path, tv)
-                        : redisConnectWithTimeout(u->host, u->port, tv);
+  redisContext *c;
+  if (p->tls) {
+    /* TLS (tls.c): hiredis speaks plaintext on a local socket, so
+     * everything below works as over TCP; the TCP socket has keepalive. */
+    char err[512];
+    int fd =
+        ordo__tls_connect(p->tls, u->host, u->port, tmo_ms, err, sizeof err);
+    if (fd < 0) {
+      note_err(p, "connect", err);
+      return ORDO_EBACKEND;
+    }
+    c = redisConnectFd(fd);
+    if (!c)
+      close(fd);
+  } else {
+    c = u->unix_sock ? redisConnectUnixWithTimeout(u->path, tv)
+                     : redisConnectWithTimeout(u->host, u->port, tv);
+  }
   if (!c)
     return ORDO_ENOMEM;
   if (c->err) {
@@ -401,7 +425,7 @@ static int od_connect(od_place *p, redisContext **out, long *lease_ms,
   }
   /* A LOCK without WAIT reads with no timeout: TCP keepalive ends it if
    * the server's host vanishes without a word. */
-  if (!u->unix_sock)
+  if (!u->unix_sock && !p->tls)
     redisEnableKeepAlive(c);
   const char *av[3];
   size_t al[3];
@@ -747,12 +771,23 @@ static int od_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
     free(p);
     return rc;
   }
+  if (p->u.tls.on) {
+    /* A file that cannot be read, or holds no certificate or key, makes
+     * the URL unusable: ORDO_EURL, as for a malformed one. */
+    char err[512];
+    p->tls = ordo__tls_client_new(&p->u.tls, err, sizeof err);
+    if (!p->tls) {
+      free(p);
+      return ORDO_EURL;
+    }
+  }
   atomic_init(&p->next_id, 1);
   p->ctl_tmo = -1;
   ordo__mutex_init(&p->ctl_mu);
   rc = ordo__rn_start(&p->rn, &od_rn_ops, p);
   if (rc) {
     ordo__mutex_destroy(&p->ctl_mu);
+    ordo__tls_client_free(p->tls);
     free(p);
     return rc;
   }
@@ -766,6 +801,7 @@ static void od_close(ordo_t *o) {
   if (p->ctl)
     redisFree(p->ctl);
   ordo__mutex_destroy(&p->ctl_mu);
+  ordo__tls_client_free(p->tls);
   free(p);
 }
 

@@ -12,6 +12,8 @@
  * URLs:
  *   redis://[[user]:password@]host[:port][/db][?lease_ms=N&timeout_ms=N]
  *   redis://[[user]:password@]/path/to/socket[?db=N&lease_ms=N&timeout_ms=N]
+ *   rediss://... (TCP forms): TLS, with &tls_ca=FILE&tls_cert=FILE
+ *       &tls_key=FILE&tls_sni=NAME (tls.c; docs/backend-redis.md, "TLS")
  * (IPv6 hosts in brackets; the port defaults to 6379; the user, the password
  * and the socket path are percent-decoded.)
  *
@@ -51,6 +53,7 @@ typedef struct rd_url {
   ordo__rs_node node;
   long lease_ms;   /* every owner's lease, renewed at a third */
   long timeout_ms; /* the bound of a connect and of every exchange */
+  ordo__tls_opts tls;
 } rd_url;
 
 static int parse_query(const char *q, rd_url *u, bool *db_given) {
@@ -70,7 +73,7 @@ static int parse_query(const char *q, rd_url *u, bool *db_given) {
       rc = ordo__parse_long(eq + 1, vlen, 0, 1L << 20, &v);
       u->node.db = (int)v;
       *db_given = true;
-    } else {
+    } else if ((rc = ordo__tls_opt(&u->tls, q, nlen, eq + 1, vlen)) == 1) {
       rc = ORDO_EURL;
     }
     if (rc)
@@ -91,9 +94,14 @@ static int rd_parse_url(const char *url, rd_url *u) {
   memset(u, 0, sizeof *u);
   u->lease_ms = RD_DEFAULT_LEASE_MS;
   u->timeout_ms = RD_DEFAULT_TIMEOUT_MS;
-  if (strncmp(url, "redis://", 8) != 0)
+  size_t scheme = 8;
+  if (strncmp(url, "rediss://", 9) == 0) {
+    u->tls.on = true; /* the rest reads as a redis:// URL's */
+    scheme = 9;
+  } else if (strncmp(url, "redis://", 8) != 0) {
     return ORDO_EURL;
-  const char *rest = url + 8;
+  }
+  const char *rest = url + scheme;
   size_t alen = strcspn(rest, "?");
   int rc = ordo__rs_parse_node(rest, alen, &u->node);
   if (rc)
@@ -121,7 +129,8 @@ typedef void (*rd_lost_cb)(ordo_txn_t *t, void *arg);
 
 typedef struct rd_place {
   struct ordo_s base;
-  rd_url u;       /* read-only after open */
+  rd_url u;              /* read-only after open */
+  ordo__tls_client *tls; /* rediss://: the context, made at open */
   char chan[32];  /* the release channels' prefix, read-only after open */
   size_t chanlen; /* read-only after open */
   uint64_t lease_ns;
@@ -885,6 +894,8 @@ static int rd_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   if (!p)
     return ORDO_ENOMEM;
   int rc = rd_parse_url(url, &p->u);
+  if (rc == 0)
+    rc = ordo__rs_tls_open(&p->u.tls, &p->u.node, 1, p->u.timeout_ms, &p->tls);
   if (rc) {
     free(p);
     return rc;
@@ -896,6 +907,7 @@ static int rd_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   ordo__rs_script_sha(0); /* computes the names once, before any thread */
   rc = ordo__rn_start(&p->rn, &rd_rn_ops, p);
   if (rc) {
+    ordo__tls_client_free(p->tls);
     free(p);
     return rc;
   }
@@ -906,6 +918,7 @@ static int rd_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
 static void rd_close(ordo_t *o) {
   rd_place *p = rp(o);
   ordo__rn_stop(&p->rn);
+  ordo__tls_client_free(p->tls);
   free(p);
 }
 

@@ -11,7 +11,7 @@
  *
  * Interface: ordo__rs_script_text, ordo__rs_script_sha, ordo__rs_sha1_hex,
  * ordo__rs_fence_key, ordo__rs_key_reserved, ordo__rs_channel_prefix,
- * ordo__rs_has_tag, ordo__rs_slot, ordo__rs_parse_node,
+ * ordo__rs_has_tag, ordo__rs_slot, ordo__rs_parse_node, ordo__rs_tls_open,
  * ordo__rs_conn_init, ordo__rs_connect, ordo__rs_close, ordo__rs_open,
  * ordo__rs_append, ordo__rs_append_loose, ordo__rs_append_script,
  * ordo__rs_append_eval, ordo__rs_run,
@@ -22,6 +22,7 @@
 #include "backend/remote.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -29,6 +30,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- The scripts ------------------------------------------------------------
  * A lock key is a hash: one field per owner (a txn's 128-bit random value in
@@ -378,6 +380,52 @@ static bool host_ok(const char *s, size_t n, bool v6) {
   return true;
 }
 
+int ordo__rs_tls_open(const ordo__tls_opts *o, ordo__rs_node *nodes, size_t n,
+                      long tmo_ms, ordo__tls_client **out) {
+  *out = NULL;
+  if (ordo__tls_opts_check(o) != 0)
+    return ORDO_EURL;
+  if (!o->on)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    if (nodes[i].unix_sock)
+      return ORDO_EURL; /* TLS is for TCP; a Unix socket is local already */
+  char err[512];
+  *out = ordo__tls_client_new(o, err, sizeof err);
+  if (!*out)
+    return ORDO_EURL;
+  for (size_t i = 0; i < n; i++) {
+    nodes[i].tls = *out;
+    nodes[i].tls_timeout_ms = tmo_ms;
+  }
+  return 0;
+}
+
+/* Opens c over TLS (tls.c) to node: a non-blocking context on the
+ * plaintext end, already connected; NULL with errstr set when the connect
+ * or the handshake failed. */
+static redisContext *connect_tls(const ordo__rs_node *node, char *errstr,
+                                 size_t cap) {
+  char err[180];
+  int fd = ordo__tls_connect(node->tls, node->host, node->port,
+                             node->tls_timeout_ms, err, sizeof err);
+  if (fd < 0) {
+    snprintf(errstr, cap, "connect: %s", err);
+    return NULL;
+  }
+  int fl = fcntl(fd, F_GETFL);
+  redisContext *c = NULL;
+  if (fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0)
+    c = redisConnectFd(fd);
+  if (!c) {
+    close(fd);
+    snprintf(errstr, cap, "connect: out of memory");
+    return NULL;
+  }
+  c->flags &= ~REDIS_BLOCK; /* as redisConnectNonBlock's are */
+  return c;
+}
+
 int ordo__rs_parse_node(const char *s, size_t n, ordo__rs_node *u) {
   memset(u, 0, sizeof *u);
   u->port = 6379;
@@ -510,10 +558,24 @@ static int append_raw(ordo__rs_conn *k, int argc, const char **av,
   return 0;
 }
 
+static int handshake_append(ordo__rs_conn *k, const ordo__rs_node *node,
+                            bool select);
+
 int ordo__rs_connect(ordo__rs_conn *k, const ordo__rs_node *node, bool select) {
   ordo__rs_close(k);
   k->err = 0;
   k->errstr[0] = 0;
+  if (node->tls) {
+    redisContext *c = connect_tls(node, k->errstr, sizeof k->errstr);
+    if (!c) {
+      k->err = ORDO_EBACKEND;
+      return ORDO_EBACKEND;
+    }
+    k->c = c;
+    k->connecting = false;
+    k->flushed = true;
+    return handshake_append(k, node, select);
+  }
   redisContext *c = node->unix_sock
                         ? redisConnectUnixNonBlock(node->path)
                         : redisConnectNonBlock(node->host, node->port);
@@ -535,6 +597,13 @@ int ordo__rs_connect(ordo__rs_conn *k, const ordo__rs_node *node, bool select) {
    * the server's host vanishes without a word. */
   if (!node->unix_sock)
     redisEnableKeepAlive(c);
+  return handshake_append(k, node, select);
+}
+
+/* Appends AUTH (when node has a password) and SELECT (when select and
+ * node->db != 0) to k, just connected. */
+static int handshake_append(ordo__rs_conn *k, const ordo__rs_node *node,
+                            bool select) {
   if (node->have_pass) {
     const char *av[3];
     size_t al[3];

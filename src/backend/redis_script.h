@@ -13,6 +13,7 @@
 #define ORDO_REDIS_SCRIPT_H
 
 #include "ordo_int.h"
+#include "backend/tls.h"
 
 #include <hiredis/hiredis.h>
 
@@ -87,6 +88,10 @@ typedef struct ordo__rs_node {
   bool have_pass;
   int db;      /* 0..(1 << 20) */
   bool db_set; /* the address named its database ("/db") */
+  /* TLS (rediss://, redlock://?tls=1): the place's context (not owned),
+   * NULL for plain TCP, and the bound of the connect and handshake. */
+  ordo__tls_client *tls;
+  long tls_timeout_ms;
 } ordo__rs_node;
 
 /*
@@ -96,6 +101,16 @@ typedef struct ordo__rs_node {
  * user, password and path are percent-decoded. Returns 0 or ORDO_EURL.
  */
 int ordo__rs_parse_node(const char *s, size_t n, ordo__rs_node *node);
+/*
+ * ordo__rs_tls_open -- with o->on, checks o (ORDO_EURL for tls options
+ * without TLS, a Unix-socket node, or a file that does not load) and makes
+ * *out, the context every one of nodes[0..n) connects with, each within
+ * tmo_ms; without, checks that no tls option was given. Returns 0,
+ * ORDO_EURL or ORDO_ENOMEM. The caller frees *out (ordo__tls_client_free)
+ * after its last connection.
+ */
+int ordo__rs_tls_open(const ordo__tls_opts *o, ordo__rs_node *nodes, size_t n,
+                      long tmo_ms, ordo__tls_client **out);
 /* An owner's value: 128 random bits in hex from getrandom(2), never from a
  * predictable generator (whoever knows an owner value can release its
  * locks). Returns 0, or ORDO_EBACKEND when the kernel gives none. */
@@ -139,7 +154,9 @@ void ordo__rs_conn_init(ordo__rs_conn *k);
  * ordo__rs_connect -- starts connecting k (closed) to node without waiting,
  * and appends AUTH (when the node has a password) and SELECT (when select
  * and node->db != 0). Name resolution, when host is a name, happens here
- * and is bounded by the resolver, not by any deadline. Returns 0, or
+ * and is bounded by the resolver, not by any deadline; over TLS the
+ * connect and the handshake are done here, within node->tls_timeout_ms,
+ * and hiredis gets the plaintext end of tls.c's pump. Returns 0, or
  * ORDO_EBACKEND / ORDO_ENOMEM with k closed (k->errstr says why).
  */
 int ordo__rs_connect(ordo__rs_conn *k, const ordo__rs_node *node, bool select);

@@ -13,13 +13,17 @@
  *
  * URL:
  *   redlock://h1:p1,h2:p2,h3:p3[?lease_ms=N&timeout_ms=N&node_timeout_ms=N
- *             &mode=sequential]
+ *             &mode=sequential][&tls=1&tls_ca=FILE&tls_cert=FILE&tls_key=FILE
+ *             &tls_sni=NAME]
  * Each node takes the forms of redis:// ("[[user]:password@]host[:port]
  * [/db]"). timeout_ms is the acquisition timeout (10,000 ms by default);
  * node_timeout_ms bounds each exchange with the nodes (a two-hundredth of
  * the lease, within [50 ms, 250 ms], by default: much smaller than the
  * lease, as the Redlock algorithm asks);
  * mode=sequential (key by key, node by node) exists for the bench only.
+ * tls=1 speaks TLS to every node (tls.c), each connect and handshake
+ * bounded by node_timeout_ms; they are done one node after another, at a
+ * txn's first exchange with each.
  *
  * Lock order: a txn's mu, then the place's mu (as in redis.c); the renewer
  * only tries a txn's mu.
@@ -54,6 +58,7 @@ typedef struct rl_url {
   long timeout_ms;      /* acquisition timeout */
   long node_timeout_ms; /* each exchange's bound; 0: from the lease */
   bool sequential;
+  ordo__tls_opts tls;
 } rl_url;
 
 static int parse_query(const char *q, rl_url *u) {
@@ -78,7 +83,7 @@ static int parse_query(const char *q, rl_url *u) {
         u->sequential = false;
       else
         rc = ORDO_EURL;
-    } else {
+    } else if ((rc = ordo__tls_opt(&u->tls, q, nlen, eq + 1, vlen)) == 1) {
       rc = ORDO_EURL;
     }
     if (rc)
@@ -144,7 +149,8 @@ typedef void (*rl_lost_cb)(ordo_txn_t *t, void *arg);
 typedef struct rl_place {
   struct ordo_s base;
   rl_url u;
-  size_t quorum; /* n / 2 + 1 */
+  ordo__tls_client *tls; /* tls=1: the context, made at open */
+  size_t quorum;         /* n / 2 + 1 */
   char chan[32];
   size_t chanlen;
   uint64_t lease_ns, drift_ns, io_ns;
@@ -934,6 +940,12 @@ static int rl_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
     if (p->io_ns > p->lease_ns / 3)
       p->io_ns = p->lease_ns / 3;
   }
+  rc = ordo__rs_tls_open(&p->u.tls, p->u.node, p->u.n, (long)(p->io_ns / RL_MS),
+                         &p->tls);
+  if (rc) {
+    free(p);
+    return rc;
+  }
   atomic_init(&p->next_id, 1);
   ordo__mutex_init(&p->ids_mu);
   for (size_t i = 0; i < RL_MAX_NODES; i++)
@@ -942,6 +954,7 @@ static int rl_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   rc = ordo__rn_start(&p->rn, &rl_rn_ops, p);
   if (rc) {
     ordo__mutex_destroy(&p->ids_mu);
+    ordo__tls_client_free(p->tls);
     free(p);
     return rc;
   }
@@ -953,6 +966,7 @@ static void rl_close(ordo_t *o) {
   rl_place *p = rp(o);
   ordo__rn_stop(&p->rn);
   ordo__mutex_destroy(&p->ids_mu);
+  ordo__tls_client_free(p->tls);
   free(p);
 }
 

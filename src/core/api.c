@@ -257,7 +257,8 @@ int ordo_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   } else if (strncmp(url, "ordod://", 8) == 0) {
     /* Two or more addresses make a sharded place (backend/shards.c). */
     be = ordo__shards_multi(url) ? &ordo__backend_shards : &ordo__backend_ordod;
-  } else if (strncmp(url, "redis://", 8) == 0) {
+  } else if (strncmp(url, "redis://", 8) == 0 ||
+             strncmp(url, "rediss://", 9) == 0) {
     be = &ordo__backend_redis; /* likewise */
   } else if (strncmp(url, "redlock://", 10) == 0) {
     be = &ordo__backend_redlock; /* likewise */

@@ -1109,7 +1109,8 @@ enum {
   CONF_UNSIGNED,
   CONF_STR,
   CONF_BOOL,
-  CONF_ORDER
+  CONF_ORDER,
+  CONF_TLS_AUTH
 };
 
 typedef struct conf_param {
@@ -1153,10 +1154,23 @@ static const conf_param conf_params[] = {
     {"probe-delay", CONF_LONG, CF(probe_delay_ms), NULL},
     {"deadlock-timeout", CONF_LONG, CF(deadlock_timeout_ms),
      "the engine takes it when it opens (its deadlock_timeout_ms)"},
+    /* metrics-port shows the port bound (with --metrics-port 0, the one
+     * chosen); -1 when there is no HTTP. */
     {"metrics-port", CONF_INT, CF(metrics_port),
      "the HTTP socket is bound at start"},
     {"metrics-bind", CONF_STR, CF(metrics_bind),
      "the HTTP socket is bound at start"},
+    /* tls-port shows the port bound (with --tls-port 0, the one chosen);
+     * -1 when TLS is off. */
+    {"tls-port", CONF_INT, CF(tls_port), "the socket is bound at start"},
+    {"tls-cert-file", CONF_STR, CF(tls_cert),
+     "the TLS context is made from the files at start"},
+    {"tls-key-file", CONF_STR, CF(tls_key),
+     "the TLS context is made from the files at start"},
+    {"tls-ca-cert-file", CONF_STR, CF(tls_ca),
+     "the TLS context is made from the files at start"},
+    {"tls-auth-clients", CONF_TLS_AUTH, CF(tls_auth),
+     "the TLS context is made from the files at start"},
 };
 #undef CF
 #define NCONF (sizeof conf_params / sizeof conf_params[0])
@@ -1187,6 +1201,9 @@ static int conf_value(const srv_config *cfg, const conf_param *p, char *buf,
     return snprintf(
         buf, cap, "%s",
         srv_order_name(*(const ordo_order_mode_t *)(const void *)f));
+  case CONF_TLS_AUTH:
+    return snprintf(buf, cap, "%s",
+                    srv_tls_auth_name(*(const int *)(const void *)f));
   default:
     return snprintf(buf, cap, "%s", f);
   }

@@ -736,6 +736,7 @@ int srv_http_start(srv *s, char *err, size_t errlen) {
     return -1;
   }
   h->port = port->port;
+  s->cfg.metrics_port = h->port; /* CONFIG GET shows the port bound */
   uv_timer_init(s->loop, &h->timer);
   h->timer.data = h;
   uv_poll_init(s->loop, &h->poll, epfd->epoll_fd);

@@ -1,7 +1,8 @@
 /*
  * server.c -- ordod: the loop, connections and their turns, sessions,
  * resume tokens and leases, the engine's events and lock-order reports,
- * kills and the long-wait log, the fencing epoch, start-up and shutdown.
+ * kills and the long-wait log, the fencing epoch, start-up and shutdown;
+ * the TLS listener and its connections' hooks (their SSL is tls.c's).
  * The commands are in commands.c. See README.md.
  *
  * Interface: main, srv_log, srv_now_ms, srv_sess_find, srv_sess_by_token,
@@ -571,6 +572,8 @@ static void conn_free_cb(uv_handle_t *h) {
   s->nconns--;
   free(c->in);
   ordo__out_free(&c->out);
+  srv_tls_free(c->tls);
+  free(c->tls_rbuf);
   free(c);
 }
 
@@ -621,6 +624,8 @@ static void linger_shut(uv_shutdown_t *r, int status) {
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b);
 static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b);
+static void conn_tls_send(conn *c);
+static void conn_tls_pump(conn *c);
 
 /* Closes c after its last reply (see ORDOD_LINGER_MS): the session ends
  * now, the reply and a FIN go out, and the connection is freed when the
@@ -629,6 +634,13 @@ static void conn_linger(conn *c) {
   conn_flush(c);
   if (c->closing) /* the flush found it cut off */
     return;
+  if (c->tls) {
+    /* The reply's records, then close_notify, then the FIN. */
+    srv_tls_shutdown(c->tls);
+    conn_tls_send(c);
+    if (c->closing)
+      return;
+  }
   conn_detach(c);
   c->inlen = 0;
   c->need = 0;
@@ -665,6 +677,130 @@ static void write_done(uv_write_t *w, int status) {
     conn_close(c);
 }
 
+/* Queues r's bytes on c's socket; false (r freed, c closed) when libuv
+ * refuses them. */
+static bool conn_write(conn *c, wreq *r) {
+  uv_buf_t b = uv_buf_init(r->data, (unsigned)r->n);
+  if (uv_write(&r->w, &c->h.stream, &b, 1, write_done) != 0) {
+    free(r);
+    conn_close(c);
+    return false;
+  }
+  c->writing += r->n;
+  return true;
+}
+
+/* ---- TLS connections (tls.c; README.md, "TLS") ---------------------------
+ *
+ * A connection accepted on --tls-port reads ciphertext into its tls_rbuf,
+ * which goes to its SSL; the plaintext that comes out is appended to in,
+ * where the plain path (conn_got, conn_process) takes it as if the socket
+ * had given it. Replies go from out into the SSL, and the ciphertext from
+ * the SSL to the socket. A plain connection never comes here.
+ */
+
+/* Writes the ciphertext the SSL has queued. What is pending may pass the
+ * plain output limit by the records' overhead (a twentieth, and 16 KiB for
+ * the handshake's certificates); past that the client is cut off as a
+ * plain one is. */
+static void conn_tls_send(conn *c) {
+  size_t n = srv_tls_pending(c->tls);
+  if (n == 0 || c->closed)
+    return;
+  size_t max_output = c->authed ? c->s->cfg.max_output : ORDOD_PREAUTH_OUTPUT;
+  max_output += max_output / 20 + 16384;
+  if (c->writing + n > max_output) {
+    srv_log(c->s, 1, "client %llu: %zu TLS bytes pending (limit %zu%s); closed",
+            (unsigned long long)c->id, c->writing + n, max_output,
+            c->authed ? "" : " before AUTH");
+    c->s->output_cutoffs++;
+    conn_close(c);
+    return;
+  }
+  wreq *r = malloc(sizeof *r + n);
+  if (!r) {
+    conn_close(c);
+    return;
+  }
+  r->c = c;
+  r->n = srv_tls_take(c->tls, r->data, n);
+  conn_write(c, r);
+}
+
+/* conn_flush for a TLS connection: the replies into the SSL (they wait in
+ * out until the handshake is done), then its records to the socket. */
+static void conn_tls_flush(conn *c) {
+  char why[256];
+  while (c->out.len > 0) {
+    long w = srv_tls_write(c->tls, c->out.buf, c->out.len, why, sizeof why);
+    if (w < 0) {
+      srv_log(c->s, 2, "client %llu (%s): TLS: %s; closed",
+              (unsigned long long)c->id, c->addr, why);
+      conn_close(c);
+      return;
+    }
+    if (w == 0)
+      break;
+    ordo__out_consume(&c->out, (size_t)w);
+  }
+  conn_tls_send(c);
+}
+
+static void conn_in_room(conn *c, uv_buf_t *b);
+static void conn_got(conn *c, size_t n);
+
+/* Takes the plaintext the SSL has into in, running the requests as the
+ * plain path does after a read, until the SSL has no more, the connection
+ * is deferred (turn_cb pumps it again) or closing. A TLS error, a
+ * close_notify or a failed handshake closes the connection (logged at
+ * debug: a stranger's garbage is no warning). */
+static void conn_tls_pump(conn *c) {
+  char why[256];
+  bool was_ready = srv_tls_ready(c->tls);
+  while (!c->closing && !c->deferred) {
+    uv_buf_t b;
+    conn_in_room(c, &b);
+    if (!b.base) {
+      conn_close(c);
+      return;
+    }
+    long r = srv_tls_read(c->tls, b.base, b.len, why, sizeof why);
+    if (r < 0) {
+      srv_log(c->s, 2, "client %llu (%s): TLS: %s; closed",
+              (unsigned long long)c->id, c->addr, why);
+      conn_tls_send(c); /* the alert, if OpenSSL wrote one */
+      conn_close(c);
+      return;
+    }
+    if (!was_ready && srv_tls_ready(c->tls)) {
+      was_ready = true;
+      srv_log(c->s, 2, "client %llu (%s): TLS handshake done",
+              (unsigned long long)c->id, c->addr);
+    }
+    if (r == 0)
+      break;
+    conn_got(c, (size_t)r);
+  }
+  if (!c->closing)
+    conn_tls_send(c); /* handshake messages, session tickets */
+}
+
+/* Every second: a TLS connection whose handshake is not done
+ * ORDOD_TLS_HANDSHAKE_MS after its accept is dropped, so a peer that
+ * connects and says nothing holds no slot for long. */
+static void tls_timer_cb(uv_timer_t *t) {
+  srv *s = t->data;
+  uint64_t now = srv_now_ms();
+  conn *c;
+  LIST_FOREACH(c, &s->conns, link)
+  if (c->tls && !c->closing && !srv_tls_ready(c->tls) &&
+      now - c->created_ms >= ORDOD_TLS_HANDSHAKE_MS) {
+    srv_log(s, 2, "client %llu (%s): no TLS handshake in %d ms; closed",
+            (unsigned long long)c->id, c->addr, ORDOD_TLS_HANDSHAKE_MS);
+    conn_close(c);
+  }
+}
+
 /* Hands pending replies to the socket: try a direct write first, then
  * queue the rest. A client that does not read its replies is cut off once
  * max_output bytes are pending. */
@@ -673,6 +809,10 @@ static void conn_flush(conn *c) {
     return;
   if (c->out.oom) {
     conn_close(c);
+    return;
+  }
+  if (c->tls) {
+    conn_tls_flush(c);
     return;
   }
   if (c->out.len == 0)
@@ -708,13 +848,8 @@ static void conn_flush(conn *c) {
   r->c = c;
   r->n = c->out.len;
   memcpy(r->data, c->out.buf, c->out.len);
-  uv_buf_t b = uv_buf_init(r->data, (unsigned)r->n);
-  if (uv_write(&r->w, &c->h.stream, &b, 1, write_done) != 0) {
-    free(r);
-    conn_close(c);
+  if (!conn_write(c, r))
     return;
-  }
-  c->writing += r->n;
   ordo__out_consume(&c->out, c->out.len);
 }
 
@@ -751,8 +886,11 @@ static void turn_cb(uv_idle_t *h) {
     s->ndeferred--;
     c->deferred = false;
     conn_process(c);
-    if (!c->closing && !c->deferred)
+    if (!c->closing && !c->deferred) {
       uv_read_start(&c->h.stream, alloc_cb, read_cb);
+      if (c->tls && srv_tls_has_plain(c->tls))
+        conn_tls_pump(c); /* plaintext the SSL kept while it was deferred */
+    }
   }
   if (TAILQ_EMPTY(&s->deferred))
     uv_idle_stop(h);
@@ -839,9 +977,9 @@ static void conn_process(conn *c) {
     conn_defer(c);
 }
 
-static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
-  conn *c = h->data;
-  (void)suggested;
+/* The room at the end of c's input buffer, grown within its bounds; a NULL
+ * base when no memory. */
+static void conn_in_room(conn *c, uv_buf_t *b) {
   size_t want = c->inlen + 65536;
   if (want > c->s->cfg.max_request + 65536)
     want = c->s->cfg.max_request + 65536;
@@ -864,6 +1002,17 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
   b->len = c->incap - c->inlen;
 }
 
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b) {
+  conn *c = h->data;
+  (void)suggested;
+  if (c->tls) {
+    b->base = c->tls_rbuf;
+    b->len = ORDOD_TLS_RBUF;
+    return;
+  }
+  conn_in_room(c, b);
+}
+
 /* A connection that has not authenticated sent more than one pre-auth
  * request can hold: told so, and closed. */
 static void preauth_refuse(conn *c) {
@@ -876,7 +1025,6 @@ static void preauth_refuse(conn *c) {
 
 static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   conn *c = st->data;
-  (void)b;
   if (n < 0) {
     conn_close(c);
     return;
@@ -890,7 +1038,19 @@ static void read_cb(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
       conn_close(c);
     return;
   }
-  c->inlen += (size_t)n;
+  if (c->tls) {
+    if (srv_tls_feed(c->tls, b->base, (size_t)n) != 0)
+      conn_close(c);
+    else
+      conn_tls_pump(c);
+    return;
+  }
+  conn_got(c, (size_t)n);
+}
+
+/* n bytes were added at the end of c's input: runs what they complete. */
+static void conn_got(conn *c, size_t n) {
+  c->inlen += n;
   if (!c->authed && c->inlen > ORDOD_PREAUTH_REQUEST) {
     /* Bytes past one pre-auth request: process what parses (an AUTH among
      * them lifts the bound), and refuse the rest if it is still too much. */
@@ -924,7 +1084,8 @@ static void on_connection(uv_stream_t *server, int status) {
   c->created_ms = srv_now_ms();
   c->h.handle.data = c;
   c->open_handles = 1;
-  bool is_tcp = server == (uv_stream_t *)&s->tcp;
+  bool is_tls = server == (uv_stream_t *)&s->tls_tcp;
+  bool is_tcp = is_tls || server == (uv_stream_t *)&s->tcp;
   if (is_tcp)
     uv_tcp_init(s->loop, &c->h.tcp);
   else
@@ -934,6 +1095,14 @@ static void on_connection(uv_stream_t *server, int status) {
   if (uv_accept(server, &c->h.stream) != 0) {
     conn_close(c);
     return;
+  }
+  if (is_tls) {
+    c->tls = srv_tls_new(s->tls_ctx);
+    c->tls_rbuf = malloc(ORDOD_TLS_RBUF);
+    if (!c->tls || !c->tls_rbuf) {
+      conn_close(c);
+      return;
+    }
   }
   s->total_conns++;
   if (is_tcp) {
@@ -1297,6 +1466,8 @@ static void conf_defaults(srv_config *c) {
   c->metrics_port = -1;
   snprintf(c->metrics_bind, sizeof c->metrics_bind, "127.0.0.1");
   c->log_lock_waits_ms = 1000;
+  c->tls_port = -1;
+  c->tls_auth = SRV_TLS_AUTH_YES;
 }
 
 /* One option by name; 0, or -1 with err set. Shared by flags, the config
@@ -1415,6 +1586,28 @@ int srv_conf_set(srv_config *c, const char *name, const char *val, char *err,
   } else if (IS("log-lock-waits")) {
     NUM(0, 86400000);
     c->log_lock_waits_ms = (long)v;
+  } else if (IS("tls-port")) {
+    NUM(0, 65535);
+    c->tls_port = (int)v;
+  } else if (IS("tls-cert-file") || IS("tls-key-file") ||
+             IS("tls-ca-cert-file")) {
+    char *dst = IS("tls-cert-file")  ? c->tls_cert
+                : IS("tls-key-file") ? c->tls_key
+                                     : c->tls_ca;
+    if (!val || !*val || strlen(val) >= sizeof c->tls_cert) {
+      snprintf(err, errlen, "--%s wants a file name", name);
+      return -1;
+    }
+    snprintf(dst, sizeof c->tls_cert, "%s", val);
+  } else if (IS("tls-auth-clients")) {
+    int m = srv_tls_auth_parse(val);
+    if (m < 0) {
+      snprintf(err, errlen,
+               "--tls-auth-clients wants yes, no or optional, got '%s'",
+               val ? val : "");
+      return -1;
+    }
+    c->tls_auth = m;
   } else {
     snprintf(err, errlen, "unknown option '%s' (see ordod --help)", name);
     return -1;
@@ -1524,9 +1717,18 @@ static void usage(FILE *f) {
       "  --log-lock-waits MS  a LOCK waiting this long is logged, with its\n"
       "                      blocker chain, and kept for LOCKWAITS (default\n"
       "                      1000; 0: off)\n"
+      "  --tls-port N        also listen for TLS on this port (0 = any free\n"
+      "                      port; off by default); plain --port stays\n"
+      "  --tls-cert-file F   the server's certificate chain (PEM)\n"
+      "  --tls-key-file F    its private key (PEM)\n"
+      "  --tls-ca-cert-file F  the CA that signs client certificates\n"
+      "  --tls-auth-clients yes|no|optional  a client certificate signed\n"
+      "                      by that CA is required (yes, default), not\n"
+      "                      asked for (no), or checked if given\n"
       "  --help              this text\n\n"
-      "Once it accepts connections it prints 'ready port=N' on stdout\n"
-      "(then 'metrics port=N' with --metrics-port).\n"
+      "Once it accepts connections it prints 'ready port=N' on stdout,\n"
+      "then 'tls port=N' with --tls-port and 'metrics port=N' with\n"
+      "--metrics-port.\n"
       "Commands: docs/protocol.md, or COMMAND DOCS.\n",
       ORDOD_DEFAULT_PORT);
 }
@@ -1573,6 +1775,44 @@ static void close_walk(uv_handle_t *h, void *arg) {
     uv_close(h, NULL);
 }
 
+/* Opens the --tls-port listener on the --bind address (addr, whose port
+ * is replaced) with the context from the TLS files; 0, or -1 after saying
+ * why on stderr (a bad file is named, with OpenSSL's reason). */
+static int tls_listen(srv *s, struct sockaddr_storage *addr) {
+  char err[1024];
+  s->tls_ctx = srv_tls_ctx_new(&s->cfg, err, sizeof err);
+  if (!s->tls_ctx) {
+    fprintf(stderr, "ordod: %s\n", err);
+    return -1;
+  }
+  if (addr->ss_family == AF_INET6)
+    ((struct sockaddr_in6 *)addr)->sin6_port = htons((uint16_t)s->cfg.tls_port);
+  else
+    ((struct sockaddr_in *)addr)->sin_port = htons((uint16_t)s->cfg.tls_port);
+  uv_tcp_init(s->loop, &s->tls_tcp);
+  s->tls_tcp.data = s;
+  int rc;
+  if ((rc = uv_tcp_bind(&s->tls_tcp, (struct sockaddr *)addr, 0)) != 0 ||
+      (rc = uv_listen((uv_stream_t *)&s->tls_tcp, 511, on_connection)) != 0) {
+    fprintf(stderr, "ordod: cannot listen for TLS on %s:%d: %s\n", s->cfg.bind,
+            s->cfg.tls_port, uv_strerror(rc));
+    return -1;
+  }
+  struct sockaddr_storage bound;
+  int blen = sizeof bound;
+  if (uv_tcp_getsockname(&s->tls_tcp, (struct sockaddr *)&bound, &blen) == 0)
+    s->cfg.tls_port = ntohs(bound.ss_family == AF_INET6
+                                ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                : ((struct sockaddr_in *)&bound)->sin_port);
+  uv_timer_init(s->loop, &s->tls_timer);
+  s->tls_timer.data = s;
+  uv_timer_start(&s->tls_timer, tls_timer_cb, 1000, 1000);
+  s->have_tls = true;
+  srv_log(s, 1, "listening for TLS on %s:%d (client certificates: %s)",
+          s->cfg.bind, s->cfg.tls_port, srv_tls_auth_name(s->cfg.tls_auth));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   static srv S;
   srv *s = &S;
@@ -1602,6 +1842,11 @@ int main(int argc, char **argv) {
       {"metrics-port", required_argument, 0, 0},
       {"metrics-bind", required_argument, 0, 0},
       {"log-lock-waits", required_argument, 0, 0},
+      {"tls-port", required_argument, 0, 0},
+      {"tls-cert-file", required_argument, 0, 0},
+      {"tls-key-file", required_argument, 0, 0},
+      {"tls-ca-cert-file", required_argument, 0, 0},
+      {"tls-auth-clients", required_argument, 0, 0},
       {"no-restart-delay", no_argument, 0, 0},
       {"config", required_argument, 0, 0},
       {"help", no_argument, 0, 'h'},
@@ -1816,6 +2061,8 @@ int main(int argc, char **argv) {
   srv_log(s, 1, "listening on %s:%d%s%s, fencing epoch %llu", s->cfg.bind, port,
           s->have_unix ? " and " : "", s->have_unix ? s->cfg.unixsocket : "",
           (unsigned long long)s->epoch);
+  if (s->cfg.tls_port >= 0 && tls_listen(s, &addr) != 0)
+    return 2;
   {
     char perr[512];
     if (srv_probe_init(s, perr, sizeof perr) != 0) {
@@ -1830,8 +2077,11 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  /* 'ready port=N' first: scripts that start ordod read its first line. */
+  /* 'ready' first, since a reader may take only the first line (the
+   * test fixtures do); all go out in one write. */
   printf("ready port=%d\n", port);
+  if (s->have_tls)
+    printf("tls port=%d\n", s->cfg.tls_port);
   if (s->http)
     printf("metrics port=%d\n", srv_http_port(s));
   fflush(stdout);
@@ -1851,6 +2101,7 @@ int main(int argc, char **argv) {
   uv_run(s->loop, UV_RUN_DEFAULT);
   uv_loop_close(s->loop);
   srv_probe_close(s);
+  srv_tls_ctx_free(s->tls_ctx);
   ordo_close(s->o);
   state_close_clean(s);
   if (s->have_unix)

@@ -97,7 +97,18 @@ typedef struct srv_config {
   /* A LOCK that waits longer than this is logged once while it waits and
    * kept in the long-wait log (LOCKWAITS); 0: off. */
   long log_lock_waits_ms;
+  /* TLS (tls.c): a second listener, -1 when off (0: any free port), and
+   * the files and the client-certificate mode of --tls-auth-clients. */
+  int tls_port;
+  char tls_cert[512], tls_key[512], tls_ca[512];
+  int tls_auth; /* SRV_TLS_AUTH_* */
 } srv_config;
+
+enum { SRV_TLS_AUTH_NO = 0, SRV_TLS_AUTH_YES = 1, SRV_TLS_AUTH_OPTIONAL = 2 };
+/* A TLS handshake not finished this long after the accept is dropped. */
+#define ORDOD_TLS_HANDSHAKE_MS 10000
+/* A TLS connection's read buffer for ciphertext: one record and more. */
+#define ORDOD_TLS_RBUF 17408
 
 typedef struct srv srv;
 typedef struct sess sess;
@@ -106,6 +117,7 @@ typedef struct srv_probe srv_probe;
 typedef struct srv_http srv_http;
 typedef struct srv_user srv_user;
 typedef struct srv_acl srv_acl;
+typedef struct srv_tls srv_tls;
 
 /* A connection: a socket and its buffers. */
 struct conn {
@@ -153,6 +165,10 @@ struct conn {
   bool deferred;
   TAILQ_ENTRY(conn) dlink;
   bool peer; /* said PEER HELLO: another shard's link */
+  /* Accepted on the TLS port: its SSL, and the ciphertext read buffer
+   * (alloc_cb's for it; the plaintext goes to in). NULL: a plain one. */
+  srv_tls *tls;
+  char *tls_rbuf;
 };
 
 /* A session: a txn, its lease, its wait. Outlives its connection when it
@@ -258,7 +274,10 @@ struct srv {
   uv_loop_t *loop;
   uv_tcp_t tcp;
   uv_pipe_t unix_sock;
-  bool have_tcp, have_unix;
+  uv_tcp_t tls_tcp;           /* the --tls-port listener */
+  struct ssl_ctx_st *tls_ctx; /* its SSL_CTX, NULL without TLS */
+  uv_timer_t tls_timer;       /* drops handshakes past ORDOD_TLS_HANDSHAKE_MS */
+  bool have_tcp, have_unix, have_tls;
   uv_signal_t sigterm, sigint;
   uv_async_t wake;
   ordo_t *o;
@@ -431,6 +450,34 @@ int srv_acl_check(conn *c, const srv_cmd *k, size_t argc,
 bool srv_acl_glob(const char *pat, size_t pn, const char *key, size_t sn);
 int srv_conf_parse_file(srv_config *cfg, const char *path, char *err,
                         size_t errlen);
+/* tls.c: TLS over memory BIOs, inside the loop (README.md, "TLS"). The
+ * SSL_CTX from the config's files, or NULL with err naming the file and
+ * OpenSSL's reason. */
+struct ssl_ctx_st *srv_tls_ctx_new(const srv_config *cfg, char *err,
+                                   size_t errlen);
+void srv_tls_ctx_free(struct ssl_ctx_st *ctx);
+srv_tls *srv_tls_new(struct ssl_ctx_st *ctx);
+void srv_tls_free(srv_tls *t);
+/* Hands ciphertext from the socket to OpenSSL; 0, or -1 (no memory). */
+int srv_tls_feed(srv_tls *t, const char *p, size_t n);
+/* Plaintext into dst, driving the handshake: bytes, 0 (wants more from the
+ * peer), or -1 with why (a TLS error, or the peer's close_notify). */
+long srv_tls_read(srv_tls *t, char *dst, size_t cap, char *why, size_t whycap);
+/* Encrypts p[0..n) into the outgoing ciphertext: bytes taken (0 before the
+ * handshake is done), or -1 with why. */
+long srv_tls_write(srv_tls *t, const char *p, size_t n, char *why,
+                   size_t whycap);
+bool srv_tls_ready(const srv_tls *t);
+/* Whether bytes fed may hold plaintext not yet read. */
+bool srv_tls_has_plain(const srv_tls *t);
+/* Ciphertext waiting for the socket, and taking it. */
+size_t srv_tls_pending(const srv_tls *t);
+size_t srv_tls_take(srv_tls *t, char *dst, size_t cap);
+/* Queues a close_notify (when the handshake was done). */
+void srv_tls_shutdown(srv_tls *t);
+/* --tls-auth-clients: "no", "yes", "optional" and back (-1: none of them). */
+const char *srv_tls_auth_name(int mode);
+int srv_tls_auth_parse(const char *s);
 /* The name of a lock-order checker mode: "off", "warn" or "refuse". */
 const char *srv_order_name(ordo_order_mode_t m);
 

@@ -11,9 +11,10 @@ error fails the test that started it.
 Ordod(binary, *args, folder=None) starts `binary --port 0 --dir FOLDER
 *args` (FOLDER a new temporary folder unless given; pass the same folder
 to a later server to restart on its state) and waits, within a bound, for
-its 'ready port=N' line. Its stdout and stderr go to files, never to pipes,
-so a chatty or stuck server can never block on a full pipe, and reading its
-log never blocks on a live process.
+its 'ready port=N' line (with --tls-port, tls_port is read from the
+'tls port=N' line after it; None without). Its stdout and stderr go to
+files, never to pipes, so a chatty or stuck server can never block on a
+full pipe, and reading its log never blocks on a live process.
 
 stop() sends SIGTERM, waits within a bound, SIGKILLs past it, and raises
 OrdodError if the server had to be killed, exited with a status other than
@@ -78,6 +79,11 @@ class Ordod:
         self._log = None
         _live.add(self)
         self.port = self._wait_ready()
+        # With --tls-port (a flag, or a config file's line): the 'tls
+        # port=N' line, which the server writes with 'ready' in one write.
+        with open(self._out_path, "rb") as f:
+            m = re.search(rb"^tls port=(\d+)\n", f.read(), re.M)
+        self.tls_port = int(m.group(1)) if m else None
 
     def _wait_ready(self):
         end = time.monotonic() + START_BOUND_S * MULT

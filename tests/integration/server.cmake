@@ -40,3 +40,16 @@ add_test(NAME integration_acl
   COMMAND bash ${ORDO_IT}/redis_fixture.sh /usr/bin/python3
           ${ORDO_IT}/test_acl.py $<TARGET_FILE:ordod>)
 set_tests_properties(integration_acl PROPERTIES TIMEOUT 120 LABELS server)
+# TLS: ordod's --tls-port (certificates from tls_fixture.sh), the ordod://
+# client's tls=1, and rediss:// against a real redis-server with TLS. A
+# sanitizer build's libordo.so cannot be loaded into python (ctypes): '-'
+# has the test use the CLI alone.
+if(ORDO_SANITIZE STREQUAL "")
+  set(ORDO_TLS_LIB $<TARGET_FILE:ordo_shared>)
+else()
+  set(ORDO_TLS_LIB -)
+endif()
+add_test(NAME integration_tls
+  COMMAND /usr/bin/python3 ${ORDO_IT}/test_tls.py $<TARGET_FILE:ordod>
+          $<TARGET_FILE:ordo_cli> ${ORDO_TLS_LIB})
+set_tests_properties(integration_tls PROPERTIES TIMEOUT 180 LABELS server)

@@ -507,6 +507,18 @@ def case_flags(main_unused):
     with Ordod(ORDOD, "--config", conf, folder=folder) as d:
         assert http_get(metrics_port(d), "/metrics")[0] == 200
         a, b = Conn(d.port), Conn(d.port)
+        # CONFIG GET names the options, metrics-port as bound.
+        assert a.cmd("CONFIG", "GET", "metrics-port") == [
+            b"metrics-port", str(metrics_port(d)).encode()]
+        assert a.cmd("CONFIG", "GET", "deadlock-timeout") == [
+            b"deadlock-timeout", b"300"]
+        for name, val in (("deadlock-timeout", 5), ("metrics-port", 0),
+                          ("metrics-bind", "127.0.0.2")):
+            try:
+                a.cmd("CONFIG", "SET", name, val)
+                raise AssertionError("CONFIG SET %s was taken" % name)
+            except RuntimeError as e:
+                assert "immutable config" in str(e), e
         assert granted(a.cmd("LOCK", 1, "x", "X"))
         assert granted(b.cmd("LOCK", 1, "y", "X"))
         # The first wait of this server: its search comes 300 ms after

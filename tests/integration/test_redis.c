@@ -118,6 +118,7 @@ static void test_urls(void **state) {
       "redis://h?lease_ms=1000&timeout_ms=250",
       "redis://h:1?db=2",
       "redis:///s?lease_ms=86400000",
+      "rediss://h:1", /* TLS, checked against the system's CAs */
   };
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
     ordo_t *o = NULL;
@@ -147,8 +148,14 @@ static void test_urls(void **state) {
       "redis://[::1",
       "redis://h$:1",
       "redis:///",
-      "rediss://h:1",
       "redis:/h:1",
+      /* TLS (rediss://): options without it, a certificate without its
+       * key, a Unix socket, a CA file that does not load. */
+      "redis://h:1?tls_ca=/etc/hosts",
+      "redis://h:1?tls=2",
+      "rediss://h:1?tls_cert=/x",
+      "rediss:///s",
+      "rediss://h:1?tls_ca=/nonexistent/ca.crt",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     ordo_t *o = NULL;

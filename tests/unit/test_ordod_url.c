@@ -34,6 +34,9 @@ static void test_good_urls(void **state) {
       "ordod://h:1?lease_ms=1000",
       "ordod://h:1?timeout_ms=250&lease_ms=10",
       "ordod:///s?lease_ms=86400000",
+      "ordod://h:1?tls=1", /* TLS, checked against the system's CAs */
+      "ordod://h:1?tls=0",
+      "ordod://h:1?timeout_ms=250&tls=1&tls_sni=lock.example",
   };
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
     ordo_t *o = NULL;
@@ -69,6 +72,15 @@ static void test_bad_urls(void **state) {
       "ordod://h$:1",
       "ordod:///",
       "ordod://%2F",
+      /* TLS: options without tls=1, a bad tls value, a certificate
+       * without its key, a Unix socket, files that do not load. */
+      "ordod://h:1?tls_ca=/etc/hosts",
+      "ordod://h:1?tls=yes",
+      "ordod://h:1?tls=1&tls_cert=/x",
+      "ordod://h:1?tls=1&tls_ca=",
+      "ordod:///s?tls=1",
+      "ordod://h:1?tls=1&tls_ca=/nonexistent/ca.crt",
+      "ordod://h:1?tls=1&tls_cert=/nonexistent/c.crt&tls_key=/nonexistent/k",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     ordo_t *o = NULL;

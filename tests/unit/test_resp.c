@@ -733,6 +733,13 @@ const char *srv_order_name(ordo_order_mode_t m) {
                                   : "off";
 }
 
+/* tls.c is not linked: CONFIG GET's tls-auth-clients reads the name here. */
+const char *srv_tls_auth_name(int mode) {
+  return mode == SRV_TLS_AUTH_NO    ? "no"
+         : mode == SRV_TLS_AUTH_YES ? "yes"
+                                    : "optional";
+}
+
 /* A server of two sessions, each on its connection, on a fresh engine. */
 static srv SRV;
 static sess SESS[2];
