@@ -29,6 +29,9 @@ set -euo pipefail
 #   iproute2, procps                    the fault harness: ip netns and veth pairs for the
 #                                       partition, ps for the processes a pause stops
 #   gcovr                               `make coverage`'s report of gcov's counts, per folder
+#   libmicrohttpd-dev                   ordod's metrics port and status page (HTTP, in its loop)
+#   libgraphviz-dev                     libgvc: the status page's wait-for graph as SVG, in process
+#   chromium                            loads the status page headless in the metrics test
 #   libssl-dev                          OpenSSL: SHA-256 of ordod's ACL passwords, and TLS
 #                                       (ordod's --tls-port, the ordod://?tls=1 and rediss://
 #                                       clients, since hiredis 0.14 has none)
@@ -36,12 +39,14 @@ set -euo pipefail
 #   man-db, groff-base                  build_install renders the man pages (man -l, groff -ww)
 #                                       and fails on any warning
 #   systemd                             systemd-analyze verify of contrib/systemd/ordod.service
-#   prometheus                          promtool check rules of contrib/prometheus/ordo-alerts.yml
+#   prometheus                          promtool check rules of contrib/prometheus/ordo-alerts.yml;
+#                                       the metrics test's real scraper, and promtool check metrics
 PACKAGES=(build-essential g++ cmake pkg-config libcmocka-dev clang python3
           libclang-rt-14-dev clang-format graphviz libuv1-dev libhiredis-dev
           redis-tools redis-server python3-redis tmux libpq-dev postgresql
           postgresql-contrib libdb5.3-dev gnuplot-nox valgrind spin iproute2
-          procps gcovr man-db groff-base systemd prometheus libssl-dev openssl)
+          procps gcovr man-db groff-base systemd prometheus libssl-dev openssl
+          libmicrohttpd-dev libgraphviz-dev chromium)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -4,7 +4,7 @@
  * docs/protocol.md, which documents each command.
  *
  * Interface: srv_dispatch, srv_cmd_find, srv_cmd_count, srv_cmd_at,
- * srv_lock_reply, srv_held_write.
+ * srv_lock_reply, srv_held_write, srv_graph_text.
  */
 #include "server/server.h"
 
@@ -481,40 +481,31 @@ static void cmd_holders(conn *c, size_t argc, ordo__resp_arg *argv) {
   ordo__out_free(&r.waiters);
 }
 
-static void cmd_graph(conn *c, size_t argc, ordo__resp_arg *argv) {
-  ordo_graph_fmt_t fmt = ORDO_GRAPH_DOT;
-  if (argc == 2) {
-    if (arg_is(&argv[1], "JSON"))
-      fmt = ORDO_GRAPH_JSON;
-    else if (!arg_is(&argv[1], "DOT")) {
-      ordo__out_error(&c->out, "ERR", "GRAPH [DOT|JSON]");
-      return;
-    }
-  }
+char *srv_graph_text(srv *s, ordo_graph_fmt_t fmt, size_t *len) {
   FILE *f = tmpfile();
-  if (!f) {
-    ordo__out_error(&c->out, "ERR", "cannot make a temporary file");
-    return;
-  }
-  ordo_graph_dump(c->s->o, fileno(f), fmt);
+  if (!f)
+    return NULL;
+  ordo_graph_dump(s->o, fileno(f), fmt);
   fseek(f, 0, SEEK_END); /* the dump wrote through a dup of the descriptor */
-  long len = ftell(f);
+  long flen = ftell(f);
   rewind(f);
-  char *buf = malloc(len > 0 ? (size_t)len : 1);
-  size_t got = buf ? fread(buf, 1, (size_t)(len > 0 ? len : 0), f) : 0;
+  char *buf = malloc(flen > 0 ? (size_t)flen : 1);
+  size_t got = buf ? fread(buf, 1, (size_t)(flen > 0 ? flen : 0), f) : 0;
   fclose(f);
+  if (!buf)
+    return NULL;
   /* The txns of a sharded place are named by their global ids too: a DOT
    * node label, or a JSON member "gids", for each session with one that
    * the graph names (docs/distributed.md). */
   char *eb = NULL;
   size_t el = 0;
-  FILE *ef = buf ? open_memstream(&eb, &el) : NULL;
+  FILE *ef = open_memstream(&eb, &el);
   size_t cut = got;
   while (cut > 0 && (buf[cut - 1] == '\n' || buf[cut - 1] == '}'))
     cut--; /* before the final brace (and a JSON's, the object's) */
   bool first = true;
-  for (size_t i = 0; ef && i < c->s->smap_cap; i++)
-    for (sess *x = c->s->smap[i]; x; x = x->hnext) {
+  for (size_t i = 0; ef && i < s->smap_cap; i++)
+    for (sess *x = s->smap[i]; x; x = x->hnext) {
       char name[48], hex[ORDOD_GID_HEX + 1];
       int nl = snprintf(name, sizeof name,
                         fmt == ORDO_GRAPH_DOT ? "\"txn %llu\"" : "%llu",
@@ -536,20 +527,38 @@ static void cmd_graph(conn *c, size_t argc, ordo__resp_arg *argv) {
     fwrite(buf + cut, 1, got - cut, ef);
   if (ef)
     fclose(ef);
-  if (first || !eb) {
-    ordo__out_bulk(&c->out, buf ? buf : "", got);
-  } else {
+  *len = got;
+  if (!first && eb) {
     char *all = malloc(cut + el);
     if (all) {
       memcpy(all, buf, cut);
       memcpy(all + cut, eb, el);
-      ordo__out_bulk(&c->out, all, cut + el);
-      free(all);
-    } else {
-      ordo__out_bulk(&c->out, buf, got);
+      free(buf);
+      buf = all;
+      *len = cut + el;
     }
   }
   free(eb);
+  return buf;
+}
+
+static void cmd_graph(conn *c, size_t argc, ordo__resp_arg *argv) {
+  ordo_graph_fmt_t fmt = ORDO_GRAPH_DOT;
+  if (argc == 2) {
+    if (arg_is(&argv[1], "JSON"))
+      fmt = ORDO_GRAPH_JSON;
+    else if (!arg_is(&argv[1], "DOT")) {
+      ordo__out_error(&c->out, "ERR", "GRAPH [DOT|JSON]");
+      return;
+    }
+  }
+  size_t len = 0;
+  char *buf = srv_graph_text(c->s, fmt, &len);
+  if (!buf) {
+    ordo__out_error(&c->out, "ERR", "cannot make a temporary file");
+    return;
+  }
+  ordo__out_bulk(&c->out, buf, len);
   free(buf);
 }
 
@@ -1143,6 +1152,14 @@ static const conf_param conf_params[] = {
     {"shard-name", CONF_STR, CF(shard_name),
      "the peers know the shard by it from start"},
     {"probe-delay", CONF_LONG, CF(probe_delay_ms), NULL},
+    {"deadlock-timeout", CONF_LONG, CF(deadlock_timeout_ms),
+     "the engine takes it when it opens (its deadlock_timeout_ms)"},
+    /* metrics-port shows the port bound (with --metrics-port 0, the one
+     * chosen); -1 when there is no HTTP. */
+    {"metrics-port", CONF_INT, CF(metrics_port),
+     "the HTTP socket is bound at start"},
+    {"metrics-bind", CONF_STR, CF(metrics_bind),
+     "the HTTP socket is bound at start"},
     /* tls-port shows the port bound (with --tls-port 0, the one chosen);
      * -1 when TLS is off. */
     {"tls-port", CONF_INT, CF(tls_port), "the socket is bound at start"},

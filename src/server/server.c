@@ -9,7 +9,7 @@
  * srv_sess_make_resumable, srv_random, srv_sess_renew, srv_sess_attach,
  * srv_event_push, srv_conf_parse_file, srv_conf_set, srv_order_name,
  * srv_conn_kill, srv_sess_kill, srv_wait_begin, srv_wait_end,
- * srv_wait_rearm.
+ * srv_wait_rearm. The metrics port and the status page are in http.c.
  */
 #include "server/server.h"
 
@@ -1463,6 +1463,8 @@ static void conf_defaults(srv_config *c) {
   c->starvation_holds = 8;
   c->verbose = 1;
   c->probe_delay_ms = 1;
+  c->metrics_port = -1;
+  snprintf(c->metrics_bind, sizeof c->metrics_bind, "127.0.0.1");
   c->log_lock_waits_ms = 1000;
   c->tls_port = -1;
   c->tls_auth = SRV_TLS_AUTH_YES;
@@ -1569,6 +1571,18 @@ int srv_conf_set(srv_config *c, const char *name, const char *val, char *err,
   } else if (IS("probe-delay")) {
     NUM(0, 60000);
     c->probe_delay_ms = (long)v;
+  } else if (IS("metrics-port")) {
+    NUM(0, 65535);
+    c->metrics_port = (int)v;
+  } else if (IS("metrics-bind")) {
+    if (!val || !*val || strlen(val) >= sizeof c->metrics_bind) {
+      snprintf(err, errlen, "--metrics-bind wants an address");
+      return -1;
+    }
+    snprintf(c->metrics_bind, sizeof c->metrics_bind, "%s", val);
+  } else if (IS("deadlock-timeout")) {
+    NUM(1, 86400000);
+    c->deadlock_timeout_ms = (long)v;
   } else if (IS("log-lock-waits")) {
     NUM(0, 86400000);
     c->log_lock_waits_ms = (long)v;
@@ -1692,6 +1706,14 @@ static void usage(FILE *f) {
       "                      (default BIND:PORT)\n"
       "  --probe-delay MS    a wait this old is probed (default 1; 0: at "
       "once)\n"
+      "  --deadlock-timeout MS  search for a deadlock only after a wait\n"
+      "                      this long (as PostgreSQL's deadlock_timeout;\n"
+      "                      default: at once, when a txn blocks)\n"
+      "  --metrics-port N    serve /metrics (Prometheus) and a status page\n"
+      "                      over HTTP on this port (0 = any free port;\n"
+      "                      default: none); see docs/metrics.md\n"
+      "  --metrics-bind ADDR its address (default 127.0.0.1); a non-loopback\n"
+      "                      address needs --requirepass\n"
       "  --log-lock-waits MS  a LOCK waiting this long is logged, with its\n"
       "                      blocker chain, and kept for LOCKWAITS (default\n"
       "                      1000; 0: off)\n"
@@ -1705,7 +1727,8 @@ static void usage(FILE *f) {
       "                      asked for (no), or checked if given\n"
       "  --help              this text\n\n"
       "Once it accepts connections it prints 'ready port=N' on stdout,\n"
-      "then 'tls port=N' with --tls-port.\n"
+      "then 'tls port=N' with --tls-port and 'metrics port=N' with\n"
+      "--metrics-port.\n"
       "Commands: docs/protocol.md, or COMMAND DOCS.\n",
       ORDOD_DEFAULT_PORT);
 }
@@ -1815,6 +1838,9 @@ int main(int argc, char **argv) {
       {"peers", required_argument, 0, 0},
       {"shard-name", required_argument, 0, 0},
       {"probe-delay", required_argument, 0, 0},
+      {"deadlock-timeout", required_argument, 0, 0},
+      {"metrics-port", required_argument, 0, 0},
+      {"metrics-bind", required_argument, 0, 0},
       {"log-lock-waits", required_argument, 0, 0},
       {"tls-port", required_argument, 0, 0},
       {"tls-cert-file", required_argument, 0, 0},
@@ -1881,6 +1907,16 @@ int main(int argc, char **argv) {
     srv_acl_free(s->acl);
     return 2;
   }
+  if (s->cfg.metrics_port >= 0 && !loopback(s->cfg.metrics_bind) &&
+      srv_acl_open(s->acl)) {
+    fprintf(stderr,
+            "ordod: refusing to serve metrics on %s without --requirepass (or "
+            "an --aclfile default user with a password): the status page "
+            "names every session and key\n",
+            s->cfg.metrics_bind);
+    srv_acl_free(s->acl);
+    return 2;
+  }
   /* Keep maxclients below the descriptor limit, so that a refused client
    * can still be told so. */
   struct rlimit rl;
@@ -1927,6 +1963,17 @@ int main(int argc, char **argv) {
    * only) turns it off. */
   if (s->cfg.verbose < 1)
     opts.log_wait_ms = 0;
+  if (s->cfg.deadlock_timeout_ms > 0) {
+    /* A wait is searched once it is this old, as PostgreSQL's
+     * deadlock_timeout. The background sweep, which finds the cycles that no
+     * wait's own search saw, stays on (a cycle it alone can see would
+     * otherwise last for ever) but runs no more often than that: its first
+     * run comes that long after the server's first wait. */
+    opts.detect = ORDO_DETECT_DELAYED;
+    opts.deadlock_timeout_ms = s->cfg.deadlock_timeout_ms;
+    if (opts.sweep_ms < s->cfg.deadlock_timeout_ms)
+      opts.sweep_ms = s->cfg.deadlock_timeout_ms;
+  }
   if (ordo_open(&s->o, "mem://", &opts) != 0) {
     fprintf(stderr, "ordod: cannot open the lock engine\n");
     return 1;
@@ -2023,17 +2070,27 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  if (s->cfg.metrics_port >= 0) {
+    char herr[512];
+    if (srv_http_start(s, herr, sizeof herr) != 0) {
+      fprintf(stderr, "ordod: %s\n", herr);
+      return 1;
+    }
+  }
   /* 'ready' first, since a reader may take only the first line (the
-   * test fixtures do); both go out in one write. */
+   * test fixtures do); all go out in one write. */
   printf("ready port=%d\n", port);
   if (s->have_tls)
     printf("tls port=%d\n", s->cfg.tls_port);
+  if (s->http)
+    printf("metrics port=%d\n", srv_http_port(s));
   fflush(stdout);
 
   uv_run(s->loop, UV_RUN_DEFAULT);
 
   /* Clean shutdown: every session ends (its locks released), then the
    * state file says the stop was clean. */
+  srv_http_close(s);
   conn *c;
   LIST_FOREACH(c, &s->conns, link)
   conn_close(c);

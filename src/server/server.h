@@ -88,6 +88,12 @@ typedef struct srv_config {
   char peers[4096];
   char shard_name[ORDOD_SHARD_NAME];
   long probe_delay_ms;
+  /* Metrics and the status page (http.c): the HTTP port (-1: none, 0: any
+   * free port) and its address; the engine's deadlock_timeout_ms (0: the
+   * search runs when a txn blocks, as it always did). */
+  int metrics_port;
+  char metrics_bind[64];
+  long deadlock_timeout_ms;
   /* A LOCK that waits longer than this is logged once while it waits and
    * kept in the long-wait log (LOCKWAITS); 0: off. */
   long log_lock_waits_ms;
@@ -108,6 +114,7 @@ typedef struct srv srv;
 typedef struct sess sess;
 typedef struct conn conn;
 typedef struct srv_probe srv_probe;
+typedef struct srv_http srv_http;
 typedef struct srv_user srv_user;
 typedef struct srv_acl srv_acl;
 typedef struct srv_tls srv_tls;
@@ -312,6 +319,7 @@ struct srv {
   ordo__resp_arg *argv; /* the parser's argument array, cfg.max_keys*2+16 */
   size_t max_args;
   srv_probe *probe;          /* the peers and probes, NULL without --peers */
+  srv_http *http;            /* the metrics port, NULL without --metrics-port */
   srv_acl *acl;              /* the users (acl.c), for the server's life */
   srv_dl dl[SRV_DL_HISTORY]; /* the deadlock history (loop thread only) */
   uint64_t ndl;              /* deadlocks recorded: dl[(seq - 1) % H] */
@@ -405,6 +413,19 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv);
 size_t srv_probe_info(srv *s, char *buf, size_t cap);
 /* Cross-shard deadlocks resolved here (this shard the victim's). */
 uint64_t srv_probe_deadlocks(srv *s);
+/* The wait-for graph as GRAPH writes it (DOT or JSON, each session with a
+ * global id named by it too), in a malloc'd buffer of *len bytes; NULL
+ * when there is no memory or no temporary file. commands.c. */
+char *srv_graph_text(srv *s, ordo_graph_fmt_t fmt, size_t *len);
+
+/* http.c: the metrics port and the status page (docs/metrics.md). */
+int srv_http_start(srv *s, char *err, size_t errlen);
+/* The port it listens on (after srv_http_start). */
+int srv_http_port(const srv *s);
+/* Stops it: its handles are closed (the loop frees them on its next run)
+ * and the daemon stopped. Loop thread, before the loop's last run. */
+void srv_http_close(srv *s);
+
 /* acl.c: users, their passwords, and what they may run and lock
  * (README.md, "Users and ACLs"). srv_acl_load reads --aclfile (path, or
  * NULL or "" for none) and makes the default user from requirepass unless

@@ -23,6 +23,12 @@ add_test(NAME integration_docs_examples
           ${PROJECT_SOURCE_DIR}/docs/protocol.md)
 add_test(NAME integration_resp3_push
   COMMAND bash ${ORDO_IT}/resp3_push.sh $<TARGET_FILE:ordod>)
+# The metrics port (docs/metrics.md): promtool, a real Prometheus, headless
+# Chromium on the status page during a live deadlock, and hostile HTTP.
+add_test(NAME integration_metrics
+  COMMAND /usr/bin/python3 ${ORDO_IT}/test_metrics.py $<TARGET_FILE:ordod>
+          $<TARGET_FILE:ordo_cli> ${CMAKE_CURRENT_BINARY_DIR}/artifacts)
+set_tests_properties(integration_metrics PROPERTIES TIMEOUT 180 LABELS server)
 set_tests_properties(integration_ordod integration_probes
   PROPERTIES TIMEOUT 300 LABELS server)
 set_tests_properties(integration_redis_cli integration_resp3_push
