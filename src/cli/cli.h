@@ -39,10 +39,14 @@ enum {
  */
 #define CLI_URL_FORMS                                                          \
   "mem://[?options], ordod://[:password@]host[:port][?options], "              \
+  "ordod://...?tls=1&tls_ca=FILE (TLS, to ordod's TLS port; also "             \
+  "tls_cert=FILE, tls_key=FILE, tls_sni=NAME), "                               \
   "ordod://[:password@]/path/to/socket[?options], "                            \
   "redis://[:password@]host[:port][/db][?options], "                           \
+  "rediss://[:password@]host[:port][/db][?options] (TLS; the same tls_* "      \
+  "options), "                                                                 \
   "redis://[:password@]/path/to/socket[?options], "                            \
-  "redlock://host:port,host:port,...[?options], "                              \
+  "redlock://host:port,host:port,...[?options] (TLS: tls=1 and tls_*), "       \
   "postgres://[user[:password]@]host[:port]/db[?options] (or "                 \
   "postgresql://), postgres:CONNINFO (a libpq conninfo string: "               \
   "postgres:host=H port=P dbname=D user=U)"

@@ -14,6 +14,11 @@ for args in "--help" "-h" "bank --help" "bank -h"; do
     grep -qe "$f" "$OUT" || fail "ordo $args does not mention $f"
   done
   grep -qF "mem://" "$OUT" || fail "ordo $args does not show the URL form"
+  # The TLS forms too (ordod://?tls=1, rediss://), since the URL list is
+  # where a user finds them.
+  for form in "?tls=1" "rediss://"; do
+    grep -qF "$form" "$OUT" || fail "ordo $args does not show $form"
+  done
 done
 GRAPH_FLAGS="--backend --format --naive-demo --help dot json"
 for args in "--help" "graph --help" "graph -h"; do
