@@ -89,8 +89,8 @@ int ordo__rsn_parse(const char *url, ordo__rs_node *node, const char **query,
     if (rc == 0 && s->n > 1 && (sn->have_pass || sn->user[0]))
       rc = ORDO_EURL; /* credentials only before the first */
     a += len;
-    if (*a == ',')
-      a++;
+    if (*a == ',' && ++a == rest + alen)
+      rc = ORDO_EURL; /* a trailing ',' */
   }
   if (rc == 0) {
     ordo__rs_node *first = &s->sentinels[0];
