@@ -3,7 +3,9 @@
 # script): the conformance suite, `ordo bank`, and test_sentinel.c (URLs,
 # the resolved primary, and a SIGKILL of the primary under a lock loop:
 # the client follows to the new primary, and a txn holding a key across it
-# gets ORDO_ELEASE). Plain build only (each script runs a failover's worth
+# gets ORDO_ELEASE). Not registered, for time (about 17 s): its SENTINEL
+# FAILOVER case, `bash tests/integration/sentinel_it.sh
+# build/tests/test_sentinel switch`. Plain build only (each script runs a failover's worth
 # of seconds). Included from tests/CMakeLists.txt.
 set(ORDO_ITSN ${CMAKE_CURRENT_LIST_DIR})
 

@@ -2,8 +2,9 @@
  * test_sentinel.c -- the redis-sentinel:// backend against the Sentinel
  * set that tests/integration/sentinel_it.sh starts (sentinel_fixture.sh):
  * ORDO_SN_URL (the sentinels and the master name), ORDO_SN_PRIMARY_PORT,
- * ORDO_SN_PRIMARY_PID and ORDO_SN_REPLICA_PORT. A case whose servers the
- * wrapper did not start fails, naming the variable: it is never skipped.
+ * ORDO_SN_PRIMARY_PID, ORDO_SN_REPLICA_PORT and ORDO_SN_SENTINEL_PORT. A case
+ * whose servers the wrapper did not start fails, naming the variable: it is
+ * never skipped.
  *
  * The cases, in this order (the last kills the primary):
  *   test_urls      malformed URLs are ORDO_EURL; a name the sentinels do
@@ -21,6 +22,14 @@
  *                  ORDO_ELEASE whether or not its key was replicated
  *                  (printed too), and once it ends the key can be
  *                  taken again at once.
+ * Run as "test_sentinel switch", on a set of its own (outside make test:
+ * about 17 s, most of it Sentinel's wait before it demotes the old
+ * primary; `bash tests/integration/sentinel_it.sh build/tests/test_sentinel
+ * switch`):
+ *   test_switch    SENTINEL FAILOVER while the old primary stays up (a
+ *                  replica now): a lock loop follows to the new primary
+ *                  within a few calls, each bounded; a txn holding a key
+ *                  across it gets ORDO_ELEASE from its unlock.
  * Every bound against a hang grows with ORDO_TEST_TIMEOUT_MULT (tu_ms).
  */
 #include <setjmp.h>
@@ -35,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define WRAPPER "sentinel_it.sh"
 /* Sentinel's down-after-milliseconds is 1000 and its failover takes a
@@ -179,11 +189,100 @@ static void test_failover(void **state) {
   ordo_close(o);
 }
 
-int main(void) {
+/* ROLE of the node on port: true when it says master. */
+static bool is_master(int port) {
+  struct timeval tv = {1, 0};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  bool yes = false;
+  if (c && !c->err) {
+    redisSetTimeout(c, tv);
+    redisReply *r = redisCommand(c, "ROLE");
+    yes = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+          r->element[0]->type == REDIS_REPLY_STRING &&
+          strcmp(r->element[0]->str, "master") == 0;
+    freeReplyObject(r);
+  }
+  redisFree(c);
+  return yes;
+}
+
+static void test_switch(void **state) {
+  (void)state;
+  const char *base = it_env("ORDO_SN_URL", WRAPPER);
+  int primary = it_env_port("ORDO_SN_PRIMARY_PORT", WRAPPER);
+  int replica = it_env_port("ORDO_SN_REPLICA_PORT", WRAPPER);
+  int sentinel = it_env_port("ORDO_SN_SENTINEL_PORT", WRAPPER);
+  char url[512];
+  /* A lease longer than Sentinel takes to demote the old primary (about
+   * 11 s here: it waits for the node to report its old role for a while). */
+  snprintf(url, sizeof url, "%s?lease_ms=30000&timeout_ms=1000", base);
+  ordo_t *o = NULL;
+  ordo_txn_t *holder = NULL, *loop = NULL;
+  assert_int_equal(ordo_open(&o, url, NULL), 0);
+  assert_int_equal(ordo_txn_begin(o, &holder, NULL), 0);
+  assert_int_equal(ordo_txn_begin(o, &loop, NULL), 0);
+  assert_int_equal(ordo_lock(holder, "sn:held", 7, ORDO_MODE_X, 1000), 0);
+  assert_int_equal(ordo_lock(loop, "sn:loop", 7, ORDO_MODE_X, 1000), 0);
+  assert_int_equal(ordo_unlock(loop, "sn:loop", 7), 0);
+  redisContext *pc = it_side(primary, NULL);
+  assert_int_equal(it_int(pc, "WAIT 1 2000"), 1);
+  redisFree(pc);
+  uint64_t held_at = tu_now_ns();
+  /* The old primary stays up, demoted to a replica of the new one. */
+  redisContext *sc = it_side(sentinel, NULL);
+  redisReply *r = redisCommand(sc, "SENTINEL FAILOVER ordo");
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  redisFree(sc);
+  uint64_t t0 = tu_now_ns(), end = t0 + tu_ms(30000) * 1000000u;
+  while (tu_now_ns() < end && (is_master(primary) || !is_master(replica)))
+    usleep(20000);
+  assert_true(is_master(replica));
+  assert_false(is_master(primary));
+  printf("switch: the roles changed %llu ms after SENTINEL FAILOVER\n",
+         (unsigned long long)it_ms_since(t0));
+  /* The loop's txn follows: its next lock is on the new primary, within a
+   * few calls (a -READONLY reply or a killed connection, then the
+   * sentinels asked again). */
+  int rc = -1;
+  for (int i = 0; i < 20 && rc != 0; i++) {
+    uint64_t c0 = tu_now_ns();
+    rc = ordo_lock(loop, "sn:loop", 7, ORDO_MODE_X, 1000);
+    if (it_ms_since(c0) > tu_ms(2500))
+      fail_msg("a lock took %llu ms", (unsigned long long)it_ms_since(c0));
+    if (rc != 0 && rc != ORDO_EBACKEND && rc != ORDO_ETIMEDOUT)
+      fail_msg("a lock after the switch: %s", ordo_err_name(rc));
+  }
+  assert_int_equal(rc, 0);
+  redisContext *nc = it_side(replica, NULL);
+  assert_int_equal(it_int(nc, "EXISTS sn:loop"), 1);
+  assert_int_equal(ordo_unlock(loop, "sn:loop", 7), 0);
+  printf("switch: the new primary %s the holder's key\n",
+         it_int(nc, "EXISTS sn:held") ? "has" : "lost");
+  redisFree(nc);
+  /* The holder's key was taken on the old primary: not kept. */
+  assert_true(it_ms_since(held_at) < 30000);
+  assert_int_equal(ordo_unlock(holder, "sn:held", 7), ORDO_ELEASE);
+  ordo_txn_end(holder);
+  ordo_txn_end(loop);
+  ordo_close(o);
+}
+
+/* "test_sentinel" runs the URL, resolution and SIGKILL cases;
+ * "test_sentinel switch" the SENTINEL FAILOVER one (a set of its own:
+ * Sentinel waits twice failover-timeout before it fails a master over
+ * again). */
+int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_urls),
       cmocka_unit_test(test_resolves),
       cmocka_unit_test(test_failover),
   };
+  const struct CMUnitTest switch_tests[] = {
+      cmocka_unit_test(test_switch),
+  };
+  if (argc > 1 && strcmp(argv[1], "switch") == 0)
+    return cmocka_run_group_tests(switch_tests, NULL, NULL);
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
