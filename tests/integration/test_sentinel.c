@@ -106,25 +106,31 @@ static void test_resolves(void **state) {
   ordo_close(o);
 }
 
-static void test_failover(void **state) {
-  (void)state;
-  const char *base = it_env("ORDO_SN_URL", WRAPPER);
-  int pid = it_env_port("ORDO_SN_PRIMARY_PID", WRAPPER);
-  int replica = it_env_port("ORDO_SN_REPLICA_PORT", WRAPPER);
+/* The failover cases' start: a place on the wrapper's sentinels with a
+ * lease of lease_ms, a holder of "sn:held" (on the replica too: WAIT, so
+ * what the new primary has of it is known) and a second txn for a loop. */
+static void start_holder(long lease_ms, ordo_t **o, ordo_txn_t **holder,
+                         ordo_txn_t **loop) {
   char url[512];
-  snprintf(url, sizeof url, "%s?lease_ms=10000&timeout_ms=1000", base);
-  ordo_t *o = NULL;
-  ordo_txn_t *holder = NULL, *loop = NULL;
-  assert_int_equal(ordo_open(&o, url, NULL), 0);
-  assert_int_equal(ordo_txn_begin(o, &holder, NULL), 0);
-  assert_int_equal(ordo_txn_begin(o, &loop, NULL), 0);
-  assert_int_equal(ordo_lock(holder, "sn:held", 7, ORDO_MODE_X, 1000), 0);
-  /* The replica has the key before the kill: WAIT for it, so what the
-   * new primary has of it is known (it has it, and it is not kept). */
+  snprintf(url, sizeof url, "%s?lease_ms=%ld&timeout_ms=1000",
+           it_env("ORDO_SN_URL", WRAPPER), lease_ms);
+  assert_int_equal(ordo_open(o, url, NULL), 0);
+  assert_int_equal(ordo_txn_begin(*o, holder, NULL), 0);
+  assert_int_equal(ordo_txn_begin(*o, loop, NULL), 0);
+  assert_int_equal(ordo_lock(*holder, "sn:held", 7, ORDO_MODE_X, 1000), 0);
   redisContext *pc =
       it_side(it_env_port("ORDO_SN_PRIMARY_PORT", WRAPPER), NULL);
   assert_int_equal(it_int(pc, "WAIT 1 2000"), 1);
   redisFree(pc);
+}
+
+static void test_failover(void **state) {
+  (void)state;
+  int pid = it_env_port("ORDO_SN_PRIMARY_PID", WRAPPER);
+  int replica = it_env_port("ORDO_SN_REPLICA_PORT", WRAPPER);
+  ordo_t *o = NULL;
+  ordo_txn_t *holder = NULL, *loop = NULL;
+  start_holder(10000, &o, &holder, &loop);
   uint64_t held_at = tu_now_ns();
   int ok_before = 0, failed = 0;
   uint64_t kill_at = 0, back_ms = 0;
@@ -208,25 +214,16 @@ static bool is_master(int port) {
 
 static void test_switch(void **state) {
   (void)state;
-  const char *base = it_env("ORDO_SN_URL", WRAPPER);
   int primary = it_env_port("ORDO_SN_PRIMARY_PORT", WRAPPER);
   int replica = it_env_port("ORDO_SN_REPLICA_PORT", WRAPPER);
   int sentinel = it_env_port("ORDO_SN_SENTINEL_PORT", WRAPPER);
-  char url[512];
-  /* A lease longer than Sentinel takes to demote the old primary (about
-   * 11 s here: it waits for the node to report its old role for a while). */
-  snprintf(url, sizeof url, "%s?lease_ms=30000&timeout_ms=1000", base);
   ordo_t *o = NULL;
   ordo_txn_t *holder = NULL, *loop = NULL;
-  assert_int_equal(ordo_open(&o, url, NULL), 0);
-  assert_int_equal(ordo_txn_begin(o, &holder, NULL), 0);
-  assert_int_equal(ordo_txn_begin(o, &loop, NULL), 0);
-  assert_int_equal(ordo_lock(holder, "sn:held", 7, ORDO_MODE_X, 1000), 0);
+  /* A lease longer than Sentinel takes to demote the old primary (about
+   * 11 s here: it waits for the node to report its old role for a while). */
+  start_holder(30000, &o, &holder, &loop);
   assert_int_equal(ordo_lock(loop, "sn:loop", 7, ORDO_MODE_X, 1000), 0);
   assert_int_equal(ordo_unlock(loop, "sn:loop", 7), 0);
-  redisContext *pc = it_side(primary, NULL);
-  assert_int_equal(it_int(pc, "WAIT 1 2000"), 1);
-  redisFree(pc);
   uint64_t held_at = tu_now_ns();
   /* The old primary stays up, demoted to a replica of the new one. */
   redisContext *sc = it_side(sentinel, NULL);
