@@ -1715,22 +1715,31 @@ static void rd_on_lease_lost(ordo_t *o, rd_lost_cb cb, void *arg) {
   ordo__rn_on_lost(&p->rn, cb, arg);
 }
 
-/* The vtable of both schemes: rd_open tells the URLs apart. */
+/* The vtable of both schemes: rd_open tells the URLs apart. No async
+ * lock, no cancel, no detector: those are ORDO_ENOTSUP. */
+// clang-format off
 #define RD_BACKEND(name)                                                       \
   {                                                                            \
     .scheme = name,                                                            \
     .caps = ORDO_CAP_SHARED | ORDO_CAP_FENCE | ORDO_CAP_INCREMENTAL |          \
             ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE |                            \
             ORDO_CAP_WAIT_HOLDS_NOTHING,                                       \
-    .open = rd_open, .close = rd_close, .txn_begin = rd_txn_begin,             \
-    .txn_end = rd_txn_end, .lock_all = rd_lock_all,                            \
-    .lock_all_async = NULL, /* ORDO_ENOTSUP */                                 \
-        .unlock = rd_unlock, .unlock_all = rd_unlock_all,                      \
-    .cancel = NULL, /* ORDO_ENOTSUP */                                         \
-        .held = rd_held, .stats = rd_stats, .dump = rd_dump,                   \
-    .graph = NULL, /* no detector: ORDO_ENOTSUP */                             \
-        .on_lease_lost = rd_on_lease_lost,                                     \
+    .open = rd_open,                                                           \
+    .close = rd_close,                                                         \
+    .txn_begin = rd_txn_begin,                                                 \
+    .txn_end = rd_txn_end,                                                     \
+    .lock_all = rd_lock_all,                                                   \
+    .lock_all_async = NULL,                                                    \
+    .unlock = rd_unlock,                                                       \
+    .unlock_all = rd_unlock_all,                                               \
+    .cancel = NULL,                                                            \
+    .held = rd_held,                                                           \
+    .stats = rd_stats,                                                         \
+    .dump = rd_dump,                                                           \
+    .graph = NULL,                                                             \
+    .on_lease_lost = rd_on_lease_lost,                                         \
   }
+// clang-format on
 
 const ordo__backend ordo__backend_redis = RD_BACKEND("redis");
 
