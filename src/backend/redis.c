@@ -1668,6 +1668,8 @@ static void rd_dump(ordo_t *o, int fd) {
           "%s: lease %ld ms, renewed at a third; timeout %ld ms; release "
           "channels %s<key>\n",
           o->url, p->u.lease_ms, p->u.timeout_ms, p->chan);
+  if (p->rsn)
+    ordo__rsn_dump(p->rsn, f);
   ordo__mutex_lock(&p->rn.mu);
   if (p->rn.err[0])
     fprintf(f, "last error: %s\n", p->rn.err);

@@ -13,7 +13,7 @@
  * connect and reply bounded by what is left of the caller's deadline.
  *
  * Interface: ordo__rsn_parse, ordo__rsn_free, ordo__rsn_node,
- * ordo__rsn_stale, ordo__rsn_epoch, ordo__rsn_readonly.
+ * ordo__rsn_stale, ordo__rsn_epoch, ordo__rsn_dump, ordo__rsn_readonly.
  */
 #include "ordo_tsa.h"
 #include "backend/rsentinel.h"
@@ -284,6 +284,14 @@ void ordo__rsn_stale(ordo__rsn *s) {
 
 uint64_t ordo__rsn_epoch(ordo__rsn *s) {
   return atomic_load(&s->epoch);
+}
+
+void ordo__rsn_dump(ordo__rsn *s, FILE *f) {
+  ordo__mutex_lock(&s->mu);
+  fprintf(f, "primary %s:%d (master %s, %llu change(s) seen%s)\n", s->host,
+          s->port, s->name, (unsigned long long)atomic_load(&s->epoch),
+          atomic_load(&s->stale) ? ", to be asked again" : "");
+  ordo__mutex_unlock(&s->mu);
 }
 
 bool ordo__rsn_readonly(const redisReply *r) {

@@ -14,6 +14,8 @@
 
 #include "backend/redis_script.h"
 
+#include <stdio.h>
+
 typedef struct ordo__rsn ordo__rsn;
 
 /*
@@ -42,6 +44,8 @@ int ordo__rsn_node(ordo__rsn *s, ordo__rs_node *node, uint64_t *epoch,
 void ordo__rsn_stale(ordo__rsn *s);
 /* The count of changes of primary seen so far. */
 uint64_t ordo__rsn_epoch(ordo__rsn *s);
+/* One line for ordo_dump: the primary, the changes seen, stale or not. */
+void ordo__rsn_dump(ordo__rsn *s, FILE *f);
 /* True when r is a -READONLY error (a node that is now a replica). */
 bool ordo__rsn_readonly(const redisReply *r);
 

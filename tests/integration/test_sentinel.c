@@ -11,7 +11,8 @@
  *                  not know, and sentinels that do not listen, fail the
  *                  open with ORDO_EBACKEND within timeout_ms
  *   test_resolves  the place's primary is the sentinels' (a lock taken
- *                  through it is on the primary's keys)
+ *                  through it is on the primary's keys, and ordo_dump
+ *                  names it)
  *   test_failover  a txn takes a key under a 10 s lease; a second txn
  *                  locks and unlocks another in a loop, each call bounded
  *                  by 1 s, while the primary is killed (SIGKILL): every
@@ -101,6 +102,12 @@ static void test_resolves(void **state) {
   assert_int_equal(it_int(c, "EXISTS sn:where"), 1);
   assert_int_equal(ordo_unlock(t, "sn:where", 8), 0);
   assert_int_equal(it_int(c, "EXISTS sn:where"), 0);
+  char dump[4096], want[64];
+  it_dump_text(o, dump, sizeof dump);
+  snprintf(want, sizeof want, "primary 127.0.0.1:%d (master ordo, 1 change",
+           primary);
+  if (!strstr(dump, want))
+    fail_msg("ordo_dump does not say \"%s\":\n%s", want, dump);
   redisFree(c);
   ordo_txn_end(t);
   ordo_close(o);
