@@ -818,6 +818,11 @@ static void rn_collect(rd_place *p, rd_txn *t, rd_rn *m, uint64_t dl,
   } else if (r->type == REDIS_REPLY_ERROR) {
     note_err(p, "EXTEND", r->str);
     m->rc = ordo__rs_err_code(r);
+    if (p->rsn && ordo__rsn_readonly(r)) {
+      /* A replica now: the next connect asks the sentinels. */
+      ordo__rsn_stale(p->rsn);
+      ordo__rs_close(k);
+    }
   } else if ((m->rc = fold_extend(&m->l, idx, t->nh, r)) != 0) {
     note_err(p, "EXTEND", "the reply is not the documented one");
     ordo__rs_close(k); /* out of step: start afresh */
