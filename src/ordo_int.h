@@ -153,6 +153,8 @@ struct ordo__backend {
 extern const ordo__backend ordo__backend_mem;
 extern const ordo__backend ordo__backend_ordod;
 extern const ordo__backend ordo__backend_redis;
+/* redis-sentinel:// (backend/redis.c with backend/rsentinel.c). */
+extern const ordo__backend ordo__backend_rsentinel;
 extern const ordo__backend ordo__backend_redlock;
 extern const ordo__backend ordo__backend_postgres;
 /* A sharded ordod:// place (backend/shards.c), and whether url names one:

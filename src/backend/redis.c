@@ -14,15 +14,19 @@
  *   redis://[[user]:password@]/path/to/socket[?db=N&lease_ms=N&timeout_ms=N]
  *   rediss://... (TCP forms): TLS, with &tls_ca=FILE&tls_cert=FILE
  *       &tls_key=FILE&tls_sni=NAME (tls.c; docs/backend-redis.md, "TLS")
+ *   redis-sentinel://[[user]:password@]host:port[,host:port...]/name[?...]
+ *       the primary the sentinels name (rsentinel.c), run as redis:// on
+ *       it, with the same options; docs/backend-redis.md, "Redis Sentinel"
  * (IPv6 hosts in brackets; the port defaults to 6379; the user, the password
  * and the socket path are percent-decoded.)
  *
- * Interface: ordo__backend_redis.
+ * Interface: ordo__backend_redis, ordo__backend_rsentinel.
  */
 #include "ordo_tsa.h"
 #include "backend/redis_script.h"
 #include "backend/remote.h"
 #include "backend/renewer.h"
+#include "backend/rsentinel.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -131,6 +135,9 @@ typedef struct rd_place {
   struct ordo_s base;
   rd_url u;              /* read-only after open */
   ordo__tls_client *tls; /* rediss://: the context, made at open */
+  /* redis-sentinel://: where the primary is now (rsentinel.h), read-only
+   * pointer after open; NULL for redis://, whose node is u.node. */
+  ordo__rsn *rsn;
   char chan[32];  /* the release channels' prefix, read-only after open */
   size_t chanlen; /* read-only after open */
   uint64_t lease_ns;
@@ -177,6 +184,9 @@ struct rd_txn {
   /* A script of the current keyed_script ran twice: the connection failed
    * under the first, whose effect is then unknown (run_script). */
   bool retried ORDO_GUARDED_BY(mu);
+  /* redis-sentinel://: the primary's epoch (rsentinel.h) when c was
+   * connected; holds taken under one epoch are never carried to another. */
+  uint64_t epoch ORDO_GUARDED_BY(mu);
   /* Written under mu, read by the renewer and ordo_dump without it:
    * atomics, which the analysis does not check. */
   _Atomic bool lease_lost;     /* the next call returns ORDO_ELEASE */
@@ -229,14 +239,46 @@ static void holds_clear(rd_place *p, rd_txn *t) ORDO_REQUIRES(t->mu) {
 
 /* ---- Exchanges (caller holds t->mu) -------------------------------------- */
 
+/*
+ * connect_node -- ordo__rs_connect of k to the place's node: the URL's,
+ * or for redis-sentinel:// the primary the sentinels name, asked again
+ * (until deadline_ns) when the place is stale; *epoch is then the
+ * primary's epoch (0 for redis://). A deadline already past asks no
+ * sentinel (the renewal thread's connects: it must not wait).
+ */
+static int connect_node(rd_place *p, ordo__rs_conn *k, bool select,
+                        uint64_t *epoch, uint64_t deadline_ns) {
+  *epoch = 0;
+  if (!p->rsn)
+    return ordo__rs_connect(k, &p->u.node, select);
+  ordo__rs_node node = p->u.node;
+  int rc = ordo__rsn_node(p->rsn, &node, epoch, deadline_ns, k->errstr);
+  return rc ? rc : ordo__rs_connect(k, &node, select);
+}
+
 /* Connects t's script connection when it is closed. The handshake is
- * checked by the exchange that follows. */
-static int ensure_conn(rd_place *p, rd_txn *t) ORDO_REQUIRES(t->mu) {
+ * checked by the exchange that follows. A redis-sentinel:// txn whose
+ * connection failed has the primary asked for again; one that holds keys
+ * is not connected to another primary than the one it took them on
+ * (lose_if_over then tells its next call ORDO_ELEASE). */
+static int ensure_conn(rd_place *p, rd_txn *t, uint64_t deadline_ns)
+    ORDO_REQUIRES(t->mu) {
   if (ordo__rs_open(&t->c))
     return 0;
-  int rc = ordo__rs_connect(&t->c, &p->u.node, true);
+  if (p->rsn && t->c.err)
+    ordo__rsn_stale(p->rsn);
+  uint64_t epoch = 0;
+  int rc = connect_node(p, &t->c, true, &epoch, deadline_ns);
+  if (rc == 0 && p->rsn && t->nh > 0 && epoch != t->epoch) {
+    ordo__rs_close(&t->c);
+    snprintf(t->c.errstr, sizeof t->c.errstr,
+             "the primary changed (failover) while the txn held keys");
+    rc = ORDO_EBACKEND;
+  }
   if (rc)
     note_err(p, "connect", t->c.errstr);
+  else
+    t->epoch = epoch;
   return rc;
 }
 
@@ -266,11 +308,20 @@ static redisReply *run_script(rd_place *p, rd_txn *t, int which, int nkeys,
     deadline = lease_end;
   bool fresh = !ordo__rs_open(&t->c);
   for (;;) {
-    if ((*rc = ensure_conn(p, t)) != 0)
+    if ((*rc = ensure_conn(p, t, deadline)) != 0)
       return NULL;
     ordo__rs_conn *k = &t->c;
     redisReply *r = NULL;
     *rc = ordo__rs_eval(&k, 1, which, nkeys, argc, av, al, deadline, &r);
+    if (p->rsn && ordo__rsn_readonly(r)) {
+      /* The primary is a replica now (a failover): as a failed connection,
+       * so the sentinels are asked again. */
+      snprintf(t->c.errstr, sizeof t->c.errstr, "%s", r->str);
+      freeReplyObject(r);
+      r = NULL;
+      ordo__rs_close(&t->c);
+      t->c.err = ORDO_EBACKEND;
+    }
     if (r || *rc != 0)
       return r;
     *rc = t->c.err ? t->c.err : ORDO_EBACKEND;
@@ -571,6 +622,13 @@ static bool lease_over(const rd_place *p, rd_txn *t) ORDO_REQUIRES(t->mu) {
  * runs first. Caller holds t->mu.
  */
 static bool lose_if_over(rd_place *p, rd_txn *t) ORDO_REQUIRES(t->mu) {
+  if (p->rsn && t->nh > 0 && ordo__rsn_epoch(p->rsn) != t->epoch) {
+    /* Taken on a primary that is no longer the one (redis-sentinel://):
+     * what the new one has of them is not known, so none is kept. */
+    lose(p, t, "the primary changed (failover): its holds are not kept");
+    atomic_store(&t->lease_lost, false);
+    return true;
+  }
   if (!lease_over(p, t))
     return false;
   lose(p, t, "the lease ran out by the client's count (a call found it)");
@@ -705,7 +763,7 @@ typedef struct rd_rn {
 static bool rn_send(rd_place *p, rd_txn *t, rd_rn *m, bool eval)
     ORDO_REQUIRES(t->mu) {
   int argc = (int)t->nh + 2;
-  if ((m->rc = ensure_conn(p, t)) == 0)
+  if ((m->rc = ensure_conn(p, t, 0)) == 0)
     m->rc = eval ? ordo__rs_append_eval(&t->c, ORDO__RS_EXTEND, (int)t->nh,
                                         argc, m->av, m->al)
                  : ordo__rs_append_script(&t->c, ORDO__RS_EXTEND, (int)t->nh,
@@ -760,6 +818,11 @@ static void rn_collect(rd_place *p, rd_txn *t, rd_rn *m, uint64_t dl,
   } else if (r->type == REDIS_REPLY_ERROR) {
     note_err(p, "EXTEND", r->str);
     m->rc = ordo__rs_err_code(r);
+    if (p->rsn && ordo__rsn_readonly(r)) {
+      /* A replica now: the next connect asks the sentinels. */
+      ordo__rsn_stale(p->rsn);
+      ordo__rs_close(k);
+    }
   } else if ((m->rc = fold_extend(&m->l, idx, t->nh, r)) != 0) {
     note_err(p, "EXTEND", "the reply is not the documented one");
     ordo__rs_close(k); /* out of step: start afresh */
@@ -893,10 +956,33 @@ static int rd_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   rd_place *p = calloc(1, sizeof *p);
   if (!p)
     return ORDO_ENOMEM;
-  int rc = rd_parse_url(url, &p->u);
+  int rc;
+  if (strncmp(url, "redis-sentinel://", 17) == 0) {
+    /* The sentinels and the name in rsentinel.c, the options here. */
+    const char *q = "";
+    bool db_given = false;
+    p->u.lease_ms = RD_DEFAULT_LEASE_MS;
+    p->u.timeout_ms = RD_DEFAULT_TIMEOUT_MS;
+    rc = ordo__rsn_parse(url, &p->u.node, &q, &p->rsn);
+    if (rc == 0 && *q)
+      rc = parse_query(q, &p->u, &db_given);
+    if (rc == 0 && p->u.tls.on)
+      rc = ORDO_EURL; /* no TLS to sentinels (docs/backend-redis.md) */
+  } else {
+    rc = rd_parse_url(url, &p->u);
+  }
   if (rc == 0)
     rc = ordo__rs_tls_open(&p->u.tls, &p->u.node, 1, p->u.timeout_ms, &p->tls);
+  if (rc == 0 && p->rsn) {
+    /* The primary is found at open: a URL no sentinel answers fails here. */
+    ordo__rs_node node = p->u.node;
+    uint64_t epoch;
+    char err[200];
+    rc = ordo__rsn_node(p->rsn, &node, &epoch,
+                        ordo__deadline_ns(p->u.timeout_ms), err);
+  }
   if (rc) {
+    ordo__rsn_free(p->rsn);
     free(p);
     return rc;
   }
@@ -919,6 +1005,7 @@ static void rd_close(ordo_t *o) {
   rd_place *p = rp(o);
   ordo__rn_stop(&p->rn);
   ordo__tls_client_free(p->tls);
+  ordo__rsn_free(p->rsn);
   free(p);
 }
 
@@ -943,7 +1030,8 @@ static int rd_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
     free(t);
     return ORDO_EBACKEND;
   }
-  int rc = ordo__rs_connect(&t->c, &p->u.node, true);
+  uint64_t deadline = ordo__now_ns() + (uint64_t)p->u.timeout_ms * RD_MS;
+  int rc = connect_node(p, &t->c, true, &t->epoch, deadline);
   if (rc == 0) {
     const char *av[1] = {"PING"};
     size_t al[1] = {4};
@@ -951,7 +1039,6 @@ static int rd_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
   }
   if (rc == 0) {
     ordo__rs_conn *k = &t->c;
-    uint64_t deadline = ordo__now_ns() + (uint64_t)p->u.timeout_ms * RD_MS;
     if (ordo__rs_run(&k, 1, deadline, NULL, NULL) == ORDO_ETIMEDOUT) {
       char msg[96];
       snprintf(msg, sizeof msg, "no reply within %ld ms (timeout_ms)",
@@ -1113,7 +1200,8 @@ static bool subscribe(rd_place *p, rd_txn *t, rd_wait *w, const ordo_req_t *r,
     return false;
   for (int attempt = 0;; attempt++) {
     bool fresh = !ordo__rs_open(&t->sub);
-    if (fresh && ordo__rs_connect(&t->sub, &p->u.node, false) != 0) {
+    uint64_t epoch;
+    if (fresh && connect_node(p, &t->sub, false, &epoch, deadline_ns) != 0) {
       sub_broken(p, t, w);
       return false;
     }
@@ -1585,6 +1673,8 @@ static void rd_dump(ordo_t *o, int fd) {
           "%s: lease %ld ms, renewed at a third; timeout %ld ms; release "
           "channels %s<key>\n",
           o->url, p->u.lease_ms, p->u.timeout_ms, p->chan);
+  if (p->rsn)
+    ordo__rsn_dump(p->rsn, f);
   ordo__mutex_lock(&p->rn.mu);
   if (p->rn.err[0])
     fprintf(f, "last error: %s\n", p->rn.err);
@@ -1632,22 +1722,34 @@ static void rd_on_lease_lost(ordo_t *o, rd_lost_cb cb, void *arg) {
   ordo__rn_on_lost(&p->rn, cb, arg);
 }
 
-const ordo__backend ordo__backend_redis = {
-    .scheme = "redis",
-    .caps = ORDO_CAP_SHARED | ORDO_CAP_FENCE | ORDO_CAP_INCREMENTAL |
-            ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE | ORDO_CAP_WAIT_HOLDS_NOTHING,
-    .open = rd_open,
-    .close = rd_close,
-    .txn_begin = rd_txn_begin,
-    .txn_end = rd_txn_end,
-    .lock_all = rd_lock_all,
-    .lock_all_async = NULL, /* ORDO_ENOTSUP */
-    .unlock = rd_unlock,
-    .unlock_all = rd_unlock_all,
-    .cancel = NULL, /* ORDO_ENOTSUP */
-    .held = rd_held,
-    .stats = rd_stats,
-    .dump = rd_dump,
-    .graph = NULL, /* no detector: ORDO_ENOTSUP */
-    .on_lease_lost = rd_on_lease_lost,
-};
+/* The vtable of both schemes: rd_open tells the URLs apart. No async
+ * lock, no cancel, no detector: those are ORDO_ENOTSUP. */
+// clang-format off
+#define RD_BACKEND(name)                                                       \
+  {                                                                            \
+    .scheme = name,                                                            \
+    .caps = ORDO_CAP_SHARED | ORDO_CAP_FENCE | ORDO_CAP_INCREMENTAL |          \
+            ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE |                            \
+            ORDO_CAP_WAIT_HOLDS_NOTHING,                                       \
+    .open = rd_open,                                                           \
+    .close = rd_close,                                                         \
+    .txn_begin = rd_txn_begin,                                                 \
+    .txn_end = rd_txn_end,                                                     \
+    .lock_all = rd_lock_all,                                                   \
+    .lock_all_async = NULL,                                                    \
+    .unlock = rd_unlock,                                                       \
+    .unlock_all = rd_unlock_all,                                               \
+    .cancel = NULL,                                                            \
+    .held = rd_held,                                                           \
+    .stats = rd_stats,                                                         \
+    .dump = rd_dump,                                                           \
+    .graph = NULL,                                                             \
+    .on_lease_lost = rd_on_lease_lost,                                         \
+  }
+// clang-format on
+
+const ordo__backend ordo__backend_redis = RD_BACKEND("redis");
+
+/* redis-sentinel://: the same place, its node the primary the sentinels
+ * name (rsentinel.c). */
+const ordo__backend ordo__backend_rsentinel = RD_BACKEND("redis-sentinel");

@@ -260,6 +260,8 @@ int ordo_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   } else if (strncmp(url, "redis://", 8) == 0 ||
              strncmp(url, "rediss://", 9) == 0) {
     be = &ordo__backend_redis; /* likewise */
+  } else if (strncmp(url, "redis-sentinel://", 17) == 0) {
+    be = &ordo__backend_rsentinel; /* likewise */
   } else if (strncmp(url, "redlock://", 10) == 0) {
     be = &ordo__backend_redlock; /* likewise */
   } else if (strncmp(url, "postgres:", 9) == 0 ||

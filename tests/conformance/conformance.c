@@ -62,6 +62,9 @@ static const struct {
     {"redis://", ORDO_CAP_SHARED | ORDO_CAP_FENCE | ORDO_CAP_INCREMENTAL |
                      ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE |
                      ORDO_CAP_WAIT_HOLDS_NOTHING},
+    {"redis-sentinel://", ORDO_CAP_SHARED | ORDO_CAP_FENCE |
+                              ORDO_CAP_INCREMENTAL | ORDO_CAP_REENTRANT |
+                              ORDO_CAP_UPGRADE | ORDO_CAP_WAIT_HOLDS_NOTHING},
     {"redlock://", ORDO_CAP_SHARED | ORDO_CAP_FENCE | ORDO_CAP_INCREMENTAL |
                        ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE |
                        ORDO_CAP_WAIT_HOLDS_NOTHING},
