@@ -1116,7 +1116,11 @@ static int let_go(et_place *p, et_txn *t, size_t i) ORDO_REQUIRES(t->mu) {
   }
   free(kx);
   free(ks);
-  if (rc == ORDO_ENOMEM)
+  /* A delete no member answered may not have been applied: the hold
+   * stays in the record (the entry may still be there), for another
+   * unlock, unlock_all or txn_end (whose revoke, or lease's end, frees
+   * it). */
+  if (rc)
     return rc;
   free(h->k.key);
   memmove(&t->h[i], &t->h[i + 1], (t->nh - i - 1) * sizeof *t->h);
@@ -1205,7 +1209,10 @@ static int et_unlock_all(ordo_txn_t *tx) {
   if (n == 0)
     goto out;
   rc = delete_all(p, t);
-  if (rc == ORDO_ELEASE)
+  /* Deletes that may not have been applied: the lease is dropped rather
+   * than kept for the next lock (whose keepalive would keep the entries
+   * alive); unrenewed, it ends within its TTL, and its entries with it. */
+  if (rc)
     t->lease = 0;
   holds_clear(p, t);
   if (rc == 0) {
