@@ -204,6 +204,12 @@ static et_place *ep(ordo_t *o) {
   return (et_place *)o;
 }
 
+/* Takes t's mu for a call: ORDO_ELEASE once after a lost lease, else 0. */
+static int enter(et_txn *t) ORDO_ACQUIRE(t->mu) {
+  ordo__mutex_lock(&t->mu);
+  return atomic_exchange(&t->lease_lost, false) ? ORDO_ELEASE : 0;
+}
+
 /* ---- Bytes: base64 and key layout ---------------------------------------- */
 
 /* A malloc'd NUL-terminated base64 of b[0..n), or NULL. */
@@ -940,16 +946,11 @@ static int et_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   uint8_t **copies = calloc(n, sizeof *copies);
   int64_t *resv = calloc(n, sizeof *resv);
   bool *blocked = calloc(n, sizeof *blocked);
-  int rc = 0;
-  ordo__mutex_lock(&t->mu);
-  if (!w || !copies || !resv || !blocked) {
+  int rc = enter(t);
+  if (!rc && (!w || !copies || !resv || !blocked))
     rc = ORDO_ENOMEM;
+  if (rc)
     goto out;
-  }
-  if (atomic_exchange(&t->lease_lost, false)) {
-    rc = ORDO_ELEASE;
-    goto out;
-  }
   if ((rc = ordo__hold_room((void **)&t->h, &t->caph, t->nh, n,
                             sizeof *t->h)) != 0 ||
       (rc = ordo__hold_copy_new(t->h, t->nh, sizeof *t->h, r, n, copies)) != 0)
@@ -1092,83 +1093,21 @@ out:
 
 /* ---- unlock, held -------------------------------------------------------- */
 
-/* Deletes hold i's entries (the X one only if it is still this txn's). */
-static int let_go(et_place *p, et_txn *t, size_t i) ORDO_REQUIRES(t->mu) {
-  et_hold *h = &t->h[i];
-  char st[64];
-  s_tail(t, st, sizeof st);
-  size_t n1, n2;
-  uint8_t *kx = ekey(p, h->k.key, h->k.len, "x", 1, &n1);
-  uint8_t *ks = ekey(p, h->k.key, h->k.len, st, strlen(st), &n2);
-  int rc = ORDO_ENOMEM;
-  if (kx && ks) {
-    json_object *req = json_object_new_object(), *cmp = json_object_new_array(),
-                *ok = json_object_new_array();
-    if (h->xrev) {
-      json_object_array_add(cmp, cmp_create(kx, n1, (int64_t)h->xrev, NULL, 0));
-      json_object_array_add(ok, op_del(kx, n1));
-    }
-    if (h->s)
-      json_object_array_add(ok, op_del(ks, n2));
-    json_object_object_add(req, "compare", cmp);
-    json_object_object_add(req, "success", ok);
-    rc = post_j(p, t, "/v3/kv/txn", req, NULL);
-  }
-  free(kx);
-  free(ks);
-  /* A delete no member answered may not have been applied: the hold
-   * stays in the record (the entry may still be there), for another
-   * unlock, unlock_all or txn_end (whose revoke, or lease's end, frees
-   * it). */
-  if (rc)
-    return rc;
-  free(h->k.key);
-  memmove(&t->h[i], &t->h[i + 1], (t->nh - i - 1) * sizeof *t->h);
-  t->nh--;
-  atomic_fetch_sub(&p->keys, 1);
-  atomic_store(&t->rn.holding, t->nh > 0);
-  return rc;
-}
-
-static int et_unlock(ordo_txn_t *tx, const void *key, size_t len) {
-  et_txn *t = et(tx);
-  et_place *p = ep(tx->o);
-  int rc = 0;
-  ordo__mutex_lock(&t->mu);
-  if (atomic_exchange(&t->lease_lost, false)) {
-    rc = ORDO_ELEASE;
-    goto out;
-  }
-  long at = ordo__hold_find(t->h, t->nh, sizeof *t->h, key, len);
-  if (at < 0) {
-    rc = ORDO_ENOTHELD;
-    goto out;
-  }
-  if (t->h[at].k.count > 1) {
-    t->h[at].k.count--;
-    goto out;
-  }
-  rc = let_go(p, t, (size_t)at);
-  if (rc == 0)
-    atomic_fetch_add(&p->released, 1);
-out:
-  ordo__mutex_unlock(&t->mu);
-  return rc;
-}
-
 /*
- * Deletes every entry of the txn in one Txn, keeping its lease for the
- * next lock (a revoke and a new grant would cost two exchanges more). The
- * compares of its X entries hold together: while the lease lives every
- * entry is the txn's; once it has run out none is there.
+ * Deletes the entries of holds [lo, hi) in one Txn (unlock_all: all of
+ * them, keeping the lease for the next lock, since a revoke and a new
+ * grant would cost two exchanges more). The compares of the X entries hold
+ * together: while the lease lives every entry is the txn's; once it has
+ * run out none is there.
  */
-static int delete_all(et_place *p, et_txn *t) ORDO_REQUIRES(t->mu) {
+static int delete_holds(et_place *p, et_txn *t, size_t lo, size_t hi)
+    ORDO_REQUIRES(t->mu) {
   char st[64];
   s_tail(t, st, sizeof st);
   json_object *req = json_object_new_object(), *cmp = json_object_new_array(),
               *ok = json_object_new_array();
   int rc = 0;
-  for (size_t i = 0; !rc && i < t->nh; i++) {
+  for (size_t i = lo; !rc && i < hi; i++) {
     et_hold *h = &t->h[i];
     size_t n1, n2;
     uint8_t *kx = ekey(p, h->k.key, h->k.len, "x", 1, &n1);
@@ -1196,19 +1135,57 @@ static int delete_all(et_place *p, et_txn *t) ORDO_REQUIRES(t->mu) {
   return post_j(p, t, "/v3/kv/txn", req, NULL);
 }
 
+/* Deletes hold i's entries (the X one only if it is still this txn's). */
+static int let_go(et_place *p, et_txn *t, size_t i) ORDO_REQUIRES(t->mu) {
+  et_hold *h = &t->h[i];
+  int rc = delete_holds(p, t, i, i + 1);
+  /* A delete no member answered may not have been applied: the hold
+   * stays in the record (the entry may still be there), for another
+   * unlock, unlock_all or txn_end (whose revoke, or lease's end, frees
+   * it). */
+  if (rc)
+    return rc;
+  free(h->k.key);
+  memmove(&t->h[i], &t->h[i + 1], (t->nh - i - 1) * sizeof *t->h);
+  t->nh--;
+  atomic_fetch_sub(&p->keys, 1);
+  atomic_store(&t->rn.holding, t->nh > 0);
+  return rc;
+}
+
+static int et_unlock(ordo_txn_t *tx, const void *key, size_t len) {
+  et_txn *t = et(tx);
+  et_place *p = ep(tx->o);
+  int rc = enter(t);
+  if (rc)
+    goto out;
+  long at = ordo__hold_find(t->h, t->nh, sizeof *t->h, key, len);
+  if (at < 0) {
+    rc = ORDO_ENOTHELD;
+    goto out;
+  }
+  if (t->h[at].k.count > 1) {
+    t->h[at].k.count--;
+    goto out;
+  }
+  rc = let_go(p, t, (size_t)at);
+  if (rc == 0)
+    atomic_fetch_add(&p->released, 1);
+out:
+  ordo__mutex_unlock(&t->mu);
+  return rc;
+}
+
 static int et_unlock_all(ordo_txn_t *tx) {
   et_txn *t = et(tx);
   et_place *p = ep(tx->o);
-  int rc = 0;
-  ordo__mutex_lock(&t->mu);
-  if (atomic_exchange(&t->lease_lost, false)) {
-    rc = ORDO_ELEASE;
+  int rc = enter(t);
+  if (rc)
     goto out;
-  }
   size_t n = t->nh;
   if (n == 0)
     goto out;
-  rc = delete_all(p, t);
+  rc = delete_holds(p, t, 0, t->nh);
   /* Deletes that may not have been applied: the lease is dropped rather
    * than kept for the next lock (whose keepalive would keep the entries
    * alive); unrenewed, it ends within its TTL, and its entries with it. */
