@@ -10,12 +10,12 @@
 # within a lease, and every call returned within its bound (no hang: a lock
 # within lock_ms plus two exchanges, each of which may try the three
 # endpoints in turn, timeout_ms each). ETCD_FAULTS_OPS locks must be granted
-# in all (1000 by default). Exit 0 passed, 1 failed.
+# in all (600 by default). Exit 0 passed, 1 failed.
 set -uo pipefail
 FCLIENT=${1:?usage: etcd_faults.sh FCLIENT}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../integration/etcd_fixture.sh"
-OPS=${ETCD_FAULTS_OPS:-1000}
+OPS=${ETCD_FAULTS_OPS:-600}
 MAXS=60
 LEASE=1000
 LOCK_MS=300
