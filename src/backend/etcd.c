@@ -390,8 +390,17 @@ static int post(et_place *p, et_txn *t, const char *path, const char *body,
   if (h2)
     hd = h2;
   int rc = ORDO_EBACKEND;
+  /* A watch's bound is for all its tries together: one member that fails
+   * slowly leaves the next only what is left. */
+  uint64_t t0 = ordo__now_ns();
   for (size_t k = 0; k < p->u.nep; k++) {
     size_t i = (start + k) % p->u.nep;
+    long left = ms - (long)((ordo__now_ns() - t0) / ET_MS);
+    if (watch && left <= 0) {
+      *woke = false;
+      rc = 0;
+      break;
+    }
     char url[320];
     snprintf(url, sizeof url, "%s%s", p->u.ep[i], path);
     et_buf b = {.watch = watch};
@@ -402,7 +411,7 @@ static int post(et_place *p, et_txn *t, const char *path, const char *body,
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, watch ? ms : p->u.timeout_ms);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, watch ? left : p->u.timeout_ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, p->u.timeout_ms);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
     err[0] = 0;
