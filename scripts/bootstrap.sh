@@ -75,3 +75,10 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 "${SUDO[@]}" apt-get update -qq
 "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# etcd-server's postinst may start a system etcd on 127.0.0.1:2379 where
+# systemd runs: the tests start their own members on free ports, so that
+# service is stopped and kept from starting at boot (nothing else needs it).
+if command -v systemctl >/dev/null 2>&1 &&
+  systemctl is-active --quiet etcd 2>/dev/null; then
+  "${SUDO[@]}" systemctl disable --now etcd
+fi
