@@ -39,6 +39,8 @@ set -euo pipefail
 #   man-db, groff-base                  build_install renders the man pages (man -l, groff -ww)
 #                                       and fails on any warning
 #   systemd                             systemd-analyze verify of contrib/systemd/ordod.service
+#   libcurl4-openssl-dev, libjson-c-dev the etcd:// backend's HTTP and JSON, to etcd's gateway
+#   etcd-server, etcd-client            the real etcd members the tests start, and etcdctl
 #   prometheus                          promtool check rules of contrib/prometheus/ordo-alerts.yml;
 #                                       the metrics test's real scraper, and promtool check metrics
 PACKAGES=(build-essential g++ cmake pkg-config libcmocka-dev clang python3
@@ -46,7 +48,8 @@ PACKAGES=(build-essential g++ cmake pkg-config libcmocka-dev clang python3
           redis-tools redis-server python3-redis tmux libpq-dev postgresql
           postgresql-contrib libdb5.3-dev gnuplot-nox valgrind spin iproute2
           procps gcovr man-db groff-base systemd prometheus libssl-dev openssl
-          libmicrohttpd-dev libgraphviz-dev chromium)
+          libmicrohttpd-dev libgraphviz-dev chromium libcurl4-openssl-dev
+          libjson-c-dev etcd-server etcd-client)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -72,3 +75,10 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 "${SUDO[@]}" apt-get update -qq
 "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# etcd-server's postinst may start a system etcd on 127.0.0.1:2379 where
+# systemd runs: the tests start their own members on free ports, so that
+# service is stopped and kept from starting at boot (nothing else needs it).
+if command -v systemctl >/dev/null 2>&1 &&
+  systemctl is-active --quiet etcd 2>/dev/null; then
+  "${SUDO[@]}" systemctl disable --now etcd
+fi

@@ -157,6 +157,7 @@ extern const ordo__backend ordo__backend_redis;
 extern const ordo__backend ordo__backend_rsentinel;
 extern const ordo__backend ordo__backend_redlock;
 extern const ordo__backend ordo__backend_postgres;
+extern const ordo__backend ordo__backend_etcd;
 /* A sharded ordod:// place (backend/shards.c), and whether url names one:
  * two or more addresses. */
 extern const ordo__backend ordo__backend_shards;

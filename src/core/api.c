@@ -267,6 +267,8 @@ int ordo_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
   } else if (strncmp(url, "postgres:", 9) == 0 ||
              strncmp(url, "postgresql://", 13) == 0) {
     be = &ordo__backend_postgres; /* a URI or a conninfo string */
+  } else if (strncmp(url, "etcd://", 7) == 0) {
+    be = &ordo__backend_etcd; /* an etcd v3 cluster (backend/etcd.c) */
   } else {
     return ORDO_EURL;
   }

@@ -74,6 +74,9 @@ static const struct {
     {"postgresql://", ORDO_CAP_SHARED | ORDO_CAP_FENCE |
                           ORDO_CAP_FENCE_DURABLE | ORDO_CAP_INCREMENTAL |
                           ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE},
+    {"etcd://", ORDO_CAP_SHARED | ORDO_CAP_FENCE | ORDO_CAP_FENCE_DURABLE |
+                    ORDO_CAP_INCREMENTAL | ORDO_CAP_REENTRANT |
+                    ORDO_CAP_UPGRADE | ORDO_CAP_WAIT_HOLDS_NOTHING},
 };
 
 static bool has(unsigned cap) {
