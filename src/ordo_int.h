@@ -154,6 +154,7 @@ extern const ordo__backend ordo__backend_mem;
 extern const ordo__backend ordo__backend_ordod;
 extern const ordo__backend ordo__backend_redis;
 extern const ordo__backend ordo__backend_redlock;
+extern const ordo__backend ordo__backend_rcluster;
 extern const ordo__backend ordo__backend_postgres;
 /* A sharded ordod:// place (backend/shards.c), and whether url names one:
  * two or more addresses. */

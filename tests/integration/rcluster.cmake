@@ -1,0 +1,19 @@
+# rcluster.cmake -- the redis-cluster:// backend against a real Redis
+# Cluster of 3 primaries and 3 replicas (rcluster_fixture.sh, one cluster
+# per script): the conformance suite, `ordo bank` over keys on every
+# primary, and a primary killed with SIGKILL under a bank run and under a
+# held lock (rcluster_failover.sh). Plain build only: the sanitizer builds
+# run the same code through redis:// and redlock://, and make test's time
+# is spent once. Included from tests/CMakeLists.txt.
+set(ORDO_ITRC ${CMAKE_CURRENT_LIST_DIR})
+
+if(ORDO_SANITIZE STREQUAL "")
+  add_test(NAME rcluster_conformance
+    COMMAND bash ${ORDO_ITRC}/conformance_rcluster.sh
+            $<TARGET_FILE:conformance>)
+  add_test(NAME rcluster_bank
+    COMMAND bash ${ORDO_ITRC}/bank_rcluster.sh $<TARGET_FILE:ordo_cli>)
+  set_tests_properties(rcluster_conformance PROPERTIES TIMEOUT 240
+    LABELS redis)
+  set_tests_properties(rcluster_bank PROPERTIES TIMEOUT 120 LABELS redis)
+endif()
