@@ -17,8 +17,10 @@
  * before the next exchange; -ASK sends ASKING then the command to the node
  * named, once; a connection error, -CLUSTERDOWN, -TRYAGAIN, -LOADING or
  * -READONLY (a primary demoted by a failover) closes the connection, reads
- * the map again and tries again after a short backoff, at most RC_TRIES
- * times and within the call's bound.
+ * the map again and tries again after a short backoff (full jitter, from
+ * 5 ms doubling to 100 ms), until the call's bound (a lock_all's deadline,
+ * one exchange bound for a release or a renewal) and at most RC_TRIES
+ * times.
  *
  * URL:
  *   redis-cluster://[[user]:password@]host:port[,host:port...][?lease_ms=N
@@ -46,7 +48,7 @@
 #define RC_MAX_NODES 64
 #define RC_SLOTS 16384
 #define RC_MS 1000000u
-#define RC_TRIES 16
+#define RC_TRIES 64
 #define RC_RETRY_BASE_MS 5
 #define RC_RETRY_CAP_MS 100
 
@@ -368,11 +370,11 @@ static redisReply *node_exchange(rc_place *p, rc_txn *t, int i, bool asking,
 
 /*
  * slot_eval -- script which on the primary of slot s, following MOVED and
- * ASK and riding out a failover: at most RC_TRIES exchanges, none begun
- * after until_ns (the first is always made). *out gets the reply (the
- * caller frees it; an error reply other than a redirection or a transient
- * one is returned as it is). Returns 0, or ORDO_EBACKEND when no node
- * answered in the end (*maybe is then set if a script may have run).
+ * ASK and riding out a failover: exchanges until until_ns (the first is
+ * always made), at most RC_TRIES of them (a bound on redirection loops). *out
+ * gets the reply (the caller frees it; an error reply other than a redirection
+ * or a transient one is returned as it is). Returns 0, or ORDO_EBACKEND when no
+ * node answered in the end (*maybe is then set if a script may have run).
  */
 static int slot_eval(rc_place *p, rc_txn *t, unsigned s, int which, int nkeys,
                      int argc, const char **av, const size_t *al,
@@ -835,15 +837,17 @@ enum { GR_GRANTED, GR_HELD, GR_FAILED };
 
 /*
  * acquire_group -- ACQUIRE of the keys ord[g..e) on their slot's primary.
- * On GR_GRANTED tokens[] gets their tokens (by request index); on
- * GR_FAILED *rc says why.
+ * av, al, fences and modes are the caller's room for n keys. On
+ * GR_GRANTED tokens[] gets their tokens (by request index); on GR_FAILED
+ * *rc says why.
  */
 static int acquire_group(rc_place *p, rc_txn *t, const ordo_req_t *r,
                          const rc_key *ord, size_t g, size_t e, const char **av,
-                         size_t *al, char *fences, uint64_t *tokens,
-                         uint64_t until, int *rc) ORDO_REQUIRES(t->mu) {
+                         size_t *al, char *fences, char *modes,
+                         uint64_t *tokens, uint64_t until, int *rc)
+    ORDO_REQUIRES(t->mu) {
   size_t m = e - g;
-  char lease[24], modes[m];
+  char lease[24];
   char *f = fences;
   for (size_t j = 0; j < m; j++) {
     const ordo_req_t *q = &r[ord[g + j].i];
@@ -906,12 +910,14 @@ static int rc_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   size_t *al = malloc((2 * n + 3) * sizeof *al);
   uint8_t **copies = calloc(n, sizeof *copies);
   char *fences = malloc(fence_bytes);
+  char *modes = malloc(n);
   uint64_t *tokens = calloc(n, sizeof *tokens);
   rc_key *ord = malloc(n * sizeof *ord);
   const void **keys = malloc(n * sizeof *keys);
   size_t *lens = malloc(n * sizeof *lens);
   int rc = 0;
-  if (!av || !al || !copies || !fences || !tokens || !ord || !keys || !lens) {
+  if (!av || !al || !copies || !fences || !modes || !tokens || !ord || !keys ||
+      !lens) {
     rc = ORDO_ENOMEM;
     goto out;
   }
@@ -942,8 +948,8 @@ static int rc_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     int what;
     for (;;) {
       uint64_t sent = ordo__now_ns();
-      what =
-          acquire_group(p, t, r, ord, g, e, av, al, fences, tokens, until, &rc);
+      what = acquire_group(p, t, r, ord, g, e, av, al, fences, modes, tokens,
+                           until, &rc);
       if (what == GR_GRANTED && g == 0)
         first_ns = sent;
       if (what != GR_HELD)
@@ -1020,6 +1026,7 @@ out:
   free(av);
   free(al);
   free(fences);
+  free(modes);
   free(tokens);
   free(ord);
   free(keys);

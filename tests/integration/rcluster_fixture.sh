@@ -3,8 +3,12 @@
 # redis-server processes (redis_fixture.sh: each in its own mktemp folder,
 # on a free loopback port at most 55535, since a node's cluster bus is its
 # port + 10000), started with --cluster-enabled yes, their cluster config
-# file in their folder and --cluster-node-timeout 1000 (so that a killed
-# primary's replica is promoted within about 2 s), made into 3 primaries
+# file in their folder, --cluster-node-timeout 1000 (so that a killed
+# primary's replica is promoted within about 2 s) and
+# --cluster-replica-validity-factor 0 (a replica is promoted however long
+# its link to the primary was down: test_rcluster.c cuts that link on
+# purpose, and Redis 7.0 otherwise refuses with "Disconnected from master
+# for longer than allowed" at once), made into 3 primaries
 # and 3 replicas by `redis-cli --cluster create --cluster-replicas 1`.
 # Source it, then:
 #
@@ -15,8 +19,11 @@
 #                       seeds)
 #   rcluster_ok         waits (bounded) for cluster_state:ok on every node
 #                       still running
-#   rcluster_primary_pid SLOT
-#                       the pid of the node serving SLOT now
+#   rcluster_primary_port SLOT, rcluster_primary_pid SLOT
+#                       the port (the pid) of the node serving SLOT now
+#   rcluster_pid PORT   the pid of the node on PORT
+#   rcluster_replica_port PORT
+#                       the port of a replica of the primary on PORT
 #   rcluster_cli PORT ARGS...
 #                       redis-cli -p PORT ARGS, bounded by 5 s
 #
@@ -60,7 +67,8 @@ rcluster_ok() {
 
 rcluster_start() {
   redis_start_nodes 6 --cluster-enabled yes --cluster-config-file nodes.conf \
-    --cluster-node-timeout 1000 || return 1
+    --cluster-node-timeout 1000 --cluster-replica-validity-factor 0 ||
+    return 1
   RC_PORTS=("${REDIS_PORTS[@]}")
   RC_PIDS=("${REDIS_PIDS[@]}")
   local addrs=() p
@@ -78,10 +86,10 @@ rcluster_url() {
   echo "redis-cluster://127.0.0.1:${RC_PORTS[0]},127.0.0.1:${RC_PORTS[1]}${1:-}"
 }
 
-# rcluster_primary_pid SLOT: the pid of the primary that serves SLOT, as
+# rcluster_primary_port SLOT: the port of the primary that serves SLOT, as
 # the first running node's CLUSTER NODES says.
-rcluster_primary_pid() {
-  local slot=$1 i j port
+rcluster_primary_port() {
+  local slot=$1 i port
   for i in "${!RC_PORTS[@]}"; do
     kill -0 "${RC_PIDS[$i]}" 2>/dev/null || continue
     port=$(rcluster_cli "${RC_PORTS[$i]}" CLUSTER NODES 2>/dev/null |
@@ -101,12 +109,39 @@ for line in sys.stdin:
             print(f[1].split("@")[0].rsplit(":", 1)[1])
 ' "$slot") || continue
     [ -n "$port" ] || continue
-    for j in "${!RC_PORTS[@]}"; do
-      if [ "${RC_PORTS[$j]}" = "$port" ]; then
-        echo "${RC_PIDS[$j]}"
-        return 0
-      fi
-    done
+    echo "$port"
+    return 0
   done
   return 1
+}
+
+rcluster_primary_pid() {
+  local port
+  port=$(rcluster_primary_port "$1") || return 1
+  rcluster_pid "$port"
+}
+
+# rcluster_pid PORT: the pid of the node on PORT.
+rcluster_pid() {
+  local i
+  for i in "${!RC_PORTS[@]}"; do
+    if [ "${RC_PORTS[$i]}" = "$1" ]; then
+      echo "${RC_PIDS[$i]}"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# rcluster_replica_port PORT: the port of a replica of the primary on PORT.
+rcluster_replica_port() {
+  rcluster_cli "$1" CLUSTER NODES | python3 -c '
+import sys
+port = sys.argv[1]
+lines = [l.split() for l in sys.stdin if l.strip()]
+ids = [f[0] for f in lines if f[1].split("@")[0].rsplit(":", 1)[1] == port]
+for f in lines:
+    if ids and "slave" in f[2] and f[3] == ids[0]:
+        print(f[1].split("@")[0].rsplit(":", 1)[1]); break
+' "$1" | grep .
 }

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# rcluster_failover.sh TEST_RCLUSTER -- test_rcluster.c on a real Redis
+# Cluster (rcluster_fixture.sh): it picks the nodes each case kills and
+# exports them. test_lost_lock: the key "loss:k", its primary and that
+# primary's replica; test_failover_loop: another primary, which serves
+# some of the keys loop:0..loop:11 (its replica is promoted in the case).
+set -euo pipefail
+. "$(dirname "$0")/rcluster_fixture.sh"
+TEST=${1:?usage: $0 TEST_RCLUSTER}
+rcluster_start
+export ORDO_RC_URL
+ORDO_RC_URL=$(rcluster_url)
+export ORDO_RC_LOSS_KEY=loss:k
+slot=$(rcluster_cli "${RC_PORTS[0]}" CLUSTER KEYSLOT "$ORDO_RC_LOSS_KEY")
+export ORDO_RC_LOSS_PRIMARY_PORT ORDO_RC_LOSS_PRIMARY_PID ORDO_RC_LOSS_REPLICA_PID
+ORDO_RC_LOSS_PRIMARY_PORT=$(rcluster_primary_port "$slot")
+ORDO_RC_LOSS_PRIMARY_PID=$(rcluster_pid "$ORDO_RC_LOSS_PRIMARY_PORT")
+ORDO_RC_LOSS_REPLICA_PID=$(rcluster_pid \
+  "$(rcluster_replica_port "$ORDO_RC_LOSS_PRIMARY_PORT")")
+# The loop's victim: the primary of the first loop key not on the loss
+# key's primary.
+export ORDO_RC_LOOP_PID=
+for ((i = 0; i < 12; i++)); do
+  s=$(rcluster_cli "${RC_PORTS[0]}" CLUSTER KEYSLOT "loop:$i")
+  p=$(rcluster_primary_port "$s")
+  if [ "$p" != "$ORDO_RC_LOSS_PRIMARY_PORT" ]; then
+    ORDO_RC_LOOP_PID=$(rcluster_pid "$p")
+    break
+  fi
+done
+[ -n "$ORDO_RC_LOOP_PID" ] || {
+  echo "FAIL: every loop key is on the loss key's primary" >&2
+  exit 1
+}
+set +e
+timeout "$((100 * MULT))" "$TEST"
+rc=$?
+set -e
+[ "$rc" -eq 0 ] || echo "FAIL: test_rcluster exited $rc" >&2
+exit "$rc"
