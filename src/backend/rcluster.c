@@ -441,14 +441,32 @@ static int slot_eval(rc_place *p, rc_txn *t, unsigned s, int which, int nkeys,
 }
 
 /* ---- Slot groups ------------------------------------------------------------
- * A group is a run of keys of one slot in the canonical order (slot, key).
- * ord[] holds the indexes of the keys in that order, slots[] their slots.
+ * A group is a run of keys of one slot in the canonical order (slot, key);
+ * ord[] holds the indexes of the keys in that order. A group's script is
+ * an rc_call. A batch of calls goes out all at once (parallel_eval: each
+ * node's calls pipelined on its connection, every node in one poll loop),
+ * and the calls the batch could not settle (no answer, a redirection, a
+ * lost script, a failover) are then made one by one with slot_eval.
  */
 
 typedef struct rc_key {
   unsigned slot;
   size_t i;
 } rc_key;
+
+typedef struct rc_call {
+  unsigned slot;
+  size_t from, to; /* its keys: ord[from..to) */
+  int nkeys, argc;
+  const char **av; /* its arguments, in the caller's buffers */
+  const size_t *al;
+  /* The outcome: the reply (NULL when none), and whether the script may
+   * have run even so (it was sent and not answered). */
+  redisReply *rep;
+  bool maybe;
+  int node;     /* parallel_eval's: the node it went to, -1: not sent */
+  unsigned idx; /* ...and the place of its reply there */
+} rc_call;
 
 static int key_cmp(const void *a, const void *b) {
   const rc_key *x = a, *y = b;
@@ -465,19 +483,119 @@ static void order_keys(const void *const *keys, const size_t *lens, size_t n,
   qsort(ord, n, sizeof *ord, key_cmp);
 }
 
-/* The end of the group that starts at ord[g]. */
-static size_t group_end(const rc_key *ord, size_t n, size_t g) {
-  size_t e = g + 1;
-  while (e < n && ord[e].slot == ord[g].slot)
-    e++;
-  return e;
+/* Cuts ord[0..n) into groups: calls[0..G), G returned (calls has room for
+ * n). */
+static size_t make_calls(const rc_key *ord, size_t n, rc_call *calls) {
+  size_t nc = 0;
+  for (size_t g = 0; g < n;) {
+    size_t e = g + 1;
+    while (e < n && ord[e].slot == ord[g].slot)
+      e++;
+    calls[nc++] = (rc_call){.slot = ord[g].slot, .from = g, .to = e};
+    g = e;
+  }
+  return nc;
+}
+
+/*
+ * parallel_eval -- script which of every call at once, within one exchange
+ * bound. Each call's rep gets its reply, or NULL: not sent (its slot's node
+ * is unknown or cannot be reached), not answered in time or its connection
+ * failed (maybe is then set), or answered with a redirection, NOSCRIPT or
+ * a transient error (the script did not run; a MOVED or a transient error
+ * has the map read again before the next exchange).
+ */
+static void parallel_eval(rc_place *p, rc_txn *t, int which, rc_call *calls,
+                          size_t nc) ORDO_REQUIRES(t->mu) {
+  ordo__rs_conn *ks[RC_MAX_NODES] = {0};
+  if (atomic_load(&p->stale))
+    refresh(p);
+  for (size_t c = 0; c < nc; c++) {
+    rc_call *x = &calls[c];
+    x->rep = NULL;
+    x->maybe = false;
+    x->node = slot_node(p, x->slot);
+    if (x->node < 0)
+      continue;
+    ordo__rs_conn *k = &t->c[x->node];
+    if (!ordo__rs_open(k)) {
+      ordo__rs_node nd;
+      ordo__mutex_lock(&p->map_mu);
+      nd = p->node[x->node];
+      ordo__mutex_unlock(&p->map_mu);
+      if (ordo__rs_connect(k, &nd, false) != 0) {
+        x->node = -1;
+        continue;
+      }
+    }
+    if (ordo__rs_append_script(k, which, x->nkeys, x->argc, x->av, x->al) !=
+        0) {
+      x->node = -1;
+      continue;
+    }
+    x->idx = k->want - 1;
+    ks[x->node] = k;
+  }
+  ordo__rs_run(ks, RC_MAX_NODES, ordo__now_ns() + p->io_ns, NULL, NULL);
+  for (size_t c = 0; c < nc; c++) {
+    rc_call *x = &calls[c];
+    if (x->node < 0)
+      continue;
+    ordo__rs_conn *k = &t->c[x->node];
+    redisReply *r = ordo__rs_open(k) ? ordo__rs_take(k, x->idx) : NULL;
+    if (!r) {
+      x->maybe = true;
+      continue;
+    }
+    if (r->type == REDIS_REPLY_ERROR &&
+        (strncmp(r->str, "MOVED ", 6) == 0 || strncmp(r->str, "ASK ", 4) == 0 ||
+         strncmp(r->str, "NOSCRIPT", 8) == 0 || transient(r))) {
+      if (r->str[0] != 'N' || r->str[1] != 'O')
+        atomic_store(&p->stale, true);
+      freeReplyObject(r);
+      continue;
+    }
+    x->rep = r;
+  }
+  for (size_t i = 0; i < RC_MAX_NODES; i++)
+    if (ks[i] && ordo__rs_open(ks[i]))
+      ordo__rs_done(ks[i]);
+}
+
+/*
+ * settle -- the calls of a batch, all at once, then one by one (slot_eval,
+ * bounded by until_ns) for those the batch left without a reply. A set
+ * of one group goes to slot_eval at once: one round trip either way.
+ */
+static void settle(rc_place *p, rc_txn *t, int which, rc_call *calls, size_t nc,
+                   uint64_t until_ns) ORDO_REQUIRES(t->mu) {
+  if (nc > 1)
+    parallel_eval(p, t, which, calls, nc);
+  for (size_t c = 0; c < nc; c++) {
+    rc_call *x = &calls[c];
+    if (nc > 1 && x->rep)
+      continue;
+    bool maybe = false;
+    slot_eval(p, t, x->slot, which, x->nkeys, x->argc, x->av, x->al, until_ns,
+              &x->rep, &maybe);
+    x->maybe |= maybe;
+  }
+}
+
+static void free_calls(rc_call *calls, size_t nc) {
+  for (size_t c = 0; c < nc; c++)
+    if (calls[c].rep) {
+      freeReplyObject(calls[c].rep);
+      calls[c].rep = NULL;
+    }
 }
 
 /*
  * groups_script -- RELEASE (owner, channel) or EXTEND (owner, lease[,
- * modes]) of keys[0..n), group by group. *confirmed gets how many keys
- * the nodes said were still ours, *denied how many groups answered with
- * some key not ours, *silent how many groups got no answer.
+ * modes]) of keys[0..n), one call per group, all at once (settle).
+ * *confirmed gets how many keys the nodes said were still ours, *denied
+ * how many groups answered with some key not ours, *silent how many
+ * groups got no answer.
  */
 static void groups_script(rc_place *p, rc_txn *t, int which,
                           const void *const *keys, const size_t *lens,
@@ -487,43 +605,53 @@ static void groups_script(rc_place *p, rc_txn *t, int which,
   if (n == 0)
     return;
   rc_key *ord = malloc(n * sizeof *ord);
-  const char **av = malloc((n + 3) * sizeof *av);
-  size_t *al = malloc((n + 3) * sizeof *al);
+  rc_call *calls = malloc(n * sizeof *calls);
+  const char **av = malloc(4 * n * sizeof *av);
+  size_t *al = malloc(4 * n * sizeof *al);
   char *gm = malloc(n);
   char lease[24];
   size_t ll = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
-  if (!ord || !av || !al || !gm) {
+  size_t nc = 0;
+  if (!ord || !calls || !av || !al || !gm) {
     *silent = n;
     goto out;
   }
   order_keys(keys, lens, n, ord);
-  for (size_t g = 0; g < n;) {
-    size_t e = group_end(ord, n, g), m = e - g;
+  nc = make_calls(ord, n, calls);
+  size_t at = 0;
+  for (size_t c = 0; c < nc; c++) {
+    rc_call *x = &calls[c];
+    size_t m = x->to - x->from;
+    x->av = &av[at];
+    x->al = &al[at];
     for (size_t j = 0; j < m; j++) {
-      av[j] = keys[ord[g + j].i];
-      al[j] = lens[ord[g + j].i];
+      av[at + j] = keys[ord[x->from + j].i];
+      al[at + j] = lens[ord[x->from + j].i];
       if (modes)
-        gm[j] = modes[ord[g + j].i];
+        gm[x->from + j] = modes[ord[x->from + j].i];
     }
-    av[m] = t->owner;
-    al[m] = 32;
-    int argc = (int)m + 2;
+    av[at + m] = t->owner;
+    al[at + m] = 32;
+    x->nkeys = (int)m;
+    x->argc = (int)m + 2;
     if (which == ORDO__RS_RELEASE) {
-      av[m + 1] = p->chan;
-      al[m + 1] = p->chanlen;
+      av[at + m + 1] = p->chan;
+      al[at + m + 1] = p->chanlen;
     } else {
-      av[m + 1] = lease;
-      al[m + 1] = ll;
+      av[at + m + 1] = lease;
+      al[at + m + 1] = ll;
       if (modes) {
-        av[m + 2] = gm;
-        al[m + 2] = m;
-        argc++;
+        av[at + m + 2] = &gm[x->from];
+        al[at + m + 2] = m;
+        x->argc++;
       }
     }
-    redisReply *r = NULL;
-    bool maybe = false;
-    slot_eval(p, t, ord[g].slot, which, (int)m, argc, av, al,
-              ordo__now_ns() + p->io_ns, &r, &maybe);
+    at += (size_t)x->argc;
+  }
+  settle(p, t, which, calls, nc, ordo__now_ns() + p->io_ns);
+  for (size_t c = 0; c < nc; c++) {
+    const redisReply *r = calls[c].rep;
+    size_t m = calls[c].to - calls[c].from;
     if (!r) {
       (*silent)++;
     } else if (which == ORDO__RS_RELEASE && r->type == REDIS_REPLY_INTEGER) {
@@ -540,12 +668,12 @@ static void groups_script(rc_place *p, rc_txn *t, int which,
         note_err(p, which == ORDO__RS_RELEASE ? "RELEASE" : "EXTEND", r->str);
       (*silent)++;
     }
-    if (r)
-      freeReplyObject(r);
-    g = e;
   }
 out:
+  if (calls)
+    free_calls(calls, nc);
   free(ord);
+  free(calls);
   free(av);
   free(al);
   free(gm);
@@ -794,37 +922,41 @@ static void record_grant(rc_place *p, rc_txn *t, const ordo_req_t *r, size_t n,
 }
 
 /*
- * undo_groups -- gives back what the groups ord[0..upto) of a failed
- * lock_all took: its new keys are released, and a key t held in S and
- * asked for in X is set back to S (EXTEND with modes).
+ * undo_groups -- gives back what the calls c with undo[c] of a lock_all
+ * took (or may have taken): their new keys are released, and a key t held
+ * in S and asked for in X is set back to S (EXTEND with modes). All of
+ * them at once (groups_script).
  */
 static void undo_groups(rc_place *p, rc_txn *t, const ordo_req_t *r,
-                        const rc_key *ord, size_t upto, uint8_t **copies)
+                        const rc_key *ord, size_t n, const rc_call *calls,
+                        size_t nc, const bool *undo, uint8_t **copies)
     ORDO_REQUIRES(t->mu) {
-  const void **keys = malloc((upto + 1) * sizeof *keys);
-  size_t *lens = malloc((upto + 1) * sizeof *lens);
-  char *modes = malloc(upto + 1);
+  const void **keys = malloc((n + 1) * sizeof *keys);
+  size_t *lens = malloc((n + 1) * sizeof *lens);
+  char *modes = malloc(n + 1);
   size_t m = 0, c, d, s;
   if (!keys || !lens || !modes)
     goto out;
-  for (size_t j = 0; j < upto; j++)
-    if (copies[ord[j].i]) {
-      keys[m] = r[ord[j].i].key;
-      lens[m++] = r[ord[j].i].len;
-    }
+  for (size_t g = 0; g < nc; g++)
+    for (size_t j = calls[g].from; undo[g] && j < calls[g].to; j++)
+      if (copies[ord[j].i]) {
+        keys[m] = r[ord[j].i].key;
+        lens[m++] = r[ord[j].i].len;
+      }
   groups_script(p, t, ORDO__RS_RELEASE, keys, lens, NULL, m, &c, &d, &s);
   m = 0;
-  for (size_t j = 0; j < upto; j++) {
-    const ordo_req_t *q = &r[ord[j].i];
-    long at = copies[ord[j].i]
-                  ? -1
-                  : ordo__hold_find(t->h, t->nh, sizeof *t->h, q->key, q->len);
-    if (at >= 0 && q->mode == ORDO_MODE_X && t->h[at].mode == ORDO_MODE_S) {
-      keys[m] = q->key;
-      lens[m] = q->len;
-      modes[m++] = 'S';
+  for (size_t g = 0; g < nc; g++)
+    for (size_t j = calls[g].from; undo[g] && j < calls[g].to; j++) {
+      const ordo_req_t *q = &r[ord[j].i];
+      long at = copies[ord[j].i] ? -1
+                                 : ordo__hold_find(t->h, t->nh, sizeof *t->h,
+                                                   q->key, q->len);
+      if (at >= 0 && q->mode == ORDO_MODE_X && t->h[at].mode == ORDO_MODE_S) {
+        keys[m] = q->key;
+        lens[m] = q->len;
+        modes[m++] = 'S';
+      }
     }
-  }
   groups_script(p, t, ORDO__RS_EXTEND, keys, lens, modes, m, &c, &d, &s);
 out:
   free(keys);
@@ -833,67 +965,119 @@ out:
 }
 
 /* What one ACQUIRE of a group said. */
-enum { GR_GRANTED, GR_HELD, GR_FAILED };
+enum { GR_GRANTED, GR_HELD, GR_FAILED, GR_SILENT };
 
 /*
- * acquire_group -- ACQUIRE of the keys ord[g..e) on their slot's primary.
- * av, al, fences and modes are the caller's room for n keys. On
- * GR_GRANTED tokens[] gets their tokens (by request index); on GR_FAILED
- * *rc says why.
+ * fill_acquire -- the arguments of each call's ACQUIRE (its keys with
+ * their fencing counters, then owner, lease and modes), in av, al (room
+ * for 5 n), fences and modes (room for n).
  */
-static int acquire_group(rc_place *p, rc_txn *t, const ordo_req_t *r,
-                         const rc_key *ord, size_t g, size_t e, const char **av,
-                         size_t *al, char *fences, char *modes,
-                         uint64_t *tokens, uint64_t until, int *rc)
-    ORDO_REQUIRES(t->mu) {
-  size_t m = e - g;
-  char lease[24];
+static void fill_acquire(rc_place *p, rc_txn *t, const ordo_req_t *r,
+                         const rc_key *ord, rc_call *calls, size_t nc,
+                         const char **av, size_t *al, char *fences, char *modes,
+                         const char *lease, size_t ll) {
+  size_t at = 0;
   char *f = fences;
-  for (size_t j = 0; j < m; j++) {
-    const ordo_req_t *q = &r[ord[g + j].i];
-    av[2 * j] = q->key;
-    al[2 * j] = q->len;
-    size_t fl = ordo__rs_fence_key(q->key, q->len, f);
-    av[2 * j + 1] = f;
-    al[2 * j + 1] = fl;
-    f += fl;
-    modes[j] = q->mode == ORDO_MODE_S ? 'S' : 'X';
-  }
-  av[2 * m] = t->owner;
-  al[2 * m] = 32;
-  av[2 * m + 1] = lease;
-  al[2 * m + 1] = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
-  av[2 * m + 2] = modes;
-  al[2 * m + 2] = m;
-  redisReply *x = NULL;
-  bool maybe = false;
-  if (slot_eval(p, t, ord[g].slot, ORDO__RS_ACQUIRE, (int)(2 * m),
-                (int)(2 * m + 3), av, al, until, &x, &maybe) != 0) {
-    *rc = ORDO_EBACKEND;
-    return GR_FAILED;
-  }
-  int what;
-  if (x->type == REDIS_REPLY_ERROR) {
-    note_err(p, "ACQUIRE", x->str);
-    *rc = ordo__rs_err_code(x);
-    what = GR_FAILED;
-  } else if (x->type == REDIS_REPLY_ARRAY && x->elements >= 2 &&
-             x->element[0]->type == REDIS_REPLY_INTEGER &&
-             x->element[0]->integer == 1 && x->elements == m + 2) {
+  ORDO_UNUSED(p);
+  for (size_t c = 0; c < nc; c++) {
+    rc_call *x = &calls[c];
+    size_t m = x->to - x->from;
+    x->av = &av[at];
+    x->al = &al[at];
     for (size_t j = 0; j < m; j++) {
-      const redisReply *v = x->element[2 + j];
-      tokens[ord[g + j].i] =
-          v->type == REDIS_REPLY_INTEGER ? (uint64_t)v->integer : 0;
+      const ordo_req_t *q = &r[ord[x->from + j].i];
+      av[at + 2 * j] = q->key;
+      al[at + 2 * j] = q->len;
+      size_t fl = ordo__rs_fence_key(q->key, q->len, f);
+      av[at + 2 * j + 1] = f;
+      al[at + 2 * j + 1] = fl;
+      f += fl;
+      modes[x->from + j] = q->mode == ORDO_MODE_S ? 'S' : 'X';
+    }
+    av[at + 2 * m] = t->owner;
+    al[at + 2 * m] = 32;
+    av[at + 2 * m + 1] = lease;
+    al[at + 2 * m + 1] = ll;
+    av[at + 2 * m + 2] = &modes[x->from];
+    al[at + 2 * m + 2] = m;
+    x->nkeys = (int)(2 * m);
+    x->argc = (int)(2 * m + 3);
+    at += (size_t)x->argc;
+  }
+}
+
+/*
+ * judge -- what call x's reply says (GR_*); on GR_GRANTED tokens[] gets
+ * its keys' tokens (by request index), on GR_FAILED *rc says why. The
+ * reply is freed.
+ */
+static int judge(rc_place *p, rc_call *x, const rc_key *ord, uint64_t *tokens,
+                 int *rc) {
+  redisReply *v = x->rep;
+  size_t m = x->to - x->from;
+  int what;
+  x->rep = NULL;
+  if (!v)
+    return GR_SILENT;
+  if (v->type == REDIS_REPLY_ERROR) {
+    note_err(p, "ACQUIRE", v->str);
+    *rc = ordo__rs_err_code(v);
+    what = GR_FAILED;
+  } else if (v->type == REDIS_REPLY_ARRAY && v->elements == m + 2 &&
+             v->element[0]->type == REDIS_REPLY_INTEGER &&
+             v->element[0]->integer == 1) {
+    for (size_t j = 0; j < m; j++) {
+      const redisReply *e = v->element[2 + j];
+      tokens[ord[x->from + j].i] =
+          e->type == REDIS_REPLY_INTEGER ? (uint64_t)e->integer : 0;
     }
     what = GR_GRANTED;
-  } else if (x->type == REDIS_REPLY_ARRAY && x->elements >= 1) {
+  } else if (v->type == REDIS_REPLY_ARRAY && v->elements >= 1 &&
+             v->element[0]->type == REDIS_REPLY_INTEGER &&
+             v->element[0]->integer == 0) {
     what = GR_HELD;
   } else {
     *rc = ORDO_EBACKEND;
     what = GR_FAILED;
   }
-  freeReplyObject(x);
+  freeReplyObject(v);
   return what;
+}
+
+/*
+ * first_try -- every group's ACQUIRE at once (parallel_eval), when there
+ * are several. Returns f, the first call not granted (nc when all were);
+ * the calls after f that granted or may have are given back, so that what
+ * t keeps is the prefix calls[0..f) in the canonical order, as if it had
+ * taken them one by one. On an error reply every call is given back and
+ * *rc set (f is then nc + 1).
+ */
+static size_t first_try(rc_place *p, rc_txn *t, const ordo_req_t *r,
+                        const rc_key *ord, size_t n, rc_call *calls, size_t nc,
+                        uint64_t *tokens, uint8_t **copies, int *rc)
+    ORDO_REQUIRES(t->mu) {
+  bool *undo = calloc(nc, sizeof *undo);
+  if (!undo) {
+    *rc = ORDO_ENOMEM;
+    return nc + 1;
+  }
+  parallel_eval(p, t, ORDO__RS_ACQUIRE, calls, nc);
+  size_t f = nc;
+  bool failed = false;
+  for (size_t c = 0; c < nc; c++) {
+    bool maybe = calls[c].maybe;
+    int what = judge(p, &calls[c], ord, tokens, rc);
+    failed |= what == GR_FAILED;
+    if (what != GR_GRANTED && f == nc)
+      f = c;
+    undo[c] = (what == GR_GRANTED || maybe) && c > f;
+  }
+  if (failed)
+    for (size_t c = 0; c <= f && c < nc; c++)
+      undo[c] = true; /* giving back what was not taken changes nothing */
+  undo_groups(p, t, r, ord, n, calls, nc, undo, copies);
+  free(undo);
+  return failed ? nc + 1 : f;
 }
 
 static int rc_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
@@ -906,18 +1090,20 @@ static int rc_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
       return ORDO_EINVAL;
     fence_bytes += r[i].len + ORDO__RS_FENCE_EXTRA;
   }
-  const char **av = malloc((2 * n + 3) * sizeof *av);
-  size_t *al = malloc((2 * n + 3) * sizeof *al);
+  const char **av = malloc(5 * n * sizeof *av);
+  size_t *al = malloc(5 * n * sizeof *al);
   uint8_t **copies = calloc(n, sizeof *copies);
   char *fences = malloc(fence_bytes);
   char *modes = malloc(n);
   uint64_t *tokens = calloc(n, sizeof *tokens);
   rc_key *ord = malloc(n * sizeof *ord);
+  rc_call *calls = malloc(n * sizeof *calls);
+  bool *undo = calloc(n, sizeof *undo);
   const void **keys = malloc(n * sizeof *keys);
   size_t *lens = malloc(n * sizeof *lens);
   int rc = 0;
-  if (!av || !al || !copies || !fences || !modes || !tokens || !ord || !keys ||
-      !lens) {
+  if (!av || !al || !copies || !fences || !modes || !tokens || !ord || !calls ||
+      !undo || !keys || !lens) {
     rc = ORDO_ENOMEM;
     goto out;
   }
@@ -926,6 +1112,10 @@ static int rc_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     lens[i] = r[i].len;
   }
   order_keys(keys, lens, n, ord);
+  size_t nc = make_calls(ord, n, calls);
+  char lease[24];
+  size_t ll = (size_t)snprintf(lease, sizeof lease, "%ld", p->u.lease_ms);
+  fill_acquire(p, t, r, ord, calls, nc, av, al, fences, modes, lease, ll);
   ordo__mutex_lock(&t->mu);
   if (atomic_exchange(&t->lease_lost, false)) {
     rc = ORDO_ELEASE;
@@ -940,17 +1130,28 @@ static int rc_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   if (deadline_ns < until)
     until = deadline_ns;
   bool was_holding = t->nh > 0, waited = false;
-  uint64_t first_ns = 0; /* when the first group still held was taken */
-  size_t g = 0;
-  while (g < n) {
-    size_t e = group_end(ord, n, g);
+  uint64_t first_ns = ordo__now_ns(); /* when the first group was taken */
+  size_t c = 0;
+  if (nc > 1) {
+    c = first_try(p, t, r, ord, n, calls, nc, tokens, copies, &rc);
+    if (c > nc)
+      goto done;
+  }
+  for (; c < nc; c++) {
     uint64_t cap_ms = RC_RETRY_BASE_MS;
     int what;
     for (;;) {
       uint64_t sent = ordo__now_ns();
-      what = acquire_group(p, t, r, ord, g, e, av, al, fences, modes, tokens,
-                           until, &rc);
-      if (what == GR_GRANTED && g == 0)
+      rc_call *x = &calls[c];
+      x->maybe = false;
+      if (slot_eval(p, t, x->slot, ORDO__RS_ACQUIRE, x->nkeys, x->argc, x->av,
+                    x->al, until, &x->rep, &x->maybe) != 0) {
+        rc = ORDO_EBACKEND;
+        what = GR_FAILED;
+        break;
+      }
+      what = judge(p, x, ord, tokens, &rc);
+      if (what == GR_GRANTED && c == 0)
         first_ns = sent;
       if (what != GR_HELD)
         break;
@@ -966,24 +1167,18 @@ static int rc_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
         atomic_fetch_add(&p->waiting, 1);
       }
       atomic_fetch_add(&p->retries, 1);
-      /* The groups taken are kept while this one is waited for: renewed
-       * here, since the record (what the renewer renews) has them only
+      /* The groups taken are kept while this one is waited for, and
+       * renewed here: the record (what the renewer renews) has them only
        * once the whole set is granted. */
-      if (g > 0 && now - first_ns >= p->lease_ns / 3) {
-        size_t c, d, s;
-        const void **gk = malloc(g * sizeof *gk);
-        size_t *gl = malloc(g * sizeof *gl);
-        if (gk && gl) {
-          for (size_t j = 0; j < g; j++) {
-            gk[j] = r[ord[j].i].key;
-            gl[j] = r[ord[j].i].len;
-          }
-          groups_script(p, t, ORDO__RS_EXTEND, gk, gl, NULL, g, &c, &d, &s);
-          if (d == 0 && s == 0)
-            first_ns = now;
+      if (c > 0 && now - first_ns >= p->lease_ns / 3) {
+        size_t cc, d, s, m = calls[c].from;
+        for (size_t j = 0; j < m; j++) {
+          keys[j] = r[ord[j].i].key;
+          lens[j] = r[ord[j].i].len;
         }
-        free(gk);
-        free(gl);
+        groups_script(p, t, ORDO__RS_EXTEND, keys, lens, NULL, m, &cc, &d, &s);
+        if (d == 0 && s == 0)
+          first_ns = now;
       }
       uint64_t sleep_ns = ordo__rand64() % (cap_ms * RC_MS) + 1;
       cap_ms = cap_ms * 2 > RC_RETRY_CAP_MS ? RC_RETRY_CAP_MS : cap_ms * 2;
@@ -999,11 +1194,13 @@ static int rc_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
       }
     }
     if (what != GR_GRANTED) {
-      /* All or nothing: this group too, if its answer was lost. */
-      undo_groups(p, t, r, ord, rc == ORDO_EBACKEND ? e : g, copies);
+      /* All or nothing: the groups taken, and this one if it may have
+       * been (its answer was lost). */
+      for (size_t g = 0; g < nc; g++)
+        undo[g] = g < c || (g == c && calls[c].maybe);
+      undo_groups(p, t, r, ord, n, calls, nc, undo, copies);
       goto done;
     }
-    g = e;
   }
   record_grant(p, t, r, n, tokens, copies);
   atomic_fetch_add(&p->acquired, 1);
@@ -1029,6 +1226,8 @@ out:
   free(modes);
   free(tokens);
   free(ord);
+  free(calls);
+  free(undo);
   free(keys);
   free(lens);
   return rc;
