@@ -1049,12 +1049,13 @@ static int judge(rc_place *p, rc_call *x, const rc_key *ord, uint64_t *tokens,
  * are several. Returns f, the first call not granted (nc when all were);
  * the calls after f that granted or may have are given back, so that what
  * t keeps is the prefix calls[0..f) in the canonical order, as if it had
- * taken them one by one. On an error reply every call is given back and
- * *rc set (f is then nc + 1).
+ * taken them one by one; *held says whether f answered that it is held.
+ * On an error reply every call is given back and *rc set (f is then
+ * nc + 1).
  */
 static size_t first_try(rc_place *p, rc_txn *t, const ordo_req_t *r,
                         const rc_key *ord, size_t n, rc_call *calls, size_t nc,
-                        uint64_t *tokens, uint8_t **copies, int *rc)
+                        uint64_t *tokens, uint8_t **copies, bool *held, int *rc)
     ORDO_REQUIRES(t->mu) {
   bool *undo = calloc(nc, sizeof *undo);
   if (!undo) {
@@ -1068,8 +1069,10 @@ static size_t first_try(rc_place *p, rc_txn *t, const ordo_req_t *r,
     bool maybe = calls[c].maybe;
     int what = judge(p, &calls[c], ord, tokens, rc);
     failed |= what == GR_FAILED;
-    if (what != GR_GRANTED && f == nc)
+    if (what != GR_GRANTED && f == nc) {
       f = c;
+      *held = what == GR_HELD;
+    }
     undo[c] = (what == GR_GRANTED || maybe) && c > f;
   }
   if (failed)
@@ -1132,8 +1135,11 @@ static int rc_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   bool was_holding = t->nh > 0, waited = false;
   uint64_t first_ns = ordo__now_ns(); /* when the first group was taken */
   size_t c = 0;
+  /* The first try said the group it stopped at is held: wait before
+   * asking again. */
+  bool held = false;
   if (nc > 1) {
-    c = first_try(p, t, r, ord, n, calls, nc, tokens, copies, &rc);
+    c = first_try(p, t, r, ord, n, calls, nc, tokens, copies, &held, &rc);
     if (c > nc)
       goto done;
   }
@@ -1144,13 +1150,17 @@ static int rc_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
       uint64_t sent = ordo__now_ns();
       rc_call *x = &calls[c];
       x->maybe = false;
-      if (slot_eval(p, t, x->slot, ORDO__RS_ACQUIRE, x->nkeys, x->argc, x->av,
-                    x->al, until, &x->rep, &x->maybe) != 0) {
+      if (held) {
+        held = false;
+        what = GR_HELD;
+      } else if (slot_eval(p, t, x->slot, ORDO__RS_ACQUIRE, x->nkeys, x->argc,
+                           x->av, x->al, until, &x->rep, &x->maybe) != 0) {
         rc = ORDO_EBACKEND;
         what = GR_FAILED;
         break;
+      } else {
+        what = judge(p, x, ord, tokens, &rc);
       }
-      what = judge(p, x, ord, tokens, &rc);
       if (what == GR_GRANTED && c == 0)
         first_ns = sent;
       if (what != GR_HELD)
