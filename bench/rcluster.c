@@ -24,7 +24,7 @@
  * lower is better); extras p99_us and ops_per_s.
  *
  * Interface:
- *   bench_rcluster_table   the row (bench.c lists it after its own rows)
+ *   bench_rcluster_table   the rows (bench.c lists it after its own rows)
  */
 #include "servers.h"
 
@@ -39,7 +39,7 @@
 
 #define RCB_NODES 3
 #define RCB_KPL 16
-#define RCB_KEY_MAX 16
+#define RCB_KEY_MAX 24
 #define RCB_SLOTS 16384
 
 typedef struct rcb_state_s {
@@ -205,9 +205,10 @@ static int rcb_map(const bench_row_t *row, rcb_state_t *st, signed char *map) {
 }
 
 /* Draws 16 distinct keys into names, sorted (the order both sides take
- * them in). */
+ * them in); with tags, key i is "{tags[i % 3]}:bk:N". */
 static void rcb_draw(uint64_t *rng, long long nkeys,
-                     char names[RCB_KPL][RCB_KEY_MAX]) {
+                     char names[RCB_KPL][RCB_KEY_MAX],
+                     char tags[RCB_NODES][8]) {
   long long pick[RCB_KPL];
   for (int i = 0; i < RCB_KPL;) {
     long long k = (long long)(bench_rng_next(rng) % (uint64_t)nkeys);
@@ -218,7 +219,11 @@ static void rcb_draw(uint64_t *rng, long long nkeys,
       pick[i++] = k;
   }
   for (int i = 0; i < RCB_KPL; i++)
-    snprintf(names[i], RCB_KEY_MAX, "bk:%lld", pick[i]);
+    if (tags)
+      snprintf(names[i], RCB_KEY_MAX, "{%s}:bk:%lld", tags[i % RCB_NODES],
+               pick[i]);
+    else
+      snprintf(names[i], RCB_KEY_MAX, "bk:%lld", pick[i]);
   qsort(names, RCB_KPL, RCB_KEY_MAX, rcb_keycmp);
 }
 
@@ -235,8 +240,21 @@ static int rcb_run(const bench_row_t *row, void *state, double seconds,
   uint64_t rng = (st->seed += 0x9E3779B97F4A7C15ULL) | 1;
   long spread = 0;
   int rc = -1, orc;
+  int tagged = (int)bench_param_int(row, "tagged");
+  char tags[RCB_NODES][8];
   if (rcb_map(row, st, map) != 0)
     return -1;
+  /* tagged: one hash tag per primary ("t<n>", the first whose slot that
+   * primary serves), so that the 16 keys make 3 slot groups. */
+  for (int n = 0; n < RCB_NODES; n++) {
+    tags[n][0] = 0;
+    for (int k = 0; k < 100000 && !tags[n][0]; k++) {
+      char tg[8];
+      snprintf(tg, sizeof tg, "t%d", k);
+      if (map[rcb_slot(tg, strlen(tg))] == n)
+        memcpy(tags[n], tg, sizeof tg);
+    }
+  }
   if (peer) {
     for (int i = 0; i < RCB_NODES; i++)
       if ((c[i] = bench_server_connect(&st->srv[i], 5.0)) == NULL) {
@@ -256,7 +274,7 @@ static int rcb_run(const bench_row_t *row, void *state, double seconds,
   }
   uint64_t t0 = rcb_ns(), now = t0, end = t0 + (uint64_t)(seconds * 1e9);
   while (now < end) {
-    rcb_draw(&rng, nkeys, names);
+    rcb_draw(&rng, nkeys, names, tagged ? tags : NULL);
     int on[RCB_NODES] = {0}, node[RCB_KPL];
     for (int i = 0; i < RCB_KPL; i++) {
       node[i] = map[rcb_slot(names[i], strlen(names[i]))];
@@ -339,21 +357,25 @@ static int rcb_run_peer(const bench_row_t *row, void *state, double seconds,
   return rcb_run(row, state, seconds, out, 1);
 }
 
+#define RCB_ROW(id_, title_, tagged_, target_)                                 \
+  {                                                                            \
+    .id = id_, .title = title_, .metric = "us p50", .higher_is_better = 0,     \
+    .peer_name = "per-key SET NX PX, then DEL, key by key to its node",        \
+    .target = target_,                                                         \
+    .params = {{"keys", 100000, NULL}, {"tagged", tagged_, NULL}},             \
+    .setup = rcb_setup, .teardown = rcb_teardown, .run_ordo = rcb_run_ordo,    \
+    .run_peer = rcb_run_peer, .extras = {"p99_us", "ops_per_s"},               \
+  }
+
 static const bench_row_t rcluster_rows[] = {
-    {
-        .id = "rcluster_lock16",
-        .title = "redis-cluster:// on 3 primaries, lock+unlock of 16 keys",
-        .metric = "us p50",
-        .higher_is_better = 0,
-        .peer_name = "per-key SET NX PX, then DEL, key by key to its node",
-        .target = 2.0,
-        .params = {{"keys", 100000, NULL}},
-        .setup = rcb_setup,
-        .teardown = rcb_teardown,
-        .run_ordo = rcb_run_ordo,
-        .run_peer = rcb_run_peer,
-        .extras = {"p99_us", "ops_per_s"},
-    },
+    RCB_ROW("rcluster_lock16",
+            "redis-cluster:// on 3 primaries, lock+unlock of 16 keys in 16 "
+            "slots",
+            0, 2.0),
+    RCB_ROW("rcluster_lock16_tagged",
+            "redis-cluster:// on 3 primaries, lock+unlock of 16 keys under 3 "
+            "hash tags (one per primary)",
+            1, NAN),
 };
 
 const bench_table_t bench_rcluster_table = {

@@ -803,7 +803,10 @@ static int rc_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
     free(p);
     return rc;
   }
-  p->chanlen = ordo__rs_channel_prefix(0, p->chan);
+  /* No release channel: waiters poll (nobody subscribes), and a PUBLISH
+   * on a Cluster is sent to every node over the cluster bus. */
+  p->chan[0] = 0;
+  p->chanlen = 0;
   p->lease_ns = (uint64_t)p->u.lease_ms * RC_MS;
   /* Each exchange: a third of the lease within [50 ms, 1 s]. */
   p->io_ns = p->lease_ns / 3;
