@@ -370,8 +370,9 @@ static redisReply *node_exchange(rc_place *p, rc_txn *t, int i, bool asking,
 
 /*
  * slot_eval -- script which on the primary of slot s, following MOVED and
- * ASK and riding out a failover: exchanges until until_ns (the first is
- * always made), at most RC_TRIES of them (a bound on redirection loops). *out
+ * ASK and riding out a failover: a redirection is always followed, a
+ * failure tried again until until_ns; at most RC_TRIES exchanges in all (a
+ * bound on redirection loops). *out
  * gets the reply (the caller frees it; an error reply other than a redirection
  * or a transient one is returned as it is). Returns 0, or ORDO_EBACKEND when no
  * node answered in the end (*maybe is then set if a script may have run).
@@ -383,9 +384,13 @@ static int slot_eval(rc_place *p, rc_txn *t, unsigned s, int which, int nkeys,
   int ask = -1;
   uint64_t backoff_ms = RC_RETRY_BASE_MS;
   *out = NULL;
+  bool redirected = false;
   for (int tries = 0; tries < RC_TRIES; tries++) {
-    if (tries > 0 && ordo__now_ns() >= until_ns)
+    /* A redirection is followed whatever the deadline (a try with timeout
+     * 0 included); a failure is tried again only before it. */
+    if (tries > 0 && !redirected && ordo__now_ns() >= until_ns)
       break;
+    redirected = false;
     if (atomic_load(&p->stale))
       refresh(p);
     int i = ask >= 0 ? ask : slot_node(p, s);
@@ -410,12 +415,14 @@ static int slot_eval(rc_place *p, rc_txn *t, unsigned s, int which, int nkeys,
       }
       atomic_store(&p->stale, true);
       freeReplyObject(r);
+      redirected = true;
       continue;
     }
     if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "ASK ", 4) == 0) {
       atomic_fetch_add(&p->asked, 1);
       ask = redirect_node(p, r->str);
       freeReplyObject(r);
+      redirected = true;
       continue;
     }
     if (r && !(r->type == REDIS_REPLY_ERROR && transient(r))) {

@@ -5,6 +5,9 @@
  * wrapper exports the URL and, for each case, the nodes it may kill; a
  * case whose variables are missing fails, naming them (never a skip).
  *
+ * test_moved_ask: a slot migrated from one primary to another under a
+ * place: -ASK during the migration, -MOVED after it (the case's comment).
+ *
  * test_lost_lock: what asynchronous replication can lose, shown on
  * purpose. The replica of the primary that serves ORDO_RC_LOSS_KEY is
  * stopped (SIGSTOP) and its primary drops the replication link (CLIENT
@@ -58,6 +61,111 @@ static void on_lost(ordo_txn_t *t, void *arg) {
   atomic_store((_Atomic uint64_t *)arg, tu_now_ns());
 }
 
+/* The node id of the node on port (CLUSTER MYID) into id. */
+static void node_id(int port, char id[64]) {
+  redisContext *c = it_side(port, NULL);
+  redisReply *r = redisCommand(c, "CLUSTER MYID");
+  assert_non_null(r);
+  assert_int_equal(r->type, REDIS_REPLY_STRING);
+  snprintf(id, 64, "%s", r->str);
+  freeReplyObject(r);
+  redisFree(c);
+}
+
+static void setslot(int port, const char *fmt, unsigned slot, const char *id) {
+  redisContext *c = it_side(port, NULL);
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, fmt, slot, id);
+  redisReply *r = redisCommand(c, cmd);
+  assert_non_null(r);
+  if (r->type != REDIS_REPLY_STATUS)
+    print_error("%s on %d: %s\n", cmd, port,
+                r->type == REDIS_REPLY_ERROR ? r->str : "?");
+  assert_int_equal(r->type, REDIS_REPLY_STATUS);
+  freeReplyObject(r);
+  redisFree(c);
+}
+
+/* How many MOVED and ASK replies the place followed (ordo_dump's text). */
+static void redirects(ordo_t *o, unsigned long *moved, unsigned long *ask) {
+  char buf[4096];
+  it_dump_text(o, buf, sizeof buf);
+  const char *m = strstr(buf, " MOVED, ");
+  assert_non_null(m);
+  const char *b = m;
+  while (b > buf && b[-1] >= '0' && b[-1] <= '9')
+    b--;
+  *moved = strtoul(b, NULL, 10);
+  *ask = strtoul(m + 8, NULL, 10);
+}
+
+/*
+ * test_moved_ask: the slot of ORDO_RC_MIG_KEY is migrated from its primary
+ * (ORDO_RC_MIG_SRC_PORT) to another (ORDO_RC_MIG_DST_PORT) while H holds
+ * the key: H's lock key and its counter are moved (MIGRATE) with the slot
+ * MIGRATING on the source and IMPORTING on the target. T's try is then
+ * answered by the target through -ASK (ASKING, then the script): held by
+ * H. H's unlock goes the same way and releases the key. Once the slot is
+ * the target's (SETSLOT NODE on every primary), T's place, whose map still
+ * names the source, follows -MOVED and is granted, with the next token of
+ * the moved counter. A key that is absent while its slot migrates cannot
+ * be taken until the migration ends: the importing node answers a script
+ * over the key and its counter with -TRYAGAIN unless both are there, and
+ * ordo tries again within the deadline (docs/backend-redis.md).
+ */
+static void test_moved_ask(void **state) {
+  (void)state;
+  const char *key = env_or_fail("ORDO_RC_MIG_KEY");
+  int src = atoi(env_or_fail("ORDO_RC_MIG_SRC_PORT"));
+  int dst = atoi(env_or_fail("ORDO_RC_MIG_DST_PORT"));
+  int other = atoi(env_or_fail("ORDO_RC_MIG_OTHER_PORT"));
+  unsigned slot = (unsigned)atoi(env_or_fail("ORDO_RC_MIG_SLOT"));
+  char sid[64], did[64];
+  node_id(src, sid);
+  node_id(dst, did);
+  ordo_t *o = open_url(RC_LEASE_MS);
+  ordo_txn_t *h = NULL, *t = NULL;
+  assert_int_equal(ordo_txn_begin(o, &h, NULL), 0);
+  assert_int_equal(ordo_txn_begin(o, &t, NULL), 0);
+  ordo_req_t r = ORDO_REQ_X(key, strlen(key));
+  assert_int_equal(ordo_lock_all(h, &r, 1, 2000), 0);
+  setslot(dst, "CLUSTER SETSLOT %u IMPORTING %s", slot, sid);
+  setslot(src, "CLUSTER SETSLOT %u MIGRATING %s", slot, did);
+  char fence[256];
+  snprintf(fence, sizeof fence, "{%s}:ordo:fence", key);
+  redisContext *c = it_side(src, NULL);
+  redisReply *x = redisCommand(c, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %s %s",
+                               dst, "", key, fence);
+  assert_non_null(x);
+  if (x->type != REDIS_REPLY_STATUS)
+    print_error("MIGRATE: %s\n", x->type == REDIS_REPLY_ERROR ? x->str : "?");
+  assert_int_equal(x->type, REDIS_REPLY_STATUS);
+  freeReplyObject(x);
+  redisFree(c);
+  unsigned long m0, a0, m1, a1, m2, a2;
+  redirects(o, &m0, &a0);
+  assert_int_equal(ordo_lock_all(t, &r, 1, 0), ORDO_ETIMEDOUT);
+  assert_int_equal(ordo_unlock_all(h), 1);
+  redirects(o, &m1, &a1);
+  assert_true(a1 >= a0 + 2);
+  setslot(dst, "CLUSTER SETSLOT %u NODE %s", slot, did);
+  setslot(src, "CLUSTER SETSLOT %u NODE %s", slot, did);
+  setslot(other, "CLUSTER SETSLOT %u NODE %s", slot, did);
+  assert_int_equal(ordo_lock_all(t, &r, 1, 2000), 0);
+  uint64_t tok = 0;
+  assert_int_equal(ordo_fence(t, key, strlen(key), &tok), 0);
+  assert_int_equal(ordo_unlock_all(t), 1);
+  redirects(o, &m2, &a2);
+  assert_true(m2 >= m1 + 1);
+  /* The counter came along: the second grant's token is 2. */
+  assert_int_equal(tok, 2);
+  printf("# moved/ask: %lu ASK, %lu MOVED followed; token %llu\n", a2 - a0,
+         m2 - m0, (unsigned long long)tok);
+  ordo_txn_end(h);
+  ordo_txn_end(t);
+  ordo_close(o);
+}
+
 static void test_lost_lock(void **state) {
   (void)state;
   const char *key = env_or_fail("ORDO_RC_LOSS_KEY");
@@ -69,8 +177,8 @@ static void test_lost_lock(void **state) {
   _Atomic uint64_t lost_at = 0;
   ordo_on_lease_lost(oa, on_lost, (void *)&lost_at);
   ordo_txn_t *a = NULL, *b = NULL;
-  assert_int_equal(ordo_txn_begin(oa, &a, 0), 0);
-  assert_int_equal(ordo_txn_begin(ob, &b, 0), 0);
+  assert_int_equal(ordo_txn_begin(oa, &a, NULL), 0);
+  assert_int_equal(ordo_txn_begin(ob, &b, NULL), 0);
   ordo_req_t r = ORDO_REQ_X(key, strlen(key));
   /* Nothing is asserted between the replica's SIGSTOP and its SIGCONT, so
    * that a failure never leaves it stopped. */
@@ -148,7 +256,7 @@ static char KEYS[LK][16];
 static void *loop_run(void *arg) {
   loop_w *w = arg;
   ordo_txn_t *t = NULL;
-  if (ordo_txn_begin(w->o, &t, 0) != 0) {
+  if (ordo_txn_begin(w->o, &t, NULL) != 0) {
     w->other++;
     return NULL;
   }
@@ -297,6 +405,7 @@ int main(void) {
     return 1;
   }
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_moved_ask),
       cmocka_unit_test(test_lost_lock),
       cmocka_unit_test(test_failover_loop),
   };
