@@ -5,11 +5,16 @@
  * request that hash to one slot (CRC16/XMODEM mod 16384, hash tags as
  * Redis defines them, ordo__rs_slot) go in one script call, with each
  * key's fencing counter, which ordo__rs_fence_key names inside the key's
- * slot. A request whose keys span slots is taken group by group in the
- * canonical order (slot, key): blocked on a group, it keeps the groups it
- * has and waits (polling with full jitter, as redlock.c does) for this
- * one, up to its one deadline; at the deadline every group it took is
- * given back: all or nothing. A set that fits one slot is one round trip.
+ * slot. A request whose keys span slots first asks every group at once
+ * (each node's groups pipelined, all nodes in one poll loop); what follows
+ * the first group not granted, in the canonical order (slot, key), is
+ * given back, and from that group on the set is taken group by group:
+ * blocked on a group, it keeps the groups before it and waits (polling
+ * with full jitter, as redlock.c does) for this one, up to its one
+ * deadline; at the deadline every group it took is given back: all or
+ * nothing. A set that fits one slot is one round trip. RELEASE and EXTEND
+ * go to every group at once; RELEASE publishes nothing (no channel
+ * prefix), since nobody subscribes.
  * See docs/backend-redis.md, "Redis Cluster".
  *
  * Slots are found with CLUSTER SLOTS from the seed nodes (or any node

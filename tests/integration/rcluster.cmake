@@ -1,8 +1,9 @@
 # rcluster.cmake -- the redis-cluster:// backend against a real Redis
 # Cluster of 3 primaries and 3 replicas (rcluster_fixture.sh, one cluster
 # per script): the conformance suite, `ordo bank` over keys on every
-# primary, and a primary killed with SIGKILL under a bank run and under a
-# held lock (rcluster_failover.sh). Plain build only: the sanitizer builds
+# primary, and test_rcluster.c (rcluster_failover.sh): a slot migrated
+# under a held key (ASK, then MOVED), a lock lost on purpose with an
+# unreplicated primary killed, and a lock loop through a primary's SIGKILL. Plain build only: the sanitizer builds
 # run the same code through redis:// and redlock://, and make test's time
 # is spent once. Included from tests/CMakeLists.txt.
 set(ORDO_ITRC ${CMAKE_CURRENT_LIST_DIR})

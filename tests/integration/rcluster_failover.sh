@@ -8,6 +8,7 @@
 set -euo pipefail
 . "$(dirname "$0")/rcluster_fixture.sh"
 TEST=${1:?usage: $0 TEST_RCLUSTER}
+trap 'echo "FAIL: rcluster_failover.sh: line $LINENO: $BASH_COMMAND" >&2' ERR
 rcluster_start
 export ORDO_RC_URL
 ORDO_RC_URL=$(rcluster_url)

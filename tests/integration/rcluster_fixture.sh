@@ -79,7 +79,27 @@ rcluster_start() {
     cat "$REDIS_DIR/create.log" >&2
     return 1
   fi
-  rcluster_ok
+  rcluster_ok || return 1
+  # The replicas' roles reach every node by gossip, after cluster_state:ok:
+  # wait until each node sees 3 primaries and 3 replicas, none failing or
+  # still in handshake (the tests look replicas up on any node).
+  local end=$((SECONDS + 20 * MULT)) i good
+  while [ "$SECONDS" -lt "$end" ]; do
+    good=0
+    for i in "${!RC_PORTS[@]}"; do
+      rcluster_cli "${RC_PORTS[$i]}" CLUSTER NODES 2>/dev/null | awk '
+        $3 ~ /fail|handshake|noaddr/ { bad = 1 }
+        $3 ~ /master/ { m++ }
+        $3 ~ /slave/ { s++ }
+        END { exit !(m == 3 && s == 3 && !bad) }' && good=$((good + 1))
+    done
+    [ "$good" -eq 6 ] && return 0
+    sleep 0.1
+  done
+  echo "rcluster_fixture: the nodes do not all see 3 primaries and 3" \
+    "replicas after $((20 * MULT)) s" >&2
+  rcluster_cli "${RC_PORTS[0]}" CLUSTER NODES >&2 || true
+  return 1
 }
 
 rcluster_url() {
