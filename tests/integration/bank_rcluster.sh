@@ -19,7 +19,7 @@ fail() {
 # The bank's keys are acct:%08d (src/cli/bank_ordo.c): the 16 of them
 # must lie on all 3 primaries. One CLUSTER NODES, and each key's slot by
 # CLUSTER KEYSLOT in one redis-cli pipe.
-nodes=$(rcluster_cli "${RC_PORTS[0]}" CLUSTER NODES)
+cnodes=$(rcluster_cli "${RC_PORTS[0]}" CLUSTER NODES)
 slots=$(for ((i = 0; i < 16; i++)); do
   printf 'CLUSTER KEYSLOT acct:%08d\n' "$i"
 done | rcluster_cli "${RC_PORTS[0]}")
@@ -39,7 +39,7 @@ for line in nodes.splitlines():
             owner[s] = f[0]
 assert len(slots) == 16, slots
 print(len({owner[s] for s in slots}))
-' "$nodes" "$slots") || fail "cannot tell the accounts' primaries"
+' "$cnodes" "$slots") || fail "cannot tell the accounts' primaries"
 [ "$n" -eq 3 ] || fail "the 16 accounts lie on $n primaries, not 3"
 set +e
 timeout "$((80 * MULT))" "$ORDO" bank --backend "$url" --accounts 16 \

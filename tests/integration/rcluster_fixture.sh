@@ -102,6 +102,7 @@ rcluster_start() {
   return 1
 }
 
+# shellcheck disable=SC2120 # the query is optional
 rcluster_url() {
   echo "redis-cluster://127.0.0.1:${RC_PORTS[0]},127.0.0.1:${RC_PORTS[1]}${1:-}"
 }
