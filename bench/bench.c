@@ -237,6 +237,7 @@ extern const bench_table_t bench_shards_table __attribute__((weak));
 extern const bench_table_t bench_exec_table __attribute__((weak));
 extern const bench_table_t bench_curves_table __attribute__((weak));
 extern const bench_table_t bench_etcd_table __attribute__((weak));
+extern const bench_table_t bench_rcluster_table __attribute__((weak));
 
 #define BENCH_MAX_ROWS 128
 
@@ -245,10 +246,10 @@ static const bench_row_t *all_rows[BENCH_MAX_ROWS];
 static size_t nrows;
 
 static void bench_gather(void) {
-  const bench_table_t *const fam[] = {&bench_bdb_table,    &bench_philo_table,
-                                      &bench_memory_table, &bench_pgbench_table,
-                                      &bench_shards_table, &bench_exec_table,
-                                      &bench_curves_table, &bench_etcd_table};
+  const bench_table_t *const fam[] = {
+      &bench_bdb_table,     &bench_philo_table,  &bench_memory_table,
+      &bench_pgbench_table, &bench_shards_table, &bench_exec_table,
+      &bench_curves_table,  &bench_etcd_table,   &bench_rcluster_table};
   for (size_t i = 0; i < sizeof bench_rows / sizeof bench_rows[0]; i++)
     all_rows[nrows++] = &bench_rows[i];
   for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {

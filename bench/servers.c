@@ -267,6 +267,11 @@ int bench_server_start_ordod(const bench_row_t *row, bench_server_t *s,
   return server_start(row, BENCH_SERVER_ORDOD, s, port, extra);
 }
 
+int bench_server_start_redis(const bench_row_t *row, bench_server_t *s,
+                             const char *const extra[]) {
+  return server_start(row, BENCH_SERVER_REDIS, s, 0, extra);
+}
+
 int bench_free_port(void) {
   return server_free_port();
 }
@@ -312,15 +317,23 @@ static int server_start(const bench_row_t *row, bench_server_kind kind,
         break;
     } else {
       s->port = server_free_port();
-      if (s->port <= 0) {
+      /* A Cluster node (extra arguments) also listens on its port + 10000,
+       * which must be a port: redis-server refuses one above 55535. */
+      for (int k = 0; extra != NULL && s->port > 55535 && k < 100; k++)
+        s->port = server_free_port();
+      if (s->port <= 0 || (extra != NULL && s->port > 55535)) {
         bench_error(row, "no free port: %s", strerror(errno));
         break;
       }
       snprintf(port, sizeof port, "%d", s->port);
-      char *argv[] = {
+      char *argv[14 + SERVER_MAX_EXTRA] = {
           "redis-server", "--port", port,        "--save", "",
           "--appendonly", "no",     "--dir",     s->dir,   "--daemonize",
           "no",           "--bind", "127.0.0.1", NULL};
+      size_t i = 0;
+      for (; extra != NULL && extra[i] != NULL && i < SERVER_MAX_EXTRA; i++)
+        argv[13 + i] = (char *)extra[i];
+      argv[13 + i] = NULL;
       if (server_spawn(row, s, argv) != 0)
         break;
     }

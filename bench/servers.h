@@ -34,6 +34,11 @@ int bench_server_start(const bench_row_t *row, bench_server_kind kind,
  * must know each other's ports before they start. */
 int bench_server_start_ordod(const bench_row_t *row, bench_server_t *s,
                              int port, const char *const extra[]);
+/* The same for redis-server with further arguments (NULL-terminated, at
+ * most 16), such as --cluster-enabled yes; with any, its port is at most
+ * 55535 (a Cluster node's bus is its port + 10000). */
+int bench_server_start_redis(const bench_row_t *row, bench_server_t *s,
+                             const char *const extra[]);
 /* A port of 127.0.0.1 that was free a moment ago (bound to port 0 and
  * closed again), or -1. */
 int bench_free_port(void);

@@ -156,6 +156,7 @@ extern const ordo__backend ordo__backend_redis;
 /* redis-sentinel:// (backend/redis.c with backend/rsentinel.c). */
 extern const ordo__backend ordo__backend_rsentinel;
 extern const ordo__backend ordo__backend_redlock;
+extern const ordo__backend ordo__backend_rcluster;
 extern const ordo__backend ordo__backend_postgres;
 extern const ordo__backend ordo__backend_etcd;
 /* A sharded ordod:// place (backend/shards.c), and whether url names one:

@@ -27,7 +27,9 @@
  *   holder's lease would have run out (if none renews).
  * RELEASE  KEYS = lock keys; ARGV = owner, channel prefix
  *   Removes the owner from each key where it is still the owner, publishes
- *   on the key's release channel when that may let a waiter in. Reply: how
+ *   on the key's release channel when that may let a waiter in (unless the
+ *   prefix is empty: rcluster.c polls, and on a Cluster a PUBLISH goes to
+ *   every node). Reply: how
  *   many keys were still this owner's (its lease had not run out).
  * EXTEND   KEYS = lock keys; ARGV = owner, lease ms [, modes]
  *   Renews the owner's lease on each key that is still its own; with

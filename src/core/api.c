@@ -264,6 +264,8 @@ int ordo_open(ordo_t **out, const char *url, const ordo_options_t *opts) {
     be = &ordo__backend_rsentinel; /* likewise */
   } else if (strncmp(url, "redlock://", 10) == 0) {
     be = &ordo__backend_redlock; /* likewise */
+  } else if (strncmp(url, "redis-cluster://", 16) == 0) {
+    be = &ordo__backend_rcluster; /* likewise */
   } else if (strncmp(url, "postgres:", 9) == 0 ||
              strncmp(url, "postgresql://", 13) == 0) {
     be = &ordo__backend_postgres; /* a URI or a conninfo string */

@@ -68,6 +68,9 @@ static const struct {
     {"redlock://", ORDO_CAP_SHARED | ORDO_CAP_FENCE | ORDO_CAP_INCREMENTAL |
                        ORDO_CAP_REENTRANT | ORDO_CAP_UPGRADE |
                        ORDO_CAP_WAIT_HOLDS_NOTHING},
+    {"redis-cluster://", ORDO_CAP_SHARED | ORDO_CAP_FENCE |
+                             ORDO_CAP_INCREMENTAL | ORDO_CAP_REENTRANT |
+                             ORDO_CAP_UPGRADE},
     {"postgres:", ORDO_CAP_SHARED | ORDO_CAP_FENCE | ORDO_CAP_FENCE_DURABLE |
                       ORDO_CAP_INCREMENTAL | ORDO_CAP_REENTRANT |
                       ORDO_CAP_UPGRADE},
