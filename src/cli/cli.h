@@ -47,6 +47,9 @@ enum {
   "options), "                                                                 \
   "redis://[:password@]/path/to/socket[?options], "                            \
   "redlock://host:port,host:port,...[?options] (TLS: tls=1 and tls_*), "       \
+  "redis-cluster://host:port[,host:port...][?options] (seed nodes), "          \
+  "redis-sentinel://host:port[,host:port...]/master-name[?options], "          \
+  "etcd://host:port[,host:port...][?options], "                                \
   "postgres://[user[:password]@]host[:port]/db[?options] (or "                 \
   "postgresql://), postgres:CONNINFO (a libpq conninfo string: "               \
   "postgres:host=H port=P dbname=D user=U)"
