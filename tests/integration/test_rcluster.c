@@ -409,5 +409,5 @@ int main(void) {
       cmocka_unit_test(test_lost_lock),
       cmocka_unit_test(test_failover_loop),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

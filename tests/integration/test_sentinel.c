@@ -287,6 +287,6 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_switch),
   };
   if (argc > 1 && strcmp(argv[1], "switch") == 0)
-    return cmocka_run_group_tests(switch_tests, NULL, NULL);
-  return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_exit(cmocka_run_group_tests(switch_tests, NULL, NULL));
+  return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }
