@@ -1234,14 +1234,15 @@ static void lw_key_item(void *arg, uint64_t owner, int mode, uint64_t fence,
     l->follow[l->nfollow++] = owner;
 }
 
-/* The blocker chain of ss into out, one line a waiting session. */
+/* The blocker chain of ss into out, one line a waiting session, breadth
+ * first: queue holds the session ids seen, in the order they are shown. */
 static void lw_chain(srv *s, sess *ss, char *out, size_t cap) {
-  uint64_t todo[LW_CHAIN];
+  uint64_t queue[LW_CHAIN];
   size_t nt = 1, used = 0;
-  todo[0] = ss->id;
+  queue[0] = ss->id;
   out[0] = 0;
   for (size_t i = 0; i < nt; i++) {
-    sess *x = srv_sess_find(s, todo[i]);
+    sess *x = srv_sess_find(s, queue[i]);
     if (!x || !x->waiting || !x->req)
       continue;
     char g[ORDOD_GID_HEX + 8];
@@ -1261,9 +1262,9 @@ static void lw_chain(srv *s, sess *ss, char *out, size_t cap) {
       for (size_t f = 0; f < l.nfollow; f++) {
         bool seen = false;
         for (size_t j = 0; j < nt; j++)
-          seen = seen || todo[j] == l.follow[f];
+          seen = seen || queue[j] == l.follow[f];
         if (!seen && nt < LW_CHAIN)
-          todo[nt++] = l.follow[f];
+          queue[nt++] = l.follow[f];
       }
     }
     if (x->nreq > LW_KEYS_SHOWN)
