@@ -344,7 +344,17 @@ static void test_failover_loop(void **state) {
     w[i].seed = (unsigned)(i * 7919 + 1);
     assert_int_equal(pthread_create(&th[i], NULL, loop_run, &w[i]), 0);
   }
-  tu_sleep_us(500000);
+  /* The kill lands in a running loop: every worker has finished some
+   * cycles first (read as after_on is below), waited for within a bound;
+   * the checks below judge the run either way. */
+  uint64_t w0 = tu_now_ns();
+  bool going = false;
+  while (!going && it_ms_since(w0) < tu_ms(15000)) {
+    tu_sleep_us(10000);
+    going = true;
+    for (int i = 0; i < LW; i++)
+      going = going && w[i].ok >= 20;
+  }
   kill(victim, SIGKILL);
   uint64_t kn = tu_now_ns();
   atomic_store(&killed, kn);
@@ -362,7 +372,6 @@ static void test_failover_loop(void **state) {
     }
   }
   uint64_t took = it_ms_since(kn);
-  tu_sleep_us(200000);
   atomic_store(&stop, true);
   long ok = 0, after = 0, to = 0, be = 0, le = 0, other = 0, ov = 0;
   uint64_t mx = 0, mxu = 0;
