@@ -10,8 +10,8 @@
  * has the design and the lock order, docs/protocol.md ("## Shards") the
  * placement, docs/distributed.md why lock_all callers cannot deadlock.
  *
- * Interface: ordo__backend_shards, ordo__shards_multi; the placement
- * functions of shards.h.
+ * Interface: ordo__backend_shards, ordo__shards_multi,
+ * ordo__shards_txn_gid; the placement functions of shards.h.
  */
 #include "ordo_int.h"
 #include "ordo_tsa.h"
@@ -103,6 +103,12 @@ typedef struct sh_txn {
    * lease-lost callback may call ordo_held from a renewal thread. */
   _Atomic(ordo_txn_t *) *sub;
 } sh_txn;
+
+const char *ordo__shards_txn_gid(const struct ordo_txn_s *t) {
+  if (!t || !t->o || t->o->be != &ordo__backend_shards)
+    return NULL;
+  return ((const sh_txn *)t)->gid;
+}
 
 static sh_txn *st(ordo_txn_t *t) {
   return (sh_txn *)t;

@@ -23,4 +23,12 @@ uint64_t ordo__shard_score(const char *name, const void *key, size_t len);
 size_t ordo__shard_place(const char *const *names, size_t n, const void *key,
                          size_t len);
 
+struct ordo_txn_s;
+/*
+ * ordo__shards_txn_gid -- the global id of a txn of a sharded ordod://
+ * place (32 hex digits, as SESSION GID and the servers' logs give it), or
+ * NULL for a txn of any other place. For the fault harness's histories.
+ */
+const char *ordo__shards_txn_gid(const struct ordo_txn_s *t);
+
 #endif

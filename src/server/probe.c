@@ -1024,13 +1024,25 @@ int srv_probe_init(srv *s, char *err, size_t errlen) {
       goto fail;
     }
     peer *pe = &p->shard[p->nshard];
-    memcpy(pe->name, q, len);
-    pe->name[len] = 0;
-    if (shard_by_name(p, pe->name, len) >= 0) {
+    /* name=host:port: the peer is called name, and dialled at host:port
+     * (a proxy between the shards, say); name alone is both. */
+    const char *eq = memchr(q, '=', len);
+    size_t nlen = eq ? (size_t)(eq - q) : len;
+    char addr[ORDOD_SHARD_NAME];
+    snprintf(addr, sizeof addr, "%.*s", (int)(eq ? len - nlen - 1 : len),
+             eq ? eq + 1 : q);
+    memcpy(pe->name, q, nlen);
+    pe->name[nlen] = 0;
+    if (nlen == 0 || !addr[0]) {
+      snprintf(err, errlen, "--peers: an empty name or address in '%.*s'",
+               (int)len, q);
+      goto fail;
+    }
+    if (shard_by_name(p, pe->name, nlen) >= 0) {
       /* This server itself, or a repeat: no link. */
-    } else if (shard_addr(pe->name, &pe->addr) != 0) {
+    } else if (shard_addr(addr, &pe->addr) != 0) {
       snprintf(err, errlen,
-               "--peers: '%s' is not host:port of a resolvable host", pe->name);
+               "--peers: '%s' is not host:port of a resolvable host", addr);
       goto fail;
     } else {
       pe->s = s;
