@@ -418,7 +418,8 @@ static int sh_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
    * released (docs/distributed.md), so nothing it holds can be counted
    * on. Every key goes, and the call says ORDO_ELEASE (retryable), as for
    * a lease lost. */
-  bool lost = rc == ORDO_EBACKEND && held_before && sent_heldat;
+  bool lost = rc == ORDO_EBACKEND && held_before && sent_heldat &&
+              ordo__od_txn_unanswered(atomic_load(&t->sub[i]));
   if (rc) {
     /* Undo shards 0..i-1: what this call took there. */
     for (size_t j = 0; j < p->n; j++) {
