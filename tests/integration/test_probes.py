@@ -224,9 +224,11 @@ def assert_holds(t, where=""):
     with the tokens of their grants (LOCKS of each of its sessions; none
     may have a LOCK in flight)."""
     assert not t.pending, "txn %s still waits at %s" % (t.gid, t.pending)
+    for s in t.sess.values():
+        s.send("LOCKS")  # all at once, then the replies
     for i, s in sorted(t.sess.items()):
         got = {}
-        for e in s.cmd("LOCKS"):
+        for e in s.reply():
             got[e[0].decode()] = (e[1].decode(), e[2])
         want = t.keys.get(i, {})
         assert got == want, "%stxn %s on shard %d holds %s, but was told " \
