@@ -1207,7 +1207,13 @@ static void confirm_answer(srv_probe *p, uint64_t id, bool yes) {
     abort_fail(p, a);
     return;
   }
-  if (++a->yes == a->want)
+  if (++a->yes < a->want)
+    return;
+  /* Past its bound, the pins given first may be near theirs: a late yes
+   * counts as no (the tick that would have failed it had not run yet). */
+  if (srv_now_ms() > a->deadline_ms)
+    abort_fail(p, a);
+  else
     abort_effect(p, a);
 }
 
