@@ -395,21 +395,19 @@ int main(int argc, char **argv) {
   s->frng = s->o.seed * 0xd1b54a32d192ed03ULL + 13;
   s->freerec = -1;
   s->nodes = s->o.shards + 1;
-  s->last = calloc((size_t)s->nodes * (size_t)s->nodes * 2, sizeof(*s->last));
-  s->links =
-      calloc((size_t)s->o.shards * (size_t)s->o.shards, sizeof(*s->links));
   s->sh = calloc((size_t)s->o.shards, sizeof(*s->sh));
   /* A double cycle is two designed cycles. */
   s->cy = calloc((size_t)(2 * s->o.cycles + 1), sizeof(*s->cy));
-  if (!s->last || !s->links || !s->sh || !s->cy) {
+  if (!s->sh || !s->cy) {
     fprintf(stderr, "probesim: out of memory\n");
     return 2;
   }
   int groups;
   simtime end = schedule(s, &groups);
   /* Every txn, key and per-txn array is allocated now, at its bound: a
-   * double cycle has 2L - 1 txns and keys. */
-  s->captx = s->capkeys = groups * 2 * s->o.len + 1;
+   * group has L txns and keys at most, a double cycle L - 1 more. */
+  s->captx = s->capkeys =
+      groups * s->o.len + (s->o.overlap > 0 ? s->o.cycles * s->o.len : 0) + 1;
   s->tx = sim_xrealloc(NULL, (size_t)s->captx * sizeof(*s->tx));
   s->keys = sim_xrealloc(NULL, (size_t)s->capkeys * sizeof(*s->keys));
   s->adj_first = calloc((size_t)s->captx, sizeof(int));

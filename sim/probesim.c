@@ -168,8 +168,60 @@ static bool is_shard(const struct sim *s, int n) {
   return n >= 0 && n < s->o.shards;
 }
 
+#define LINKS_PER_BLOCK 4096
+
+static size_t link_slot(const struct sim *s, uint64_t key) {
+  uint64_t h = key * 0x9e3779b97f4a7c15ULL;
+  return (size_t)(h >> 20) & (s->lcap - 1);
+}
+
+/* link_of -- lf's link to lt, made (up, generation 0) the first time it is
+ * asked for. Its address stays valid for the whole run. */
 static struct link *link_of(struct sim *s, int lf, int lt) {
-  return &s->links[(size_t)lf * (size_t)s->o.shards + (size_t)lt];
+  uint64_t key = 1 + (uint64_t)lf * (uint64_t)s->nodes + (uint64_t)lt;
+  size_t i = s->lcap ? link_slot(s, key) : 0;
+  while (s->lcap && s->lkey[i] != 0) {
+    if (s->lkey[i] == key) {
+      size_t n = (size_t)s->lidx[i];
+      return &s->lblock[n / LINKS_PER_BLOCK][n % LINKS_PER_BLOCK];
+    }
+    i = (i + 1) & (s->lcap - 1);
+  }
+  if (2 * (s->nlinks + 1) > s->lcap) {
+    /* Grow the map (the links themselves stay where they are). */
+    size_t ocap = s->lcap;
+    uint64_t *okey = s->lkey;
+    int32_t *oidx = s->lidx;
+    s->lcap = ocap ? 2 * ocap : 1024;
+    s->lkey = calloc(s->lcap, sizeof(*s->lkey));
+    s->lidx = sim_xrealloc(NULL, s->lcap * sizeof(*s->lidx));
+    if (!s->lkey)
+      fatal("out of memory");
+    for (size_t j = 0; j < ocap; j++) {
+      if (okey[j] == 0)
+        continue;
+      size_t k = link_slot(s, okey[j]);
+      while (s->lkey[k] != 0)
+        k = (k + 1) & (s->lcap - 1);
+      s->lkey[k] = okey[j];
+      s->lidx[k] = oidx[j];
+    }
+    free(okey);
+    free(oidx);
+    return link_of(s, lf, lt);
+  }
+  size_t n = s->nlinks++;
+  if (n % LINKS_PER_BLOCK == 0) {
+    s->lblock =
+        sim_xrealloc(s->lblock, (n / LINKS_PER_BLOCK + 1) * sizeof(*s->lblock));
+    s->lblock[n / LINKS_PER_BLOCK] =
+        calloc(LINKS_PER_BLOCK, sizeof(struct link));
+    if (!s->lblock[n / LINKS_PER_BLOCK])
+      fatal("out of memory");
+  }
+  s->lkey[i] = key;
+  s->lidx[i] = (int32_t)n;
+  return &s->lblock[n / LINKS_PER_BLOCK][n % LINKS_PER_BLOCK];
 }
 
 /* net_send -- puts a message from `from` to `to` on lf's link to lt (a
@@ -182,7 +234,8 @@ static struct link *link_of(struct sim *s, int lf, int lt) {
  * else in flight on that link. */
 static bool net_send(struct sim *s, int msg, int from, int to, int lf, int lt,
                      struct ev *e) {
-  struct link *L = NULL;
+  struct link *L = link_of(s, lf, lt);
+  bool peers = is_shard(s, lf) && is_shard(s, lt);
   e->kind = E_MSG;
   e->msg = msg;
   e->from = from;
@@ -190,31 +243,27 @@ static bool net_send(struct sim *s, int msg, int from, int to, int lf, int lt,
   e->lf = lf;
   e->lt = lt;
   e->home = is_shard(s, to) ? to : -1;
-  if (is_shard(s, lf) && is_shard(s, lt)) {
-    L = link_of(s, lf, lt);
-    if (L->down) {
-      s->msgs_dropped++;
-      free(e);
-      return false;
-    }
-    e->gen = L->gen;
+  if (peers && L->down) {
+    s->msgs_dropped++;
+    free(e);
+    return false;
   }
+  e->gen = L->gen;
   double d = s->o.rtt_us * NS_PER_US / 2.0 *
              (1.0 + s->o.jitter * (2.0 * sim_rnd01(s) - 1.0));
   if (s->o.spike > 0 && frnd01(s) < s->o.spike) {
     d += s->o.spike_ms * NS_PER_MS * (0.5 + frnd01(s));
     s->spikes++;
   }
-  simtime t = s->now + (simtime)d;
   /* One order per connection and direction: a question and the answers to
    * it ride lf's link, the other shard's own questions its own link. */
-  simtime *last = &s->last[((size_t)from * (size_t)s->nodes + (size_t)to) * 2 +
-                           (from == lf ? 0 : 1)];
+  simtime t = s->now + (simtime)d;
+  simtime *last = &L->last[from == lf ? 0 : 1];
   if (t < *last)
     t = *last;
   *last = t;
   e->t = t;
-  if (L && s->o.link_break > 0 && frnd01(s) < s->o.link_break) {
+  if (peers && s->o.link_break > 0 && frnd01(s) < s->o.link_break) {
     struct ev *b = sim_ev_new(
         E_LINKBREAK, s->now + (simtime)((double)(t - s->now) * frnd01(s)));
     b->lf = lf;
@@ -1447,15 +1496,15 @@ static int tell_blocked(struct sim *s, int t, int only) {
     if (only >= 0 && R != only)
       continue;
     struct slot *sl = slot_of(s, t, R, true);
-    const struct link *L = link_of(s, S, R);
+    uint32_t gen = link_of(s, S, R)->gen;
     bool has = sl->told != TOLD_NOT && sl->told_wseq == x->wseq &&
-               (s->o.bug_told_on_drop || sl->told_gen == L->gen);
+               (s->o.bug_told_on_drop || sl->told_gen == gen);
     if (has)
       continue;
     struct ev *m = sim_msg_new(t, x->wseq);
     bool ok = sim_send(s, M_BLOCKED, S, R, m);
     sl->told_wseq = x->wseq;
-    sl->told_gen = L->gen;
+    sl->told_gen = gen;
     sl->told = s->o.bug_told_on_drop ? TOLD_YES : ok ? TOLD_PENDING : TOLD_NOT;
     sent += ok;
   }

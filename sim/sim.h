@@ -17,8 +17,9 @@
 /* Keys a txn holds at once: a double cycle's shared member holds two and
  * is granted a third. */
 #define MAXHOLD 3
-/* Shards a txn has a session on: those of its keys and of its wait. */
-#define MAXSLOT 4
+/* Shards a txn has a session on: those of its keys and of its wait (a
+ * double cycle's shared member: two keys and a wait, on three shards). */
+#define MAXSLOT 3
 /* Holders of one key in shared mode, and clients that believe they hold it. */
 #define MAXSHARE 4
 #define NS_PER_US 1000LL
@@ -178,12 +179,15 @@ struct shard {
   simtime frozen_until;
 };
 
-/* A link: a shard's connection to a peer, its questions one way and their
- * answers the other. A break loses both and bumps the generation. */
+/* A link: a node's connection to another, its questions one way and their
+ * answers the other, each way in order (last[0] is the last delivery of a
+ * question, last[1] of an answer). Between shards a break loses both ways
+ * and bumps the generation. Links live in a map keyed by the pair, at
+ * addresses that never move. */
 struct link {
   uint32_t gen, nblocked; /* nblocked: the peer's BLOCKED entries from it */
   bool down;
-  simtime last_up, backoff;
+  simtime last_up, backoff, last[2];
 };
 
 /* One victim's abort: its confirmation, then the abort at V, its RELEASEs
@@ -224,11 +228,14 @@ struct sim {
   uint64_t rng, wrng, frng, seq;
   struct ev **heap;
   size_t nheap, capheap;
-  simtime *last; /* per ordered pair of nodes and per connection (the
-                  * sender's link or the receiver's): the last delivery */
-  int nodes;     /* the shards, and the coordinator as node `shards` */
+  int nodes; /* the shards, and the coordinator as node `shards` */
   struct shard *sh;
-  struct link *links; /* shards x shards, lf * shards + lt */
+  /* The links that carried a message: an open-addressing map from the
+   * pair (1 + from * nodes + to) to an index into blocks of links. */
+  uint64_t *lkey;
+  int32_t *lidx;
+  size_t lcap, nlinks;
+  struct link **lblock;
   struct key *keys;
   int nkeys, capkeys;
   struct txn *tx;
