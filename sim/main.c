@@ -167,6 +167,7 @@ static void print_report(struct sim *s, const struct report *r) {
   out_kv(&w, "reprobes_on_tick", "%" PRIu64, s->tick_probes);
   out_kv(&w, "aborts_dropped_dup", "%" PRIu64, s->dup_aborts);
   out_kv(&w, "aborts_gave_up", "%" PRIu64, s->gave_up);
+  out_kv(&w, "aborts_gave_up_orphan", "%" PRIu64, s->gave_up_orphan);
   out_kv(&w, "aborts_wait_ended", "%" PRIu64, s->ended_first);
   out_kv(&w, "blocked_resent", "%" PRIu64, s->blocked_resent);
   out_kv(&w, "blocked_busy", "%" PRIu64, s->busy);

@@ -1128,6 +1128,19 @@ static void abort_engine(struct sim *s, int id) {
 
 static void release_first_done(struct sim *s, int id);
 
+/* only_orphans -- whether every pin on t's wait at V but abort id's belongs
+ * to an abort that is over: its UNPIN was lost, and the pin stays until its
+ * bound. What the simulator alone can see; a shard cannot tell. */
+static bool only_orphans(struct sim *s, int t, int V, int id) {
+  for (int r = s->tx[t].recs; r >= 0; r = s->recs[r].next) {
+    const struct rec *x = &s->recs[r];
+    if (x->kind == R_PIN && x->shard == V && x->sess != id &&
+        x->until > s->now && (x->sess < 0 || s->ss[x->sess].phase != P_DONE))
+      return false;
+  }
+  return true;
+}
+
 /* take_effect -- every edge stands and is pinned: the abort takes effect at
  * V first (docs/distributed.md, 5.), unless another abort in progress pins
  * the victim's wait (its victim is a better one, and goes first; not under
@@ -1142,6 +1155,7 @@ static void take_effect(struct sim *s, int id) {
   simtime u = 0;
   if (!s->o.bug_no_giveup && rec_held(s, victim, V, R_PIN, id, &u)) {
     s->gave_up++;
+    s->gave_up_orphan += only_orphans(s, victim, V, id);
     abort_fail(s, id);
     return;
   }

@@ -257,7 +257,7 @@ struct sim {
   /* The results. */
   uint64_t msgs[M_KINDS], events;
   uint64_t reprobes, probes_stale, confirms_failed, dup_aborts, local_found,
-      phantoms, two_holders, gave_up, ended_first, tick_probes;
+      phantoms, two_holders, gave_up, gave_up_orphan, ended_first, tick_probes;
   uint64_t polls, polls_skipped, victims_total;
   uint64_t link_breaks, msgs_lost, msgs_dropped, spikes, freezes, disconnects,
       leases, sessions_deferred, blocked_resent, releases_resent, busy;
