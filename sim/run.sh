@@ -114,36 +114,39 @@ done
 # once. Each fault's rate is chosen so that it happens often (see
 # sim/README.md, "Faults"); what must stay 0 stays 0.
 {
-  echo "| faults (probes, L=4, 1,000 shards) | happened | p50 | p99 |" \
+  echo "| faults (probes, L=4, 1,000 shards) | how often | p50 | p99 |" \
     "msgs/cycle | phantoms | missed | two victims | two holders |" \
     "longest standing |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >"$OUT/faults.md"
-# fault NAME COUNTER ARGS... -- one row: COUNTER says how often it happened.
+# fault NAME "COUNTER WORDS,..." ARGS... -- one row: each COUNTER of the
+# run says how often its fault happened, in WORDS.
 fault() {
-  local name=$1 counter=$2
+  local name=$1 counters=$2
   shift 2
   [ -t 2 ] && printf '\rrun.sh: faults %s\033[K' "$name" >&2
   run "fault-$name" --shards 1000 --len 4 "$@"
-  local f="$OUT/fault-$name.txt" n=
-  for c in $counter; do
-    n="${n:+$n + }$(get "$f" "$c")"
+  local f="$OUT/fault-$name.txt" n="" c words cs
+  IFS=, read -ra cs <<<"$counters"
+  for c in "${cs[@]}"; do
+    words=${c#* }
+    n="${n:+$n, }$(get "$f" "${c%% *}") $words"
   done
-  echo "| ${*:-(none)} | ${n:-} | $(ms "$(get "$f" latency_p50_us)") |" \
+  echo "| ${*:-(none)} | ${n:--} | $(ms "$(get "$f" latency_p50_us)") |" \
     "$(ms "$(get "$f" latency_p99_us)") | $(get "$f" messages_per_cycle) |" \
     "$(get "$f" phantom_aborts) | $(get "$f" missed) |" \
     "$(get "$f" multi_victim_cycles) | $(get "$f" two_holders) |" \
     "$(get "$f" longest_standing_ms) ms |" >>"$OUT/faults.md"
 }
 fault none ""
-fault breaks link_breaks --link-break 0.002
-fault spikes delay_spikes --spike 0.01
-fault freezes freezes --freeze 0.1
-fault disconnects disconnects --disconnect 0.1
-fault leases leases_expired --lease 0.1
-fault timeouts broken_by_timeout --break-frac 0.6
-fault overlap aborts_gave_up --overlap 0.5
-fault all "link_breaks delay_spikes freezes disconnects leases_expired" \
+fault breaks "link_breaks breaks" --link-break 0.002
+fault spikes "delay_spikes spikes" --spike 0.01
+fault freezes "freezes freezes" --freeze 0.1
+fault disconnects "disconnects disconnects" --disconnect 0.1
+fault leases "leases_expired leases" --lease 0.1
+fault timeouts "broken_by_timeout cycles broken by a timeout" --break-frac 0.6
+fault overlap "aborts_gave_up aborts gave up for another" --overlap 0.5
+fault all "link_breaks breaks,delay_spikes spikes,freezes freezes,disconnects disconnects,leases_expired leases" \
   --link-break 0.002 --spike 0.01 --freeze 0.1 --disconnect 0.1 \
   --lease 0.1 --break-frac 0.6 --overlap 0.5
 [ -t 2 ] && printf '\r\033[K' >&2
