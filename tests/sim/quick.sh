@@ -147,9 +147,9 @@ bug() { # NAME FIELD OPTIONS... -- the bug's run shows FIELD, the fix's none
   sim "${name}_fixed" "${fixed[@]}"
   correct "${name}_fixed"
 }
-bug release_first two_holders --cycles 3000 --bug-release-first \
+bug release_first two_holders --cycles 1500 --bug-release-first \
   --lease 0.5 --disconnect 0.5
-bug one_pin phantom_aborts --cycles 3000 --bug-one-pin --overlap 1 \
+bug one_pin phantom_aborts --cycles 1500 --bug-one-pin --overlap 1 \
   --spike 0.02
 bug told_on_drop missed --cycles 1500 --shards 20 --bug-told-on-drop \
   --link-break 0.003
