@@ -251,7 +251,7 @@ static const struct optdef optdefs[] = {
      1},
     {"bug-no-confirm", NULL, "V aborts without confirming", K_FLAG,
      F(bug_no_confirm), 0, 0, 1},
-    {"bug-no-pins", NULL, "the confirmation pins nothing", K_FLAG,
+    {"bug-no-pins", NULL, "the confirmation pins and freezes nothing", K_FLAG,
      F(bug_no_pins), 0, 0, 1},
     {"bug-no-versions", NULL, "every check ignores wseq", K_FLAG,
      F(bug_no_versions), 0, 0, 1},
