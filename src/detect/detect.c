@@ -953,10 +953,19 @@ static void pending_push(ordo__detect *d, const ordo_deadlock_t *r) {
 static void resolve(ordo__table *tab, ordo__detect *d, ordo__owner *w,
                     bool by_sweep, ordo__owner **fire)
     ORDO_REQUIRES(tab->wait_mu) {
-  bool soft = false;
-  for (size_t i = 0; i < d->ncycle; i++)
+  bool soft = false, pinned = false;
+  uint64_t t = 0;
+  for (size_t i = 0; i < d->ncycle; i++) {
     soft |= d->cedge[i].soft;
-  if (soft) {
+    if (d->cfrom[i]->pin_ns != 0) {
+      t = t ? t : ordo__now_ns();
+      pinned |= pinned_now(d->cfrom[i], t);
+    }
+  }
+  /* A reorder moves waits in their queues: one that is pinned is an edge
+   * a cross-shard abort has confirmed (ordod), so a cycle through one is
+   * broken by a victim instead, chosen among the unpinned. */
+  if (soft && !pinned) {
     /* A cycle of holders alone runs through w as well? Then no order
      * helps, and its victim must come from it: a member that holds
      * nothing (on the cycle by queue order only) would be aborted for

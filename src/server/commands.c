@@ -404,10 +404,11 @@ static void cmd_unlock(conn *c, size_t argc, ordo__resp_arg *argv) {
   sess *ss = c->sess;
   if (argc == 1) {
     int n = ordo_unlock_all(ss->txn);
-    srv_probe_unlocked_all(c->s, ss);
+    srv_probe_unlocked(c->s, ss, true);
     ordo__out_int(&c->out, n < 0 ? 0 : n);
     return;
   }
+  srv_probe_unlocked(c->s, ss, false);
   long long n = 0;
   for (size_t i = 1; i < argc; i++) {
     if (argv[i].len == 0 || argv[i].len > c->s->cfg.max_key_len)

@@ -17,7 +17,7 @@
  * Interface: srv_probe_init, srv_probe_close, srv_probe_gid_set,
  * srv_probe_sess_drop, srv_probe_wait_begin, srv_probe_wait_end,
  * srv_probe_holds_sess, srv_probe_victim_hold, srv_probe_victim_told,
- * srv_probe_lock_check, srv_probe_unlocked_all, srv_probe_conn_closed,
+ * srv_probe_lock_check, srv_probe_unlocked, srv_probe_conn_closed,
  * srv_probe_cmd,
  * srv_probe_info, srv_probe_deadlocks.
  */
@@ -36,12 +36,13 @@
 #define PR_CONFIRM_MS 1000    /* a confirmation's bound */
 #define PR_PIN_MS 2000        /* a pin's or a freeze's bound, unless renewed */
 #define PR_PIN_RENEW_MS 500   /* renewal while releases are outstanding */
-#define PR_RENEW_MAX_MS 10000 /* ...for at most this long after the abort */
 #define PR_BACKOFF_MAX_MS 1000
 #define PR_PINS_PER_SESS 64  /* pins and freezes on one session */
 #define PR_RELEASE_SEEN 1024 /* RELEASE ids remembered per peer */
 #define PR_LINE_MAX 512      /* an answer line kept (the rest is skipped) */
 #define PR_UNPIN_PENDING 256 /* UNPINs kept to say again per peer */
+#define PR_PEER_CONNS 8      /* a peer's open links remembered */
+#define PR_LINK_QUEUE (4u << 20) /* bytes queued on a link, at most */
 
 /* One hop of a probe's path: txn gid, waiting at shard with wseq, waits
  * for next. prio is gid's PRIORITY, for the victim rule. */
@@ -65,6 +66,10 @@ typedef struct pr_remote {
   uint8_t gid[ORDOD_GID_BYTES];
   int shard;
   uint64_t wseq;
+  uint64_t conn; /* the connection (a link of the peer's) that said it */
+  /* A LOCK or UNLOCK of the txn here since: its client is no longer
+   * blocked at that shard, so a RELEASE of that wait must not act here. */
+  bool touched;
   struct pr_remote *hnext;      /* the map by gid */
   TAILQ_ENTRY(pr_remote) plink; /* its peer's entries */
 } pr_remote;
@@ -87,8 +92,12 @@ typedef struct peer {
   size_t ask_head, ask_n, ask_cap;
   char line[PR_LINE_MAX];
   size_t line_len;
-  /* Its link to us: the connection of its latest HELLO (0: none), and the
-   * BLOCKED entries that connection gave. */
+  /* Its links to us: the connections that said HELLO with its name and
+   * are open, oldest first (at most PR_PEER_CONNS), and the current one
+   * (the latest still open; 0: none), whose BLOCKEDs alone are taken; and
+   * the entries its links gave, each of which goes with its connection. */
+  uint64_t in_conns[PR_PEER_CONNS];
+  int nin;
   uint64_t in_conn;
   TAILQ_HEAD(, pr_remote) remotes;
   size_t nremote;
@@ -111,6 +120,7 @@ typedef struct pr_pin {
   int origin;
   uint64_t id;
   uint64_t until_ms;
+  uint64_t since_ms; /* renewals never take it past a lease from here */
   uint64_t wseq; /* PIN_WAIT: the wait pinned */
   int kind;
 } pr_pin;
@@ -152,7 +162,10 @@ typedef struct pr_abort {
   int rel_left;
   int phase;
   bool event_seen; /* the victim's -DEADLOCK waits for the releases */
-  uint64_t deadline_ms, renew_ms, renew_end_ms;
+  /* CONFIRMING: its bound. RELEASING: when the pins are renewed next, and
+   * when the victim is answered at the latest (one lease after the abort
+   * took effect: a shard that has not answered by then is named in it). */
+  uint64_t deadline_ms, renew_ms, hold_end_ms;
   struct pr_abort *next;
 } pr_abort;
 
@@ -173,7 +186,7 @@ struct srv_probe {
   TAILQ_HEAD(, sess) waiting; /* sessions with a gid that wait */
   uint64_t probes_sent, probes_received, probes_stale, deadlocks,
       confirms_failed, messages_dropped, blocked_refused, aborts_yielded,
-      releases_done, releases_repeated;
+      releases_done, releases_repeated, releases_stale;
 };
 
 static void tick_arm(srv_probe *p);
@@ -382,7 +395,11 @@ static bool ask_push(peer *pe, pr_ask a) {
  */
 static bool link_send(srv_probe *p, int shard, ordo__out *o, pr_ask a) {
   peer *pe = &p->shard[shard];
-  if (shard <= 0 || !pe->up || o->oom) {
+  if (shard <= 0 || !pe->up || o->oom ||
+      uv_stream_get_write_queue_size((uv_stream_t *)&pe->tcp) >
+          PR_LINK_QUEUE) {
+    /* Down, or a peer that does not read (stopped): what was not sent is
+     * said again later by whoever needs it; memory stays bounded. */
     p->messages_dropped++;
     return false;
   }
@@ -533,6 +550,18 @@ static bool parse_hops(srv_probe *p, const ordo__resp_arg *argv, size_t argc,
   }
   *n = (int)k;
   return true;
+}
+
+/* Whether hops chain (each one's next is the following one's txn), and,
+ * closed, whether the last one's next is the first's txn: a forged or
+ * garbled path is not acted on. */
+static bool hops_chain(const pr_hop *h, int n, bool closed) {
+  if (n < 1 || (closed && n < 2))
+    return false;
+  for (int i = 0; i + 1 < n; i++)
+    if (memcmp(h[i].next, h[i + 1].gid, ORDOD_GID_BYTES) != 0)
+      return false;
+  return !closed || memcmp(h[n - 1].next, h[0].gid, ORDOD_GID_BYTES) == 0;
 }
 
 /* ---- Whom a wait waits for -------------------------------------------------
@@ -688,7 +717,8 @@ static bool pin_add(srv_probe *p, psess *x, int origin, uint64_t id,
     x->pins = v;
     x->cpins = nc;
   }
-  x->pins[x->npins++] = (pr_pin){origin, id, until_ms, wseq, kind};
+  x->pins[x->npins++] = (pr_pin){origin, id, until_ms, srv_now_ms(), wseq,
+                                 kind};
   if (!x->on_pinlist) {
     x->on_pinlist = true;
     TAILQ_INSERT_TAIL(&p->pinned, x, pinlink);
@@ -744,7 +774,12 @@ static void renew_here(srv_probe *p, int origin, uint64_t id,
     bool wait = false;
     for (int i = 0; i < x->npins; i++)
       if (x->pins[i].origin == origin && x->pins[i].id == id) {
-        x->pins[i].until_ms = until_ms;
+        /* The origin renews while the victim's answer waits, for a lease
+         * at most; past that this shard stops listening (a peer that
+         * kept renewing would hold a wait and a holder for good). */
+        uint64_t cap = x->pins[i].since_ms + (uint64_t)p->s->cfg.lease_ms +
+                       PR_PIN_MS;
+        x->pins[i].until_ms = until_ms < cap ? until_ms : cap;
         wait |= (x->pins[i].kind & PIN_WAIT) != 0;
       }
     if (wait && x->ss->waiting)
@@ -822,15 +857,43 @@ static pr_remote *remote_of(srv_probe *p, const uint8_t *gid, int shard) {
   return NULL;
 }
 
+/* Drops the entries a peer's link (conn id) gave. */
+static void remotes_drop_conn(srv_probe *p, peer *pe, uint64_t id) {
+  pr_remote *r = TAILQ_FIRST(&pe->remotes), *nx;
+  for (; r; r = nx) {
+    nx = TAILQ_NEXT(r, plink);
+    if (r->conn == id)
+      remote_free(p, r);
+  }
+}
+
 void srv_probe_conn_closed(srv *s, conn *c) {
   srv_probe *p = s->probe;
   if (!p || c->peer <= 0 || c->peer >= p->nshard)
     return;
   peer *pe = &p->shard[c->peer];
-  if (pe->in_conn == c->id) {
-    pe->in_conn = 0;
-    remotes_drop(p, pe);
-  }
+  int k = 0;
+  for (int i = 0; i < pe->nin; i++)
+    if (pe->in_conns[i] != c->id)
+      pe->in_conns[k++] = pe->in_conns[i];
+  pe->nin = k;
+  /* The latest link still open is the peer's again (a connection that
+   * said HELLO with its name and left must not silence its real link). */
+  if (pe->in_conn == c->id)
+    pe->in_conn = k ? pe->in_conns[k - 1] : 0;
+  remotes_drop_conn(p, pe, c->id);
+}
+
+/* A LOCK or UNLOCK of ss here: a RELEASE of a wait elsewhere that its
+ * peers told us of no longer acts on it (its client is not blocked there
+ * any more, whatever that shard believes). */
+static void sess_acts(srv_probe *p, sess *ss) {
+  if (!p->rmap || !ss->have_gid)
+    return;
+  for (pr_remote *r = p->rmap[gid_slot(ss->gid, p->rmap_cap)]; r;
+       r = r->hnext)
+    if (memcmp(r->gid, ss->gid, ORDOD_GID_BYTES) == 0)
+      r->touched = true;
 }
 
 /* ---- Telling where a txn waits ---------------------------------------------
@@ -847,9 +910,14 @@ static void blocked_send(srv_probe *p, sess *ss, int sh) {
   ordo__out_free(&o);
 }
 
-/* Tells each shard of the wait's HELDAT that has not got it yet. */
+/* Tells each shard of the wait's HELDAT that has not got it yet. A waiter
+ * whose client has left (its end waits for a pin) is not told of again: a
+ * RELEASE of that wait must find no entry on a shard where the client may
+ * act on its own now. */
 static void blocked_tell(srv_probe *p, sess *ss) {
   psess *x = ss->pr;
+  if (!ss->c)
+    return;
   for (int i = 0; i < x->nheld; i++)
     if (x->told[x->held[i]] == 0)
       blocked_send(p, ss, x->held[i]);
@@ -873,22 +941,156 @@ static void probe_send(srv_probe *p, int shard, const uint8_t *init,
   ordo__out_free(&o);
 }
 
+/* ---- The walk --------------------------------------------------------------
+ * A probe's walk at this shard is a depth-first search from the path's
+ * last txn through the txns that wait here. Each key it meets is read from
+ * the engine once per walk (wk_key: its holders, and its queue in order),
+ * and each part of a queue is expanded once per mode: the blockers of a
+ * waiter ahead in a queue are among those of a waiter behind it (for an X
+ * waiter, every entry ahead; for an S one, the X entries ahead), so once
+ * the waiter behind was expanded, the one ahead adds nothing from that
+ * key. With visit marks, a walk costs the entries of the keys it meets,
+ * not their square: n sharded txns queued on one hot key cost O(n) a walk.
+ */
+
+typedef struct wk_ent {
+  uint64_t owner;
+  int mode;
+} wk_ent;
+
+typedef struct wk_key {
+  const char *key;
+  size_t len;
+  uint64_t h;
+  wk_ent *hold, *queue;
+  size_t nhold, nqueue, chold, cqueue;
+  bool held_x, held_s; /* the holders expanded for an X / an S waiter */
+  size_t exp_x, exp_s; /* the queue expanded up to here, per mode */
+  struct wk_key *next;
+} wk_key;
+
+#define WK_SLOTS 64
+typedef struct pr_walk {
+  uint64_t id;
+  const uint8_t *init;
+  wk_key *slot[WK_SLOTS];
+  bool oom;
+} pr_walk;
+
+static void wk_push(wk_ent **v, size_t *n, size_t *cap, wk_ent e, bool *oom) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 8;
+    wk_ent *x = realloc(*v, nc * sizeof *x);
+    if (!x) {
+      *oom = true;
+      return;
+    }
+    *v = x;
+    *cap = nc;
+  }
+  (*v)[(*n)++] = e;
+}
+
+typedef struct wk_fill {
+  wk_key *k;
+  pr_walk *w;
+} wk_fill;
+
+static void wk_key_item(void *arg, uint64_t owner, int mode, uint64_t fence,
+                        uint32_t count, bool waiting) {
+  wk_fill *f = arg;
+  (void)fence;
+  (void)count;
+  if (waiting)
+    wk_push(&f->k->queue, &f->k->nqueue, &f->k->cqueue, (wk_ent){owner, mode},
+            &f->w->oom);
+  else
+    wk_push(&f->k->hold, &f->k->nhold, &f->k->chold, (wk_ent){owner, mode},
+            &f->w->oom);
+}
+
+/* The key's entries as the engine has them now, read once per walk. */
+static wk_key *wk_key_get(srv_probe *p, pr_walk *w, const char *key,
+                          size_t len) {
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
+  for (size_t i = 0; i < len; i++)
+    h = (h ^ (uint8_t)key[i]) * 0x100000001b3ull;
+  for (wk_key *k = w->slot[h % WK_SLOTS]; k; k = k->next)
+    if (k->h == h && k->len == len && memcmp(k->key, key, len) == 0)
+      return k;
+  wk_key *k = calloc(1, sizeof *k);
+  if (!k) {
+    w->oom = true;
+    return NULL;
+  }
+  k->key = key; /* a waiter's copy, alive for the walk (loop thread) */
+  k->len = len;
+  k->h = h;
+  wk_fill f = {k, w};
+  ordo__table_key_each(ordo__engine_table(p->s->o), key, len, wk_key_item, &f);
+  k->next = w->slot[h % WK_SLOTS];
+  w->slot[h % WK_SLOTS] = k;
+  return k;
+}
+
+static void wk_free(pr_walk *w) {
+  for (int i = 0; i < WK_SLOTS; i++)
+    for (wk_key *k = w->slot[i], *n; k; k = n) {
+      n = k->next;
+      free(k->hold);
+      free(k->queue);
+      free(k);
+    }
+}
+
+/* The blockers of waiter a that this walk has not expanded yet, into l. */
+static void wk_blockers(srv_probe *p, pr_walk *w, sess *a, sess_list *l) {
+  for (size_t i = 0; i < a->nreq; i++) {
+    wk_key *k = wk_key_get(p, w, a->req[i].key, a->req[i].len);
+    if (!k)
+      continue;
+    bool x = a->req[i].mode == ORDO_MODE_X;
+    size_t q = 0;
+    while (q < k->nqueue && k->queue[q].owner != a->id)
+      q++; /* its own place in the queue (the end if the engine moved it) */
+    bool *held = x ? &k->held_x : &k->held_s;
+    if (!*held) {
+      *held = true;
+      for (size_t j = 0; j < k->nhold; j++)
+        if (k->hold[j].owner != a->id &&
+            (x || k->hold[j].mode == ORDO_MODE_X)) {
+          sess *b = srv_sess_find(p->s, k->hold[j].owner);
+          if (b)
+            list_add(l, b);
+        }
+    }
+    size_t *exp = x ? &k->exp_x : &k->exp_s;
+    for (size_t j = *exp; j < q; j++)
+      if (k->queue[j].owner != a->id &&
+          (x || k->queue[j].mode == ORDO_MODE_X)) {
+        sess *b = srv_sess_find(p->s, k->queue[j].owner);
+        if (b)
+          list_add(l, b);
+      }
+    if (q > *exp)
+      *exp = q;
+  }
+}
+
 /*
  * probe_walk -- follows a's edges here, a being the path's last txn
  * (waiting at this shard): closes the cycle when an edge reaches the
  * initiator, goes on through txns waiting here, and sends the probe on to
- * every shard where a txn waited for is blocked. A walk visits a session
- * once (walk marks): a depth-first search that reaches a txn explores all
- * it waits for then, so a cycle through init is found if one exists here,
- * and the work is one pass over the edges, not over the paths.
+ * every shard where a txn waited for is blocked. A depth-first search that
+ * reaches a txn explores all it waits for then, so a cycle through init is
+ * found if one exists here; every txn is handled once a walk.
  */
-static void probe_walk(srv_probe *p, const uint8_t *init, sess *a, pr_hop *h,
-                       int n, uint64_t walk) {
+static void probe_walk(srv_probe *p, pr_walk *w, sess *a, pr_hop *h, int n) {
   if (n >= PR_MAX_HOPS)
     return;
-  a->pr->walk = walk;
+  a->pr->walk = w->id;
   sess_list l = {0};
-  waits_for(p->s, a, &l);
+  wk_blockers(p, w, a, &l);
   for (size_t i = 0; i < l.n; i++) {
     sess *b = l.v[i];
     if (!b->have_gid || !b->pr)
@@ -899,7 +1101,7 @@ static void probe_walk(srv_probe *p, const uint8_t *init, sess *a, pr_hop *h,
     x->wseq = a->gen;
     x->prio = a->txn ? a->txn->priority : 0;
     memcpy(x->next, b->gid, ORDOD_GID_BYTES);
-    if (memcmp(b->gid, init, ORDOD_GID_BYTES) == 0) {
+    if (memcmp(b->gid, w->init, ORDOD_GID_BYTES) == 0) {
       bool across = false;
       for (int j = 0; j <= n; j++)
         across |= h[j].shard != 0;
@@ -907,6 +1109,8 @@ static void probe_walk(srv_probe *p, const uint8_t *init, sess *a, pr_hop *h,
         cycle_found(p, h, n + 1);
       continue;
     }
+    if (b->pr->walk == w->id)
+      continue; /* handled in this walk already */
     bool seen = false;
     for (int j = 0; j < n; j++)
       if (memcmp(h[j].gid, b->gid, ORDOD_GID_BYTES) == 0)
@@ -916,10 +1120,10 @@ static void probe_walk(srv_probe *p, const uint8_t *init, sess *a, pr_hop *h,
     if (b->waiting) {
       /* A chain inside this shard; a cycle wholly inside it is the
        * engine's to find. */
-      if (b->pr->walk != walk)
-        probe_walk(p, init, b, h, n + 1, walk);
+      probe_walk(p, w, b, h, n + 1);
       continue;
     }
+    b->pr->walk = w->id;
     /* Blocked elsewhere: on each shard that says so (a txn waits in one
      * place, but an UNBLOCKED may not have come yet: a stale probe is
      * dropped there). */
@@ -927,17 +1131,30 @@ static void probe_walk(srv_probe *p, const uint8_t *init, sess *a, pr_hop *h,
       for (pr_remote *r = p->rmap[gid_slot(b->gid, p->rmap_cap)]; r;
            r = r->hnext)
         if (memcmp(r->gid, b->gid, ORDOD_GID_BYTES) == 0)
-          probe_send(p, r->shard, init, r, h, n + 1);
+          probe_send(p, r->shard, w->init, r, h, n + 1);
   }
   free(l.v);
 }
 
+static void walk_from(srv_probe *p, const uint8_t *init, sess *a, pr_hop *h,
+                      int n) {
+  pr_walk w = {.id = ++p->next_walk, .init = init};
+  probe_walk(p, &w, a, h, n);
+  wk_free(&w);
+}
+
 /* A waiter's wait has lasted the probe delay (or a BLOCKED came): it says
- * where it waits to the shards where it holds keys, and starts a probe. */
+ * where it waits to the shards where it holds keys, and starts a probe,
+ * if it holds keys elsewhere. A cycle across shards has such a member
+ * wherever a hop enters a shard, and each of those probes again while it
+ * waits, so a waiter that holds nothing elsewhere need not start walks of
+ * its own (a hot key's queue of them would cost a walk each). */
 static void probe_start(srv_probe *p, sess *a) {
   blocked_tell(p, a);
+  if (a->pr->nheld == 0)
+    return;
   pr_hop h[PR_MAX_HOPS];
-  probe_walk(p, a->gid, a, h, 0, ++p->next_walk);
+  walk_from(p, a->gid, a, h, 0);
 }
 
 /* ---- The victim and its abort ----------------------------------------------
@@ -986,7 +1203,7 @@ static pr_abort *abort_by_id(srv_probe *p, uint64_t id) {
 static void unpin_keep(peer *pe, uint64_t id) {
   pe->unpin[pe->nunpin % PR_UNPIN_PENDING].id = id;
   pe->unpin[pe->nunpin % PR_UNPIN_PENDING].until_ms =
-      srv_now_ms() + PR_RENEW_MAX_MS + PR_PIN_MS;
+      srv_now_ms() + (uint64_t)pe->s->cfg.lease_ms + PR_PIN_MS;
   pe->nunpin++;
 }
 
@@ -1089,9 +1306,10 @@ static void abort_begin(srv_probe *p, const pr_hop *h, int n, int v) {
 
 static void release_send(srv_probe *p, pr_abort *a, int sh) {
   ordo__out o = {0};
-  msg_head(&o, 4, "RELEASE");
+  msg_head(&o, 5, "RELEASE");
   out_u64(&o, a->id);
   out_gid(&o, a->victim);
+  out_u64(&o, a->wseq);
   if (link_send(p, sh, &o, (pr_ask){ASK_RELEASE, a->id, 0}))
     a->rel[sh] = 2;
   ordo__out_free(&o);
@@ -1163,10 +1381,13 @@ static void abort_effect(srv_probe *p, pr_abort *a) {
   a->phase = AB_RELEASING;
   uint64_t now = srv_now_ms();
   a->renew_ms = now + PR_PIN_RENEW_MS;
-  a->renew_end_ms = now + PR_RENEW_MAX_MS;
-  /* Its keys elsewhere: the shards of its HELDAT, as its LOCK gave it. */
+  a->hold_end_ms = now + (uint64_t)s->cfg.lease_ms;
+  /* Its keys elsewhere: the shards of its HELDAT, as its LOCK gave it. A
+   * victim whose client has left needs none: that client gives its keys
+   * back itself (it heard nothing, so to it the LOCK failed), or they go
+   * with its sessions, and a RELEASE could only race what it does next. */
   psess *x = vs->pr;
-  for (int i = 0; i < x->nheld; i++) {
+  for (int i = 0; vs->c && i < x->nheld; i++) {
     int sh = x->held[i];
     if (a->rel[sh])
       continue;
@@ -1323,15 +1544,17 @@ static void link_up_resend(peer *pe) {
   srv_probe *p = pe->s->probe;
   sess *ss;
   TAILQ_FOREACH(ss, &p->waiting, plink) {
-    if (!ss->pr || ss->probe_every_ms == 0)
-      continue; /* not past its probe delay yet */
+    if (!ss->pr || ss->probe_every_ms == 0 || !ss->c)
+      continue; /* not past its probe delay yet, or its client left */
     for (int i = 0; i < ss->pr->nheld; i++)
       if (ss->pr->held[i] == pe->idx && ss->pr->told[pe->idx] == 0)
         blocked_send(p, ss, pe->idx);
   }
-  for (pr_abort *a = p->aborts; a; a = a->next)
-    if (a->phase == AB_RELEASING && a->rel[pe->idx] == 1)
+  for (pr_abort *a = p->aborts; a; a = a->next) {
+    sess *vs = srv_sess_find(p->s, a->vsess);
+    if (a->phase == AB_RELEASING && a->rel[pe->idx] == 1 && vs && vs->c)
       release_send(p, a, pe->idx);
+  }
   /* UNPINs a broken link lost, while their pins may still hold there. */
   size_t n = pe->nunpin < PR_UNPIN_PENDING ? pe->nunpin : PR_UNPIN_PENDING;
   uint64_t now = srv_now_ms(), keep[PR_UNPIN_PENDING];
@@ -1358,8 +1581,7 @@ static void tick_arm(srv_probe *p) {
   for (pr_abort *a = p->aborts; a; a = a->next) {
     if (a->phase == AB_CONFIRMING && a->deadline_ms < due)
       due = a->deadline_ms;
-    if (a->phase == AB_RELEASING && a->renew_ms < a->renew_end_ms &&
-        a->renew_ms < due)
+    if (a->phase == AB_RELEASING && a->renew_ms < due)
       due = a->renew_ms;
   }
   psess *x;
@@ -1371,6 +1593,55 @@ static void tick_arm(srv_probe *p) {
     uv_timer_stop(&p->tick);
   else
     uv_timer_start(&p->tick, tick_fired, due > now ? due - now : 0, 0);
+}
+
+/*
+ * abort_releasing_tick -- an abort whose releases are outstanding (a
+ * stopped or cut-off shard): the cycle's pins and freezes are renewed, so
+ * that what they hold back still comes after the victim's answer; a
+ * victim whose client left needs no more releases (its client gives its
+ * keys back, or they go with its sessions); and at hold_end_ms the victim
+ * is answered anyway, naming the shards that did not confirm.
+ */
+static void abort_releasing_tick(srv_probe *p, pr_abort *a, uint64_t now) {
+  a->renew_ms = now + PR_PIN_RENEW_MS;
+  for (int sh = 1; sh < p->nshard; sh++) {
+    if (!a->asked[sh])
+      continue;
+    ordo__out o = {0};
+    msg_head(&o, 3, "PIN");
+    out_u64(&o, a->id);
+    link_send(p, sh, &o, (pr_ask){ASK_NONE, 0, 0});
+    ordo__out_free(&o);
+  }
+  renew_here(p, 0, a->id, now + PR_PIN_MS);
+  sess *vs = srv_sess_find(p->s, a->vsess);
+  bool left = !vs || !vs->c;
+  /* A RELEASE a full link could not take is tried again. */
+  for (int sh = 1; !left && sh < p->nshard; sh++)
+    if (a->rel[sh] == 1 && p->shard[sh].up)
+      release_send(p, a, sh);
+  if (!left && now < a->hold_end_ms)
+    return;
+  size_t used = vs ? strlen(vs->xcycle) : 0;
+  bool first = true;
+  for (int sh = 1; sh < p->nshard; sh++) {
+    if (a->rel[sh] != 1 && a->rel[sh] != 2)
+      continue;
+    if (a->rel[sh] == 1 || !left) {
+      a->rel[sh] = 3;
+      a->rel_left--;
+      if (vs && !left) {
+        int w = snprintf(vs->xcycle + used, sizeof vs->xcycle - used,
+                         "%s%s", first ? "; not confirmed released on " : ", ",
+                         p->shard[sh].name);
+        first = false;
+        if (w > 0 && (size_t)w < sizeof vs->xcycle - used)
+          used += (size_t)w;
+      }
+    }
+  }
+  abort_answer_if_done(p, a);
 }
 
 static void tick_fired(uv_timer_t *t) {
@@ -1398,33 +1669,8 @@ static void tick_fired(uv_timer_t *t) {
     na = a->next;
     if (a->phase == AB_CONFIRMING && a->deadline_ms <= now) {
       abort_fail(p, a);
-    } else if (a->phase == AB_RELEASING && a->renew_ms <= now &&
-               a->renew_ms < a->renew_end_ms) {
-      /* The releases are outstanding (a stopped shard): the cycle's pins
-       * and freezes last, so that what they hold back still comes after
-       * the victim's answer, for a bounded time. */
-      a->renew_ms = now + PR_PIN_RENEW_MS;
-      for (int sh = 1; sh < p->nshard; sh++) {
-        if (!a->asked[sh])
-          continue;
-        ordo__out o = {0};
-        msg_head(&o, 3, "PIN");
-        out_u64(&o, a->id);
-        link_send(p, sh, &o, (pr_ask){ASK_NONE, 0, 0});
-        ordo__out_free(&o);
-      }
-      renew_here(p, 0, a->id, now + PR_PIN_MS);
-      /* A victim whose session here is gone tells nobody; the releases
-       * still outstanding on a link that is down are given up (its
-       * client gives its keys back, or its lease there ends). */
-      if (!srv_sess_find(p->s, a->vsess)) {
-        for (int sh = 1; sh < p->nshard; sh++)
-          if (a->rel[sh] == 1) {
-            a->rel[sh] = 3;
-            a->rel_left--;
-          }
-        abort_answer_if_done(p, a);
-      }
+    } else if (a->phase == AB_RELEASING && a->renew_ms <= now) {
+      abort_releasing_tick(p, a, now);
     }
   }
   tick_arm(p);
@@ -1500,13 +1746,19 @@ void srv_probe_sess_drop(srv *s, sess *ss) {
   ss->pr = NULL;
 }
 
-void srv_probe_unlocked_all(srv *s, sess *ss) {
-  if (s->probe && ss->pr)
+void srv_probe_unlocked(srv *s, sess *ss, bool all) {
+  if (!s->probe || !ss->pr)
+    return;
+  sess_acts(s->probe, ss);
+  if (all)
     ss->pr->xreleased = false; /* its client knows it holds nothing here */
 }
 
 bool srv_probe_lock_check(srv *s, conn *c, sess *ss) {
-  if (!s->probe || !ss->pr || !ss->pr->xreleased)
+  if (!s->probe || !ss->pr)
+    return true;
+  sess_acts(s->probe, ss);
+  if (!ss->pr->xreleased)
     return true;
   ss->pr->xreleased = false;
   ordo__out_error(&c->out, "DEADLOCK",
@@ -1576,7 +1828,7 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
   pr_hop h[PR_MAX_HOPS];
   int nh = 0;
   uint8_t gid[ORDOD_GID_BYTES], g2[ORDOD_GID_BYTES];
-  uint64_t a;
+  uint64_t a, b;
   if (is(&argv[1], "HELLO") && n == 1) {
     int sh = shard_by_name(p, v[0].ptr, v[0].len);
     if (sh <= 0) {
@@ -1584,10 +1836,20 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
                       (int)v[0].len, v[0].ptr);
       return;
     }
-    /* This link is the peer's now: what its earlier one told us goes, and
-     * it says again what still holds. */
+    /* This link is the peer's current one now: the peer says on it again
+     * what still holds; what its other links said goes with them. */
     peer *pe = &p->shard[sh];
-    remotes_drop(p, pe);
+    bool known = false;
+    for (int i = 0; i < pe->nin; i++)
+      known |= pe->in_conns[i] == c->id;
+    if (!known) {
+      if (pe->nin == PR_PEER_CONNS) {
+        memmove(pe->in_conns, pe->in_conns + 1,
+                (PR_PEER_CONNS - 1) * sizeof *pe->in_conns);
+        pe->nin--;
+      }
+      pe->in_conns[pe->nin++] = c->id;
+    }
     pe->in_conn = c->id;
     c->peer = sh;
     ordo__out_simple(&c->out, "OK");
@@ -1611,9 +1873,15 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
     }
     pr_remote *r = remote_of(p, gid, from);
     if (is(&argv[1], "UNBLOCKED")) {
-      if (r && current && r->wseq == a)
+      if (r && r->wseq == a)
         remote_free(p, r);
-    } else if (current) {
+    } else if (!current) {
+      /* Another of its links is its current one (a HELLO came since):
+       * not taken, and said so, so that it is said again. */
+      ordo__out_error(&c->out, "BUSY",
+                      "this is not %s's current link; say it again", pe->name);
+      return;
+    } else {
       if (!r && pe->nremote >= s->cfg.peer_blocked_max) {
         ordo__out_error(&c->out, "BUSY",
                         "%zu blocked txns of %s are known here "
@@ -1634,6 +1902,8 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
         pe->nremote++;
       }
       r->wseq = a;
+      r->conn = c->id;
+      r->touched = false;
       /* Waiters here that have waited long enough probe now: their own
        * probes may have gone out before this came. */
       sess *ss;
@@ -1642,20 +1912,21 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
         ss->probe_due_ms = 0;
       tick_arm(p);
     }
-    /* A message on a link the peer has replaced is stale: +OK, nothing. */
   } else if (is(&argv[1], "PROBE") && n >= 4 &&
              srv_gid_parse(v[0].ptr, v[0].len, gid) &&
              srv_gid_parse(v[1].ptr, v[1].len, g2) && arg_u64(&v[2], &a) &&
-             parse_hops(p, &v[3], n - 3, h, &nh) && nh > 0) {
+             parse_hops(p, &v[3], n - 3, h, &nh) && nh > 0 &&
+             hops_chain(h, nh, false) &&
+             memcmp(h[nh - 1].next, g2, ORDOD_GID_BYTES) == 0) {
     p->probes_received++;
     sess *x = waiter_of(p, g2, a);
     if (!x || !x->pr)
       p->probes_stale++;
     else
-      probe_walk(p, gid, x, h, nh, ++p->next_walk);
+      walk_from(p, gid, x, h, nh);
   } else if (is(&argv[1], "ABORT") && n >= 3 &&
              srv_gid_parse(v[0].ptr, v[0].len, gid) && arg_u64(&v[1], &a) &&
-             parse_hops(p, &v[2], n - 2, h, &nh)) {
+             parse_hops(p, &v[2], n - 2, h, &nh) && hops_chain(h, nh, true)) {
     int vi = -1;
     for (int i = 0; i < nh; i++)
       if (h[i].shard == 0 && memcmp(h[i].gid, gid, sizeof gid) == 0 &&
@@ -1666,7 +1937,7 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
     if (vi >= 0 && victim_of(h, nh) == vi)
       abort_begin(p, h, nh, vi);
   } else if (is(&argv[1], "CONFIRM") && n >= 2 && arg_u64(&v[0], &a) &&
-             parse_hops(p, &v[1], n - 1, h, &nh)) {
+             parse_hops(p, &v[1], n - 1, h, &nh) && hops_chain(h, nh, true)) {
     ordo__out_int(&c->out, confirm_hops(p, from, a, h, nh) ? 1 : 0);
     return;
   } else if (is(&argv[1], "PIN") && n == 1 && arg_u64(&v[0], &a)) {
@@ -1674,10 +1945,17 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
     tick_arm(p);
   } else if (is(&argv[1], "UNPIN") && n == 1 && arg_u64(&v[0], &a)) {
     unpin_here(p, from, a);
-  } else if (is(&argv[1], "RELEASE") && n == 2 && arg_u64(&v[0], &a) &&
-             srv_gid_parse(v[1].ptr, v[1].len, gid)) {
+  } else if (is(&argv[1], "RELEASE") && n == 3 && arg_u64(&v[0], &a) &&
+             srv_gid_parse(v[1].ptr, v[1].len, gid) && arg_u64(&v[2], &b)) {
+    /* Only for the wait the peer told us of, while its client has not
+     * acted here since (a LOCK or UNLOCK here says it is no longer blocked
+     * there: its keys here are its own business again), and once. */
+    pr_remote *r = remote_of(p, gid, from);
     if (seen_release(pe, a)) {
       p->releases_repeated++;
+      ordo__out_int(&c->out, 0);
+    } else if (!r || r->wseq != b || r->touched) {
+      p->releases_stale++;
       ordo__out_int(&c->out, 0);
     } else {
       p->releases_done++;
@@ -1845,12 +2123,14 @@ size_t srv_probe_info(srv *s, char *buf, size_t cap) {
       "aborts_in_progress:%zu\r\nsessions_pinned:%zu\r\n"
       "blocked_entries:%zu\r\nblocked_refused:%llu\r\n"
       "releases_done:%llu\r\nreleases_repeated:%llu\r\n"
+      "releases_stale:%llu\r\n"
       "peer_messages_dropped:%llu\r\n\r\n",
       p ? p->shard[0].name : "", p ? p->nshard - 1 : 0, up,
       s->cfg.probe_delay_ms, PC(probes_sent), PC(probes_received),
       PC(probes_stale), PC(deadlocks), PC(confirms_failed), PC(aborts_yielded),
       aborts, pinned, p ? p->nremote : 0, PC(blocked_refused),
-      PC(releases_done), PC(releases_repeated), PC(messages_dropped));
+      PC(releases_done), PC(releases_repeated), PC(releases_stale),
+      PC(messages_dropped));
 #undef PC
   return n < 0 ? 0 : (size_t)n;
 }

@@ -437,8 +437,9 @@ bool srv_probe_victim_hold(srv *s, sess *vs);
 /* A LOCK may go on: false (with -DEADLOCK written) once, after a RELEASE
  * let the session's keys here go. */
 bool srv_probe_lock_check(srv *s, conn *c, sess *ss);
-/* An UNLOCK of every key: the client knows it holds nothing here. */
-void srv_probe_unlocked_all(srv *s, sess *ss);
+/* An UNLOCK (all: of every key, so the client knows it holds nothing
+ * here). */
+void srv_probe_unlocked(srv *s, sess *ss, bool all);
 /* A connection closed: a peer's link takes what it told us with it. */
 void srv_probe_conn_closed(srv *s, conn *c);
 /* A cross-shard victim's -DEADLOCK has been written: its cycle's pins go. */

@@ -721,9 +721,10 @@ bool srv_probe_lock_check(srv *s, conn *c, sess *ss) {
   return true;
 }
 
-void srv_probe_unlocked_all(srv *s, sess *ss) {
+void srv_probe_unlocked(srv *s, sess *ss, bool all) {
   (void)s;
   (void)ss;
+  (void)all;
 }
 
 void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
