@@ -663,6 +663,31 @@ static void abort_release(srv_probe *p, pr_abort *a) {
     abort_finish(p, a);
 }
 
+/* xabort_log -- the fault harness's line for an abort that has just taken
+ * effect (tests/faults/check.py reads it: docs/reliability.md), at
+ * --verbose 1: the victim, its wait, this shard, the CLOCK_MONOTONIC time,
+ * and each hop as gid@shard#wseq>next. */
+static void xabort_log(srv_probe *p, const pr_abort *a) {
+  if (p->s->cfg.verbose < 1)
+    return;
+  char line[8192], g[ORDOD_GID_HEX + 1], t[ORDOD_GID_HEX + 1];
+  srv_gid_hex(a->victim, g);
+  int used = snprintf(line, sizeof line,
+                      "ordod: INFO xabort victim=%s wseq=%llu shard=%s "
+                      "t_mono_ns=%llu hops=",
+                      g, (unsigned long long)a->wseq, p->shard[0].name,
+                      (unsigned long long)ordo__now_ns());
+  for (int i = 0; i < a->nhops && used > 0 && (size_t)used < sizeof line;
+       i++) {
+    srv_gid_hex(a->hop[i].gid, g);
+    srv_gid_hex(a->hop[i].next, t);
+    used += snprintf(line + used, sizeof line - (size_t)used, "%s%s@%s#%llu>%s",
+                     i ? "," : "", g, p->shard[a->hop[i].shard].name,
+                     (unsigned long long)a->hop[i].wseq, t);
+  }
+  fprintf(stderr, "%s\n", line);
+}
+
 static void abort_finish(srv_probe *p, pr_abort *a) {
   if (a->phase == 0) {
     abort_release(p, a);
@@ -689,6 +714,7 @@ static void abort_finish(srv_probe *p, pr_abort *a) {
     srv_log(s, 1, "cross-shard deadlock: victim session %llu; cycle: %s",
             (unsigned long long)vs->id, vs->xcycle);
     if (ordo__abort_wait(ordo__engine_owner(vs->txn), ORDO_EDEADLK) == 0) {
+      xabort_log(p, a);
       a->phase = 2; /* aborted: its reply is on its way */
       a->deadline_ms = srv_now_ms() + PR_CONFIRM_MS;
     } else {
