@@ -12,6 +12,8 @@ set(ORDO_FLT ${CMAKE_CURRENT_LIST_DIR})
 
 add_executable(fclient ${ORDO_FLT}/fclient.c ${ORDO_FLT}/register.c)
 target_compile_definitions(fclient PRIVATE _GNU_SOURCE)
+# src/ for backend/shards.h: the placement and a sharded txn's gid.
+target_include_directories(fclient PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(fclient PRIVATE ordo_static)
 
 if(ORDO_SANITIZE STREQUAL "")
