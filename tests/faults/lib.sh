@@ -379,8 +379,8 @@ fx_od_start() {
 # fx_od_kill9 NAME: kill -9 (fx_ordod_kill9), its stderr kept.
 fx_od_kill9() {
   _fx_od_use "$1"
-  echo "== kill -9 ==" >>"$FX_RUN/$1.stderr"
   fx_ordod_kill9 "$FX_RUN/$1.stderr"
+  echo "== (the run above ended by kill -9) ==" >>"$FX_RUN/$1.stderr"
   _fx_od_clear
 }
 

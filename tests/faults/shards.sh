@@ -214,7 +214,7 @@ client_kill() {
   p=${PROC_OF[$c]}
   pid=${CLIENTS[$((c - 1))]}
   d=$((100 + RANDOM % 101))
-  fx_mark start delay links && links_mode delay "$d" "${LINKS[@]}" || return 1
+  fx_mark start lag links && links_mode delay "$d" "${LINKS[@]}" || return 1
   end=$((SECONDS + 5 * MULT))
   while [ "$SECONDS" -lt "$end" ]; do
     b=$(busy_ms "$p")
@@ -230,7 +230,7 @@ client_kill() {
   client_start "$c" "$NEXT_PROC"
   NEXT_PROC=$((NEXT_PROC + 1))
   sleep "$(fx_ms 300 800)"
-  links_mode pass "${LINKS[@]}" && fx_mark end delay links
+  links_mode pass "${LINKS[@]}" && fx_mark end lag links
 }
 
 LINK_KINDS=(drop delay cut blackhole)
