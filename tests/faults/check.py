@@ -53,9 +53,11 @@ at the moment the abort took effect) and the clients' lease-lost logs
            way against keys surely held (a hold from its grant's return to
            the start of its release, as above), rebuilt at every instant; a
            cycle that stood longer than --cycle-bound-ms (+ --slack-ms)
-           while no fault touched its shards (the shards of its keys and of
-           its members' keys; a fault's reach is its span plus
-           --recover-ms) is one the probes missed.
+           while no fault touched it (a pause or kill of one of its shards,
+           those of its edges; a fault of a link between two of them; a
+           fault's reach is its span plus --recover-ms, a kill's a lease
+           more) is one the probes missed. A victim's keys leave the graph
+           when its shard logs its abort.
 --families then counts link faults (drop, delay, cut, blackhole between
 shards) as "link" and client kills (clientkill, with the links' lag during
 it) as "client"; --min-per-family says how many of each must have come.
@@ -206,24 +208,30 @@ def load_lost(d):
     return out
 
 
-def fault_shards(kind, target, labels):
-    """The shard labels a fault touches: a shard's pause or kill, a link
-    between two, the lag on every link of a client's kill."""
+def touches(target, sh, labels):
+    """Whether a fault on target reaches a cycle over the shards sh: a
+    pause or kill of one of them; a fault of the link between two of them
+    (the cycle's messages, BLOCKED, PROBE, CONFIRM and the abort, travel
+    only between its own shards; a RELEASE to a third comes after the abort
+    took effect); the lag on every link, of a cycle across shards."""
     if target in labels:
-        return {target}
+        return target in sh
     if target == "links":
-        return set(labels)
-    if "-" in target:
-        return set(x for x in target.split("-") if x in labels)
-    return set()
+        return len(sh) > 1
+    ends = target.split("-")
+    return len(ends) == 2 and all(x in sh for x in ends)
 
 
 def check_shards(a, calls, faults, violate, errors, slack):
     """The sharded target's checks (see the header): exclusion, phantom,
     victim, missed; returns the figures for the summary."""
     lease = a.lease_ms * 1e6
-    recover = (a.recover_ms if a.recover_ms is not None
-               else a.lease_ms + 1000) * 1e6
+    # A fault's reach past its end: the links' longest re-dial, and for a
+    # kill the restart delay (a lease) too.
+    recover_base = a.recover_ms * 1e6
+
+    def recover(kind):
+        return recover_base + (lease if kind == "kill" else 0)
     labels, key_shard = load_place(a.place)
     label_of = {v: k for k, v in labels.items()}
     xaborts = load_xaborts(a.dir, errors)
@@ -250,6 +258,9 @@ def check_shards(a, calls, faults, violate, errors, slack):
     # ("sure": its lock returned .. it began to give it up) and the span
     # it may have held it at the server ("maybe": its lock began .. its
     # release returned).
+    aborted = {}
+    for x in xaborts:
+        aborted.setdefault(x["victim"], []).append(x["t"])
     holds = []
     for th, cs in threads.items():
         proc = th[0]
@@ -279,24 +290,28 @@ def check_shards(a, calls, faults, violate, errors, slack):
                     r = t
             r = min(r, kill_t)
             rg = min(rg, kill_t)
+            for t in aborted.get(g["gid"], ()):
+                if g["e"] <= t < rg:
+                    rg = t
             # b: told it holds (exclusion); gb: held for the wait-for graph
             # (missed), to the end of a lock that failed, when an abort
-            # may have freed it: a cycle's victim keeps its keys in the
-            # graph until its -DEADLOCK is heard; mb: may have held it at
-            # the server (phantom).
+            # may have freed it, or to the moment its shard logged the
+            # abort that did (a victim's -DEADLOCK waits for its keys'
+            # RELEASE on the other shards, a stopped one too, while its
+            # cycle is already broken); mb: may have held it at the server
+            # (phantom).
             holds.append({"gid": g["gid"], "key": g["key"], "a": g["e"],
                           "b": r, "gb": rg, "ma": g["s"], "mb": rmax,
                           "g": g})
 
     def shard_faults(label):
-        return [(fs, fe) for fs, fe, k, t in faults
+        return [(fs, fe + recover(k)) for fs, fe, k, t in faults
                 if k in FAULT_OF_SHARD and t == label]
 
     def excused(label, t1, t2):
         """A pause or kill of the shard between t1 and t2 (or reaching
         into it): a lease may have run out there."""
-        return any(fs <= t2 and fe + recover >= t1
-                   for fs, fe in shard_faults(label))
+        return any(fs <= t2 and fe >= t1 for fs, fe in shard_faults(label))
 
     def who(g):
         return "proc %d thread %d op %d (gid %s, token %d)" % (
@@ -473,29 +488,22 @@ def check_shards(a, calls, faults, violate, errors, slack):
             cyc = [idx] + found
             cycles.append((st, min(edges[j][1] for j in cyc), cyc))
 
-    def touched(members, ks, t):
-        sh = set(label_of.get(key_shard.get(k), "?") for k in ks)
-        for m in members:
-            for h in holds_of.get(m, ()):
-                if h["a"] <= t < h["gb"]:
-                    sh.add(label_of.get(key_shard.get(h["key"]), "?"))
-        return sh
-
     bound = a.cycle_bound_ms * 1e6 + slack
     durations = []
     slow_faulted = 0
     cross = 0
     for t0, t1, cyc in cycles:
-        members = [edges[j][2] for j in cyc]
+        # Its shards: those of its edges (a victim's keys elsewhere leave
+        # the graph when its abort is logged, above).
         ks = [edges[j][4] for j in cyc]
-        sh = touched(members, ks, t0)
+        sh = set(label_of.get(key_shard.get(k), "?") for k in ks)
         if len(set(key_shard.get(k) for k in ks)) > 1:
             cross += 1
         durations.append(t1 - t0)
         if t1 - t0 <= bound:
             continue
-        wins = sorted((fs, fe + recover) for fs, fe, k, tg in faults
-                      if fault_shards(k, tg, labels) & sh)
+        wins = sorted((fs, fe + recover(k)) for fs, fe, k, tg in faults
+                      if touches(tg, sh, labels))
         gap, at = 0, t0
         for ws, we in wins:
             if we <= at:
@@ -575,9 +583,10 @@ def main():
     ap.add_argument("--min-per-family", type=int, default=1)
     ap.add_argument("--place", help="the sharded target's place.txt")
     ap.add_argument("--cycle-bound-ms", type=float, default=2000)
-    ap.add_argument("--recover-ms", type=float,
-                    help="a fault's reach past its end (default: a lease "
-                    "and 1 s, the links' longest re-dial)")
+    ap.add_argument("--recover-ms", type=float, default=1000,
+                    help="a fault's reach past its end (the links' longest "
+                    "re-dial; a kill's reaches a lease further, the restart "
+                    "delay)")
     a = ap.parse_args()
     mult = max(1.0, float(os.environ.get("ORDO_TEST_TIMEOUT_MULT", "1")))
     slack = a.slack_ms * mult * 1e6

@@ -78,17 +78,19 @@ CASES = {
 
 
 # ---- The sharded target's checks (--place) ---------------------------------
-# Two shards, N0 and N1; key 0 lives on N0, key 1 on N1. Txns by gid: A, B, C.
+# Three shards, N0, N1 and N2; key 0 lives on N0, key 1 on N1, none on N2.
+# Txns by gid: A, B, C.
 GID = {"A": "a" * 32, "B": "b" * 32, "C": "c" * 32}
-N0, N1 = "127.0.0.1:1000", "127.0.0.1:1001"
+N0, N1, N2 = "127.0.0.1:1000", "127.0.0.1:1001", "127.0.0.1:1002"
 
 
 def write_sharded(d, ops, xaborts=(), faults=()):
     """ops: (thread, txn, call, s_ms, e_ms, rc, key, token) in order per
     thread, one txn per thread; the registers follow the accepted writes."""
     with open(os.path.join(d, "place.txt"), "w") as f:
-        f.write("url ordod://%s,%s\nprefix fk:\nshard s0 %s\nshard s1 %s\n"
-                "key 0 %s\nkey 1 %s\n" % (N0, N1, N0, N1, N0, N1))
+        f.write("url ordod://%s,%s,%s\nprefix fk:\nshard s0 %s\nshard s1 "
+                "%s\nshard s2 %s\nkey 0 %s\nkey 1 %s\n"
+                % (N0, N1, N2, N0, N1, N2, N0, N1))
     regs = {0: [], 1: []}
     vals = {0: 0, 1: 0}
     last = {0: 0, 1: 0}
@@ -168,6 +170,11 @@ CLEAN_OPS = (unit(0, "A", 0, 1, 2, 6, 0, (1, 2), 20) +
              unit(1, "B", 1, 0, 3, 5, -2, (1, 0), 8))
 CLEAN_X = [(4, "B", N0, [("A", N1, "B"), ("B", N0, "A")])]
 
+# A and B form the cycle at 3 ms and nothing breaks it until B's lock times
+# out at 5 s.
+MISSED_OPS = (unit(0, "A", 0, 1, 2, 5001, 0, (1, 2), 5020) +
+              unit(1, "B", 1, 0, 3, 5000, -1, (1, 0), 5003))
+
 SHARDED = {
     "sh_clean": (CLEAN_OPS, CLEAN_X, []),
     # The same cycle, but A had its key 1 granted at 3.5 ms, before the
@@ -185,10 +192,13 @@ SHARDED = {
     # B's abort took effect at 4 ms, yet its lock was answered granted.
     "victim": (unit(0, "A", 0, 1, 2, 6, -1, (1, 0), 20) +
                unit(1, "B", 1, 0, 3, 5, 0, (1, 2), 8), CLEAN_X, []),
-    # A and B form the cycle at 3 ms and nothing breaks it until B's lock
-    # times out at 5 s, with no fault anywhere.
-    "missed": (unit(0, "A", 0, 1, 2, 5001, 0, (1, 2), 5020) +
-               unit(1, "B", 1, 0, 3, 5000, -1, (1, 0), 5003), [], []),
+    # The cycle that stands 5 s, with no fault anywhere.
+    "missed": (MISSED_OPS, [], []),
+    # The missed cycle, while the link between s0 and s2 (a shard not on
+    # the cycle) was black-holed throughout: no excuse.
+    "missed_link_elsewhere": (MISSED_OPS, [],
+                              ["%d start blackhole s0-s2" % MS,
+                               "%d end blackhole s0-s2" % (4900 * MS)]),
     # B is granted key 1 at 2 ms while A, told at 1 ms it holds key 1, had
     # not begun to give it up (A unlocks it at 20 ms).
     "exclusion": ([(0, "A", "begin", 0, 0, 0, -1, 0),
@@ -208,6 +218,10 @@ EXCUSED = {
     "missed_paused": (SHARDED["missed"][0], [],
                       ["%d start pause s1" % MS, "%d end pause s1"
                        % (4900 * MS)]),
+    # The missed cycle, but the link between its two shards was cut from
+    # 1 ms to 4.9 s: its messages could not pass.
+    "missed_link": (MISSED_OPS, [], ["%d start cut s1-s0" % MS,
+                                         "%d end cut s1-s0" % (4900 * MS)]),
     # The two holders, but key 1's shard was killed and restarted in
     # between: the first holder's lease went with it.
     "exclusion_killed": (SHARDED["exclusion"][0], [],

@@ -25,7 +25,8 @@
 # cycle being confirmed, the client is killed with -9 and a new one, with a
 # new process number, starts in its namespace). The run goes on until the
 # rounds are done and FAULTS_OPS locks (10^4) were granted, within
-# FAULTS_MAX_S (120) seconds; then check.py asserts what docs/distributed.md
+# FAULTS_MAX_S (120) seconds, 1-2 s of calm after each fault
+# (FAULTS_CALM_MS=LO,HI); then check.py asserts what docs/distributed.md
 # promises (its header). The run's folder is kept, and named, when it fails
 # (or with FAULTS_KEEP set). Exit 0 passed, 1 failed, 77 skipped (not root).
 set -uo pipefail
@@ -45,11 +46,12 @@ NSHARDS=${FAULTS_SHARDS:-3}
   exit 64
 }
 LEASE=1000
-# A lock's timeout several times the bound on a standing cycle (CYCLE_MS):
-# a cycle the probes miss then stands until a member's timeout, long past
-# the bound, where check.py sees it; with a timeout near the bound, the
-# timeouts would break missed cycles and hide them.
-LOCK_MS=6000
+# A lock's timeout five times the bound on a standing cycle (CYCLE_MS): a
+# cycle the probes miss then stands until a member's timeout, long past the
+# bound and past the reach of the faults around it, where check.py sees it;
+# with a timeout near the bound, timeouts, not detection, would break the
+# missed cycles and hide them.
+LOCK_MS=10000
 CYCLE_MS=2000
 TMO=300 # the URL's timeout_ms: one exchange's bound
 NPROC=2
@@ -234,6 +236,9 @@ client_kill() {
 }
 
 LINK_KINDS=(drop delay cut blackhole)
+# FAULTS_CALM_MS=LO,HI: the calm between faults (1000-2000 ms); a longer one
+# gives check.py's missed check more time with no fault on a cycle's shards.
+IFS=, read -r CALM_LO CALM_HI <<<"${FAULTS_CALM_MS:-1000,2000}"
 FAMILIES=(pause kill link client)
 if [ -n "${FAULTS_ONLY:-}" ]; then
   IFS=, read -r -a FAMILIES <<<"$FAULTS_ONLY"
@@ -281,10 +286,11 @@ while alive && [ "$RC" -eq 0 ]; do
       ;;
   esac
   step=$((step + 1))
-  # The calm after a fault; after a kill, past the restart delay (a lease
-  # with no grant).
-  calm=$(fx_ms 300 800)
-  [ "$fam" != kill ] || calm=$(fx_ms $((LEASE + 300)) $((LEASE + 800)))
+  # The calm after a fault, longer than its reach (check.py's --recover-ms,
+  # 1 s) so that a cycle it left standing is seen past its bound; after a
+  # kill, a lease more (the restart delay, when nothing is granted).
+  calm=$(fx_ms "$CALM_LO" "$CALM_HI")
+  [ "$fam" != kill ] || calm=$(fx_ms $((LEASE + CALM_LO)) $((LEASE + CALM_HI)))
   alive && sleep "$calm"
 done
 
