@@ -270,6 +270,9 @@ struct od_txn {
   /* Written under mu, read by the renewer without it: atomics, which the
    * analysis does not check. */
   _Atomic bool lease_lost;     /* the next call returns ORDO_ELEASE */
+  /* The last LOCK was sent and its answer never came (the txn's thread
+   * only): the server may have acted on it (ordo__od_txn_unanswered). */
+  bool unanswered;
   _Atomic uint64_t renewed_ns; /* when the server last renewed the lease */
   _Atomic uint64_t lease_ns;   /* the session's lease length */
   _Atomic unsigned aborts;     /* -DEADLOCK replies */
@@ -849,6 +852,10 @@ bool ordo__od_txn_holding(const ordo_txn_t *t) {
   return atomic_load(&((const od_txn *)t)->rn.holding);
 }
 
+bool ordo__od_txn_unanswered(const ordo_txn_t *t) {
+  return ((const od_txn *)t)->unanswered;
+}
+
 static void od_txn_end(ordo_txn_t *tx) {
   od_txn *t = ot(tx);
   od_place *p = op(tx->o);
@@ -1050,12 +1057,14 @@ static int od_lock(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     al[a++] = strlen(heldat);
   }
   bool was_holding = t->nh > 0;
+  t->unanswered = false;
   uint64_t sent = ordo__now_ns();
   uint64_t until = sharded && tmo ? sent + (uint64_t)tmo * OD_MS : 0;
   redisReply *rep = set_tmo(t->c, &t->tmo, tmo) == 0
                         ? od_call_by(t->c, (int)a, av, al, until)
                         : NULL;
   if (!rep) {
+    t->unanswered = true;
     /* Whatever the txn held went with the session. */
     if (conn_lost(p, t, "LOCK") > 0)
       atomic_store(&t->lease_lost, true);

@@ -30,6 +30,9 @@ int ordo__od_txn_begin(ordo_t *o, ordo_txn_t **out, const char *gid,
 void *ordo__od_txn_owner(const ordo_txn_t *t);
 /* Whether t's record holds any key now (read without its lock). */
 bool ordo__od_txn_holding(const ordo_txn_t *t);
+/* Whether t's last LOCK was sent and went unanswered (the connection
+ * failed or the reply's bound passed): the server may have acted on it. */
+bool ordo__od_txn_unanswered(const ordo_txn_t *t);
 /*
  * ordo__od_shard_bound -- the bound in ms of one round trip to the shard o
  * (connect, or a LOCK's reply) in a call whose deadline is deadline_ns:

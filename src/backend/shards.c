@@ -389,30 +389,51 @@ static int sh_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
   memcpy(fill, first, p->n * sizeof *fill);
   for (size_t i = 0; i < n; i++)
     g[fill[sh[i]]++] = r[i];
+  /* Whether the txn held keys anywhere before this call: a LOCK that goes
+   * unanswered while it did may have made it a cross-shard victim whose
+   * keys elsewhere were released (below). */
+  bool held_before = false;
+  for (size_t j = 0; j < p->n && !held_before; j++) {
+    ordo_txn_t *s = atomic_load(&t->sub[j]);
+    held_before = s && ordo__od_txn_holding(s);
+  }
+  bool sent_heldat = false; /* the LOCK that failed named other shards */
   size_t i;
   for (i = 0; i < p->n; i++) {
     size_t m = first[i + 1] - first[i];
     if (m == 0)
       continue;
     ordo_txn_t *s;
+    sent_heldat = false;
     if ((rc = sub_open(t, i, deadline_ns, &s)) != 0)
       break;
     held_at(p, t, i, heldat);
+    sent_heldat = heldat[0] != 0;
     if ((rc = ordo__od_lock_heldat(s, g + first[i], m, deadline_ns, heldat)))
       break;
   }
+  /* A LOCK that went unanswered (a shard stopped or cut off) while the
+   * txn held keys on other shards: that shard may have made the txn the
+   * victim of a cross-shard deadlock and had its keys on the others
+   * released (docs/distributed.md), so nothing it holds can be counted
+   * on. Every key goes, and the call says ORDO_ELEASE (retryable), as for
+   * a lease lost. */
+  bool lost = rc == ORDO_EBACKEND && held_before && sent_heldat &&
+              ordo__od_txn_unanswered(atomic_load(&t->sub[i]));
   if (rc) {
     /* Undo shards 0..i-1: what this call took there. */
     for (size_t j = 0; j < p->n; j++) {
       ordo_txn_t *s = atomic_load(&t->sub[j]);
       if (!s || j == i)
         continue;
-      if (rc == ORDO_EDEADLK)
+      if (rc == ORDO_EDEADLK || lost)
         OD->unlock_all(s);
       else if (j < i)
         for (size_t k = first[j]; k < first[j + 1]; k++)
           OD->unlock(s, g[k].key, g[k].len);
     }
+    if (lost)
+      rc = ORDO_ELEASE;
   }
 out:
   free(sh);

@@ -775,14 +775,39 @@ static bool worse(const ordo__table *tab, ordo__owner *a, ordo__owner *b,
   }
 }
 
+/* Whether u's wait is pinned now (ordo__owner_pin: a cross-shard
+ * confirmation of ordod's holds it as an edge of another cycle). */
+static bool pinned_now(const ordo__owner *u, uint64_t now) {
+  return u->pin_ns != 0 && u->pin_ns > now;
+}
+
+/*
+ * choose_victim -- the policy's member of the cycle. A member whose wait is
+ * pinned is passed over while another can go: a pin means a cross-shard
+ * abort is confirming a cycle through that wait, and aborting it here
+ * would make that abort needless (a phantom, docs/distributed.md). Only
+ * ordod pins; in-process places never do, and pay one test per member.
+ */
 static ordo__owner *choose_victim(ordo__table *tab, ordo__detect *d) {
   ordo_victim_t policy = tab->opts.victim;
+  uint64_t now = 0;
+  bool skip_pinned = false;
+  for (size_t i = 0; i < d->ncycle; i++)
+    if (d->cfrom[i]->pin_ns != 0) {
+      now = ordo__now_ns();
+      break;
+    }
+  if (now)
+    for (size_t i = 0; i < d->ncycle && !skip_pinned; i++)
+      skip_pinned = !pinned_now(d->cfrom[i], now);
   if (policy == ORDO_VICTIM_RANDOM) {
     /* Uniform among the members of the lowest effective priority. */
     long best = 0;
     size_t n = 0;
     for (size_t i = 0; i < d->ncycle; i++) {
       ordo__owner *u = d->cfrom[i];
+      if (skip_pinned && pinned_now(u, now))
+        continue;
       long p = (long)u->priority + (long)u->aborts;
       if (n == 0 || p < best) {
         best = p;
@@ -794,14 +819,20 @@ static ordo__owner *choose_victim(ordo__table *tab, ordo__detect *d) {
     size_t pick = (size_t)(ordo__rand64() % n);
     for (size_t i = 0; i < d->ncycle; i++) {
       ordo__owner *u = d->cfrom[i];
+      if (skip_pinned && pinned_now(u, now))
+        continue;
       if ((long)u->priority + (long)u->aborts == best && pick-- == 0)
         return u;
     }
   }
-  ordo__owner *v = d->cfrom[0];
-  for (size_t i = 1; i < d->ncycle; i++)
-    if (worse(tab, d->cfrom[i], v, policy))
-      v = d->cfrom[i];
+  ordo__owner *v = NULL;
+  for (size_t i = 0; i < d->ncycle; i++) {
+    ordo__owner *u = d->cfrom[i];
+    if (skip_pinned && pinned_now(u, now))
+      continue;
+    if (!v || worse(tab, u, v, policy))
+      v = u;
+  }
   return v;
 }
 

@@ -229,6 +229,10 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
   srv *s = c->s;
   sess *ss = c->sess;
   long long nk;
+  /* A cross-shard abort let this txn's keys here go while its client may
+   * still count them: it hears so before it takes more (probe.c). */
+  if (!srv_probe_lock_check(s, c, ss))
+    return;
   if (!arg_num(&argv[1], 1, (long long)s->cfg.max_keys, &nk)) {
     if (arg_num(&argv[1], 1, LLONG_MAX, &nk))
       ordo__out_error(&c->out, "LIMIT",
@@ -352,7 +356,7 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
     off += k->len;
   }
   ss->nreq = (size_t)nk;
-  ss->gen++;
+  ss->gen = ++s->next_wseq; /* unique on the server: probes name waits so */
   *tag = (lock_tag){s, ss->id, ss->gen};
   ss->waiting = true;   /* before the call: its event may come at once */
   s->order_last[0] = 0; /* the checker's report, if it makes one now */
@@ -400,6 +404,7 @@ static void cmd_unlock(conn *c, size_t argc, ordo__resp_arg *argv) {
   sess *ss = c->sess;
   if (argc == 1) {
     int n = ordo_unlock_all(ss->txn);
+    srv_probe_unlocked_all(c->s, ss);
     ordo__out_int(&c->out, n < 0 ? 0 : n);
     return;
   }
@@ -627,6 +632,7 @@ static void cmd_session(conn *c, size_t argc, ordo__resp_arg *argv) {
     }
     memcpy(ss->gid, gid, sizeof gid);
     ss->have_gid = true;
+    srv_probe_gid_set(s, ss);
     ordo__out_simple(&c->out, "OK");
   } else if (arg_is(&argv[1], "RESUMABLE") && argc == 2) {
     if (!ss->resumable) {
@@ -1152,6 +1158,8 @@ static const conf_param conf_params[] = {
     {"shard-name", CONF_STR, CF(shard_name),
      "the peers know the shard by it from start"},
     {"probe-delay", CONF_LONG, CF(probe_delay_ms), NULL},
+    {"peer-blocked-max", CONF_SIZE, CF(peer_blocked_max),
+     "the peers' tables are sized by it from start"},
     {"deadlock-timeout", CONF_LONG, CF(deadlock_timeout_ms),
      "the engine takes it when it opens (its deadlock_timeout_ms)"},
     /* metrics-port shows the port bound (with --metrics-port 0, the one

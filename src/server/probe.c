@@ -2,22 +2,31 @@
  * probe.c -- deadlocks across shards of ordod: the peer links between
  * servers and the edge-chasing probes (Chandy-Misra-Haas) that find a cycle
  * no one shard sees, with versioned edges, a confirmation that pins the
- * cycle's waits, and one victim per cycle. The protocol is
- * docs/distributed.md; this file is its server side.
+ * cycle's waits and freezes their holders per abort, and one victim per
+ * cycle whose abort takes effect at its own shard before any of its keys
+ * goes elsewhere. The protocol is docs/distributed.md ("The servers'
+ * side"); its model is probe.pml beside this file; this is its server side.
+ * src/server/README.md ("Shards and probes") has the invariants.
  *
  * A shard's name is "host:port" as clients and peers write it. Each server
- * keeps one outbound link to each peer (--peers) and sends it one-way PEER
- * commands; what a peer sends back comes over that peer's own link to us.
+ * keeps one outbound link to each peer (--peers) and sends PEER messages on
+ * it; every message is answered on the same link, in order, with one line,
+ * which the link's reader matches with what it asked (a FIFO per link).
  * Everything here runs on the loop thread.
  *
- * Interface: srv_probe_init, srv_probe_close, srv_probe_wait_begin,
- * srv_probe_wait_end, srv_probe_cmd, srv_probe_info.
+ * Interface: srv_probe_init, srv_probe_close, srv_probe_gid_set,
+ * srv_probe_sess_drop, srv_probe_wait_begin, srv_probe_wait_end,
+ * srv_probe_holds_sess, srv_probe_victim_hold, srv_probe_victim_told,
+ * srv_probe_lock_check, srv_probe_unlocked_all, srv_probe_conn_closed,
+ * srv_probe_cmd,
+ * srv_probe_info, srv_probe_deadlocks.
  */
 #include "server/server.h"
 
 #include "core/table.h"
 
 #include <netdb.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +34,13 @@
 #define PR_MAX_HOPS 16
 #define PR_REPROBE_MAX_MS 500 /* a waiter probes again at most this late */
 #define PR_CONFIRM_MS 1000    /* a confirmation's bound */
-#define PR_PIN_MS 2000        /* a pin's bound, should UNPIN be lost */
+#define PR_PIN_MS 2000        /* a pin's or a freeze's bound, unless renewed */
+#define PR_PIN_RENEW_MS 500   /* renewal while releases are outstanding */
+#define PR_RENEW_MAX_MS 10000 /* ...for at most this long after the abort */
 #define PR_BACKOFF_MAX_MS 1000
+#define PR_PINS_PER_SESS 64  /* pins and freezes on one session */
+#define PR_RELEASE_SEEN 1024 /* RELEASE ids remembered per peer */
+#define PR_LINE_MAX 512      /* an answer line kept (the rest is skipped) */
 
 /* One hop of a probe's path: txn gid, waiting at shard with wseq, waits
  * for next. prio is gid's PRIORITY, for the victim rule. */
@@ -37,8 +51,26 @@ typedef struct pr_hop {
   long prio;
 } pr_hop;
 
+/* What an answer on a link is about: one per message sent, in order. */
+enum { ASK_NONE, ASK_BLOCKED, ASK_CONFIRM, ASK_RELEASE };
+typedef struct pr_ask {
+  int kind;
+  uint64_t a, b; /* BLOCKED: session id, wseq; CONFIRM, RELEASE: abort id */
+} pr_ask;
+
+/* A BLOCKED entry: what a peer told us of a txn blocked there. The gid
+ * comes first: the map by gid finds it at offset 0. */
+typedef struct pr_remote {
+  uint8_t gid[ORDOD_GID_BYTES];
+  int shard;
+  uint64_t wseq;
+  struct pr_remote *hnext;      /* the map by gid */
+  TAILQ_ENTRY(pr_remote) plink; /* its peer's entries */
+} pr_remote;
+
 typedef struct peer {
   srv *s;
+  int idx;
   char name[ORDOD_SHARD_NAME];
   struct sockaddr_storage addr;
   uv_tcp_t tcp;
@@ -48,27 +80,70 @@ typedef struct peer {
   bool closing;  /* uv_close called, its callback not yet run */
   unsigned backoff_ms;
   char rbuf[4096];
+  /* Our link's answers: the questions asked, oldest first (a ring), and
+   * the answer line being read. */
+  pr_ask *ask;
+  size_t ask_head, ask_n, ask_cap;
+  char line[PR_LINE_MAX];
+  size_t line_len;
+  /* Its link to us: the connection of its latest HELLO (0: none), and the
+   * BLOCKED entries that connection gave. */
+  uint64_t in_conn;
+  TAILQ_HEAD(, pr_remote) remotes;
+  size_t nremote;
+  /* Its aborts' RELEASEs done here (a ring of ids). */
+  uint64_t seen[PR_RELEASE_SEEN];
+  size_t nseen;
 } peer;
 
-/* What this shard knows of a txn blocked elsewhere: PEER BLOCKED. */
-typedef struct pr_remote {
-  uint8_t gid[ORDOD_GID_BYTES];
-  int shard;
-  uint64_t wseq;
-  struct pr_remote *next;
-} pr_remote;
+/* A pin or a freeze of abort (origin, id) on a session. */
+enum { PIN_WAIT = 1, PIN_FREEZE = 2 };
+typedef struct pr_pin {
+  int origin;
+  uint64_t id;
+  uint64_t until_ms;
+  uint64_t wseq; /* PIN_WAIT: the wait pinned */
+  int kind;
+} pr_pin;
 
-/* A victim's shard confirming a cycle before it aborts. */
+/* probe.c's part of a session with a global id. The gid comes first: the
+ * map by gid finds it at offset 0. */
+struct srv_psess {
+  uint8_t gid[ORDOD_GID_BYTES];
+  sess *ss;
+  struct srv_psess *gnext; /* the map by gid */
+  /* Per shard: 0 not told of this wait, 1 BLOCKED sent (its answer due),
+   * 2 acknowledged. nshard bytes. */
+  uint8_t *told;
+  int *held; /* the current wait's HELDAT, as peer indices */
+  int nheld;
+  pr_pin *pins;
+  int npins, cpins;
+  TAILQ_ENTRY(srv_psess) pinlink; /* on the list of pinned sessions */
+  bool on_pinlist;
+  uint64_t walk; /* the walk that last visited it */
+  /* A RELEASE let its keys go: its next LOCK hears -DEADLOCK. */
+  bool xreleased;
+  char xreleased_by[ORDOD_SHARD_NAME];
+};
+typedef struct srv_psess psess;
+
+/* An abort of a cross-shard cycle's victim, at the victim's shard. */
+enum { AB_CONFIRMING, AB_RELEASING };
 typedef struct pr_abort {
   uint64_t id;
+  uint64_t vsess; /* the victim's session id here */
   uint8_t victim[ORDOD_GID_BYTES];
   uint64_t wseq;
   pr_hop hop[PR_MAX_HOPS];
   int nhops;
-  int want, yes; /* confirmations asked and granted */
-  int release_want, released;
-  int phase; /* 0 confirming, 1 releasing, 2 aborted (reply on its way) */
-  uint64_t deadline_ms;
+  uint8_t *asked; /* per shard: CONFIRM asked (1), said yes (2) */
+  int want, yes;
+  uint8_t *rel; /* per shard: 0 none, 1 to send, 2 sent, 3 answered */
+  int rel_left;
+  int phase;
+  bool event_seen; /* the victim's -DEADLOCK waits for the releases */
+  uint64_t deadline_ms, renew_ms, renew_end_ms;
   struct pr_abort *next;
 } pr_abort;
 
@@ -77,17 +152,119 @@ struct srv_probe {
   /* shard[0] is this server (no link); 1..n the peers, by --peers. */
   peer *shard;
   int nshard;
-  pr_remote *remote;
+  pr_remote **rmap; /* BLOCKED entries by gid */
+  size_t rmap_cap, nremote;
+  psess **gmap; /* sessions with a gid, by gid */
+  size_t gmap_cap, ngid;
+  TAILQ_HEAD(, srv_psess) pinned; /* sessions with a pin or a freeze */
   pr_abort *aborts;
   uint64_t next_abort_id;
-  uv_timer_t tick;            /* probes due, confirmations past their bound */
+  uint64_t next_walk;
+  uv_timer_t tick;            /* probes due, bounds of aborts and pins */
   TAILQ_HEAD(, sess) waiting; /* sessions with a gid that wait */
   uint64_t probes_sent, probes_received, probes_stale, deadlocks,
-      confirms_failed, messages_dropped;
-  size_t nfrozen; /* sessions frozen since the count was last found 0 */
+      confirms_failed, messages_dropped, blocked_refused, aborts_yielded,
+      releases_done, releases_repeated;
 };
 
-/* ---- Shards and links ---------------------------------------------------- */
+static void tick_arm(srv_probe *p);
+
+/* ---- Maps by gid -----------------------------------------------------------
+ * Two chained maps keyed by a gid's random half: the BLOCKED entries and
+ * this server's sessions with a gid. An item's gid is at offset 0 and its
+ * chain link at next_off.
+ */
+
+static size_t gid_slot(const uint8_t *gid, size_t cap) {
+  uint64_t h;
+  memcpy(&h, gid + 8, 8);
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ull;
+  return (size_t)(h ^ (h >> 32)) & (cap - 1);
+}
+
+#define NEXT(x, off) (*(void **)((char *)(x) + (off)))
+
+/* Grows a map to twice its slots once it holds as many items (a failed
+ * allocation keeps the old one: longer chains, no failure). */
+static void map_grow(void ***map, size_t *cap, size_t n, size_t next_off) {
+  if (*map && n < *cap)
+    return;
+  size_t nc = *cap ? *cap * 2 : 64;
+  void **m = calloc(nc, sizeof *m);
+  if (!m)
+    return;
+  for (size_t i = 0; *map && i < *cap; i++)
+    for (void *x = (*map)[i], *nx; x; x = nx) {
+      nx = NEXT(x, next_off);
+      size_t k = gid_slot(x, nc);
+      NEXT(x, next_off) = m[k];
+      m[k] = x;
+    }
+  free(*map);
+  *map = m;
+  *cap = nc;
+}
+
+static void map_put(void ***map, size_t *cap, size_t *n, void *x,
+                    size_t next_off) {
+  map_grow(map, cap, *n + 1, next_off);
+  size_t k = gid_slot(x, *cap);
+  NEXT(x, next_off) = (*map)[k];
+  (*map)[k] = x;
+  (*n)++;
+}
+
+static void map_del(void **map, size_t cap, size_t *n, void *x,
+                    size_t next_off) {
+  if (!map)
+    return;
+  for (void **pp = &map[gid_slot(x, cap)]; *pp; pp = &NEXT(*pp, next_off))
+    if (*pp == x) {
+      *pp = NEXT(x, next_off);
+      (*n)--;
+      return;
+    }
+}
+
+#define RNEXT offsetof(pr_remote, hnext)
+#define GNEXT offsetof(psess, gnext)
+
+/* The session with this gid that waits here with this wseq (a wseq is
+ * unique on a server), or NULL. */
+static sess *waiter_of(srv_probe *p, const uint8_t *gid, uint64_t wseq) {
+  if (!p->gmap)
+    return NULL;
+  for (psess *x = p->gmap[gid_slot(gid, p->gmap_cap)]; x; x = x->gnext)
+    if (memcmp(x->gid, gid, ORDOD_GID_BYTES) == 0 && x->ss->waiting &&
+        x->ss->gen == wseq && !x->ss->closing)
+      return x->ss;
+  return NULL;
+}
+
+void srv_probe_gid_set(srv *s, sess *ss) {
+  srv_probe *p = s->probe;
+  if (!p || ss->pr || !ss->have_gid)
+    return;
+  psess *x = calloc(1, sizeof *x);
+  uint8_t *told = calloc((size_t)p->nshard, 1);
+  int *held = calloc((size_t)p->nshard, sizeof *held);
+  if (!x || !told || !held) {
+    free(x);
+    free(told);
+    free(held);
+    return; /* no probe finds it: its cycles are left to the timeouts */
+  }
+  memcpy(x->gid, ss->gid, ORDOD_GID_BYTES);
+  x->ss = ss;
+  x->told = told;
+  x->held = held;
+  ss->pr = x;
+  map_put((void ***)&p->gmap, &p->gmap_cap, &p->ngid, x, GNEXT);
+}
+
+/* ---- Shards and links ------------------------------------------------------
+ */
 
 static int shard_by_name(srv_probe *p, const char *name, size_t len) {
   for (int i = 0; i < p->nshard; i++)
@@ -98,12 +275,13 @@ static int shard_by_name(srv_probe *p, const char *name, size_t len) {
 }
 
 static void link_connect(peer *pe);
+static void link_lost_asks(peer *pe);
+static void link_up_resend(peer *pe);
+static void answer(peer *pe, const char *line, size_t len);
 
 static void retry_fired(uv_timer_t *t) {
   link_connect(t->data);
 }
-
-static void link_down(peer *pe);
 
 static void link_closed(uv_handle_t *h) {
   peer *pe = h->data;
@@ -116,13 +294,19 @@ static void link_closed(uv_handle_t *h) {
   uv_timer_start(&pe->retry, retry_fired, d, 0);
 }
 
+/* The link is gone: what it still had to answer fails (link_lost_asks),
+ * and it is dialled again after the backoff. */
 static void link_down(peer *pe) {
   if (pe->closing)
     return;
+  bool was_up = pe->up;
   pe->up = false;
   pe->busy = true;
   pe->closing = true;
+  pe->line_len = 0;
   uv_close((uv_handle_t *)&pe->tcp, link_closed);
+  if (was_up || pe->ask_n)
+    link_lost_asks(pe);
 }
 
 static void link_alloc(uv_handle_t *h, size_t n, uv_buf_t *b) {
@@ -131,20 +315,26 @@ static void link_alloc(uv_handle_t *h, size_t n, uv_buf_t *b) {
   *b = uv_buf_init(pe->rbuf, sizeof pe->rbuf);
 }
 
-/* What a peer answers on our link is +OK to each command: read and
- * dropped; an error (a wrong password) is logged. */
+/* The peer's answers, one line each, to what we asked, in order. */
 static void link_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b) {
   peer *pe = st->data;
   if (n < 0) {
     link_down(pe);
     return;
   }
-  if (n > 0 && b->base[0] == '-')
-    srv_log(pe->s, 0, "peer %s: %.*s", pe->name,
-            (int)(memchr(b->base, '\r', (size_t)n)
-                      ? (char *)memchr(b->base, '\r', (size_t)n) - b->base
-                      : n),
-            b->base);
+  for (ssize_t i = 0; i < n && pe->up; i++) {
+    char ch = b->base[i];
+    if (ch == '\n') {
+      size_t len = pe->line_len;
+      if (len > 0 && pe->line[len - 1] == '\r')
+        len--;
+      pe->line_len = 0;
+      answer(pe, pe->line, len);
+      continue;
+    }
+    if (pe->line_len < sizeof pe->line)
+      pe->line[pe->line_len++] = ch;
+  }
 }
 
 typedef struct link_wreq {
@@ -153,29 +343,57 @@ typedef struct link_wreq {
 } link_wreq;
 
 static void link_written(uv_write_t *w, int status) {
-  (void)status;
+  (void)status; /* a failed write shows as a read error: link_down */
   free(w);
 }
 
-/* Sends o's bytes on the link, or drops them when it is down: probes are
- * sent again while their waits last, so a lost one only delays. */
-static void link_send(srv_probe *p, int shard, ordo__out *o) {
+static bool ask_push(peer *pe, pr_ask a) {
+  if (pe->ask_n == pe->ask_cap) {
+    size_t nc = pe->ask_cap ? pe->ask_cap * 2 : 64;
+    pr_ask *q = malloc(nc * sizeof *q);
+    if (!q)
+      return false;
+    for (size_t i = 0; i < pe->ask_n; i++)
+      q[i] = pe->ask[(pe->ask_head + i) % pe->ask_cap];
+    free(pe->ask);
+    pe->ask = q;
+    pe->ask_cap = nc;
+    pe->ask_head = 0;
+  }
+  pe->ask[(pe->ask_head + pe->ask_n) % pe->ask_cap] = a;
+  pe->ask_n++;
+  return true;
+}
+
+/*
+ * link_send -- sends one message (o) on the link to shard and records
+ * what its answer will be about. false when it was not sent (the link is
+ * down, or no memory): then nothing was recorded, and the caller keeps
+ * whatever says it must be sent again.
+ */
+static bool link_send(srv_probe *p, int shard, ordo__out *o, pr_ask a) {
   peer *pe = &p->shard[shard];
   if (shard <= 0 || !pe->up || o->oom) {
     p->messages_dropped++;
-    return;
+    return false;
   }
   link_wreq *r = malloc(sizeof *r + o->len);
-  if (!r) {
+  if (!r || !ask_push(pe, a)) {
+    free(r);
     p->messages_dropped++;
-    return;
+    return false;
   }
   memcpy(r->data, o->buf, o->len);
   uv_buf_t b = uv_buf_init(r->data, (unsigned)o->len);
   if (uv_write(&r->w, (uv_stream_t *)&pe->tcp, &b, 1, link_written) != 0) {
+    /* The link is closing; its reader's error brings link_down (never
+     * called from here: the callers walk lists link_down changes). */
     free(r);
+    pe->ask_n--; /* the one just pushed */
     p->messages_dropped++;
+    return false;
   }
+  return true;
 }
 
 static void link_connected(uv_connect_t *c, int status) {
@@ -187,6 +405,7 @@ static void link_connected(uv_connect_t *c, int status) {
   pe->up = true;
   pe->busy = false;
   pe->backoff_ms = 0;
+  pe->line_len = 0;
   uv_read_start((uv_stream_t *)&pe->tcp, link_alloc, link_read);
   srv *s = pe->s;
   ordo__out o = {0};
@@ -194,14 +413,19 @@ static void link_connected(uv_connect_t *c, int status) {
     ordo__out_array(&o, 2);
     ordo__out_bulk(&o, "AUTH", 4);
     ordo__out_bulk(&o, s->cfg.requirepass, strlen(s->cfg.requirepass));
+    link_send(s->probe, pe->idx, &o, (pr_ask){ASK_NONE, 0, 0});
+    ordo__out_free(&o);
+    o = (ordo__out){0};
   }
   ordo__out_array(&o, 3);
   ordo__out_bulk(&o, "PEER", 4);
   ordo__out_bulk(&o, "HELLO", 5);
   ordo__out_bulk(&o, s->probe->shard[0].name, strlen(s->probe->shard[0].name));
-  link_send(s->probe, (int)(pe - s->probe->shard), &o);
+  link_send(s->probe, pe->idx, &o, (pr_ask){ASK_NONE, 0, 0});
   ordo__out_free(&o);
   srv_log(s, 1, "peer %s: linked", pe->name);
+  if (pe->up)
+    link_up_resend(pe);
 }
 
 static void link_connect(peer *pe) {
@@ -217,26 +441,8 @@ static void link_connect(peer *pe) {
     link_down(pe);
 }
 
-/* ---- Messages ------------------------------------------------------------ */
-
-/* Sends msg to each shard a HELDAT list names (its own name and names not
- * of --peers are passed over); returns how many it was sent to. */
-static int heldat_send(srv_probe *p, const char *heldat, ordo__out *msg) {
-  int n = 0;
-  for (const char *q = heldat; *q;) {
-    const char *e = strchr(q, ',');
-    size_t len = e ? (size_t)(e - q) : strlen(q);
-    int sh = shard_by_name(p, q, len);
-    if (sh > 0) {
-      link_send(p, sh, msg);
-      n++;
-    }
-    q += len;
-    if (*q == ',')
-      q++;
-  }
-  return n;
-}
+/* ---- Messages --------------------------------------------------------------
+ */
 
 static void out_u64(ordo__out *o, uint64_t v) {
   char b[24];
@@ -265,6 +471,13 @@ static void out_hops(srv_probe *p, ordo__out *o, const pr_hop *h, int n) {
 }
 enum { HOP_ARGS = 5 };
 
+/* A message of the form PEER verb [u64] ... built by the callers below. */
+static void msg_head(ordo__out *o, size_t argc, const char *verb) {
+  ordo__out_array(o, argc);
+  ordo__out_bulk(o, "PEER", 4);
+  ordo__out_bulk(o, verb, strlen(verb));
+}
+
 static bool arg_u64(const ordo__resp_arg *a, uint64_t *v) {
   if (a->len == 0 || a->len > 20)
     return false;
@@ -272,7 +485,10 @@ static bool arg_u64(const ordo__resp_arg *a, uint64_t *v) {
   for (size_t i = 0; i < a->len; i++) {
     if (a->ptr[i] < '0' || a->ptr[i] > '9')
       return false;
-    x = x * 10 + (uint64_t)(a->ptr[i] - '0');
+    uint64_t d = (uint64_t)(a->ptr[i] - '0');
+    if (x > (UINT64_MAX - d) / 10)
+      return false;
+    x = x * 10 + d;
   }
   *v = x;
   return true;
@@ -310,28 +526,44 @@ static bool parse_hops(srv_probe *p, const ordo__resp_arg *argv, size_t argc,
   return true;
 }
 
-/* ---- This shard's waits ------------------------------------------------- */
+/* ---- Whom a wait waits for -------------------------------------------------
+ * A growable list: every blocker counts, however many share a key (a cap
+ * would lose the cycle that goes through the one left out).
+ */
 
-static sess *sess_by_gid(srv *s, const uint8_t gid[ORDOD_GID_BYTES]) {
-  for (size_t i = 0; i < s->smap_cap; i++)
-    for (sess *ss = s->smap[i]; ss; ss = ss->hnext)
-      if (ss->have_gid && memcmp(ss->gid, gid, ORDOD_GID_BYTES) == 0)
-        return ss;
-  return NULL;
+typedef struct sess_list {
+  sess **v;
+  size_t n, cap;
+  bool oom;
+} sess_list;
+
+static void list_add(sess_list *l, sess *x) {
+  if (l->n > 0 && l->v[l->n - 1] == x)
+    return; /* the same holder of the next key: the common repeat */
+  if (l->n == l->cap) {
+    size_t nc = l->cap ? l->cap * 2 : 16;
+    sess **v = realloc(l->v, nc * sizeof *v);
+    if (!v) {
+      l->oom = true;
+      return;
+    }
+    l->v = v;
+    l->cap = nc;
+  }
+  l->v[l->n++] = x;
 }
 
-/* Whom a waiting session waits for here: the sessions that hold one of its
- * keys in a mode that conflicts with its own, and those queued ahead of it
- * in one (the engine's grant rules serve a queue in order). */
 typedef struct waitfor {
   srv *s;
   sess *self;
   ordo_mode_t mode;
   bool seen_self;
-  sess *out[64];
-  int n;
+  sess_list *out;
 } waitfor;
 
+/* Whom a waiting session waits for here: the sessions that hold one of its
+ * keys in a mode that conflicts with its own, and those queued ahead of it
+ * in one (the engine's grant rules serve a queue in order). */
 static void waitfor_key(void *arg, uint64_t owner, int mode, uint64_t fence,
                         uint32_t count, bool waiting) {
   waitfor *w = arg;
@@ -347,81 +579,310 @@ static void waitfor_key(void *arg, uint64_t owner, int mode, uint64_t fence,
   if (mode != ORDO_MODE_X && w->mode != ORDO_MODE_X)
     return;
   sess *o = srv_sess_find(w->s, owner);
-  if (!o)
-    return;
-  for (int i = 0; i < w->n; i++)
-    if (w->out[i] == o)
-      return;
-  if (w->n < (int)(sizeof w->out / sizeof w->out[0]))
-    w->out[w->n++] = o;
+  if (o)
+    list_add(w->out, o);
 }
 
-static int waits_for(srv *s, sess *a, sess **out, int max) {
-  waitfor w = {.s = s, .self = a};
+static int ptr_cmp(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t) * (sess *const *)a,
+            y = (uintptr_t) * (sess *const *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Every blocker of a's wait here, each once (sorted and made unique at the
+ * end: O(k log k) for k blockers, so a key held by thousands of readers
+ * costs a probe little). */
+static void waits_for(srv *s, sess *a, sess_list *out) {
+  waitfor w = {.s = s, .self = a, .out = out};
   for (size_t i = 0; i < a->nreq; i++) {
     w.mode = a->req[i].mode;
     w.seen_self = false;
     ordo__table_key_each(ordo__engine_table(s->o), a->req[i].key, a->req[i].len,
                          waitfor_key, &w);
   }
-  int n = w.n < max ? w.n : max;
-  memcpy(out, w.out, (size_t)n * sizeof *out);
-  return n;
+  if (out->n < 2)
+    return;
+  qsort(out->v, out->n, sizeof *out->v, ptr_cmp);
+  size_t k = 1;
+  for (size_t i = 1; i < out->n; i++)
+    if (out->v[i] != out->v[k - 1])
+      out->v[k++] = out->v[i];
+  out->n = k;
 }
 
-static bool hop_stands(srv *s, const pr_hop *h) {
-  sess *a = sess_by_gid(s, h->gid);
-  if (!a || !a->waiting || a->gen != h->wseq)
-    return false;
-  sess *to[64];
-  int n = waits_for(s, a, to, 64);
-  for (int i = 0; i < n; i++)
-    if (to[i]->have_gid && memcmp(to[i]->gid, h->next, ORDOD_GID_BYTES) == 0)
+/* The session the hop's waiter waits for here whose gid is next, or
+ * NULL: the hop's edge stands when it is not NULL. */
+static sess *hop_holder(srv *s, sess *a, const uint8_t *next) {
+  sess_list l = {0};
+  waits_for(s, a, &l);
+  sess *b = NULL;
+  for (size_t i = 0; i < l.n && !b; i++)
+    if (l.v[i]->have_gid && memcmp(l.v[i]->gid, next, ORDOD_GID_BYTES) == 0)
+      b = l.v[i];
+  free(l.v);
+  return b;
+}
+
+/* ---- Pins and freezes ------------------------------------------------------
+ * Each is a record (origin, id, until, kind) on a session: the engine pin
+ * of a wait is the latest until of its PIN_WAIT records, a session is
+ * frozen while it has a PIN_FREEZE record, and one abort's records go
+ * alone (defect 2 of issue 30: a pin that was one deadline let one
+ * abort's UNPIN lift another's). While a session has a record, what would
+ * end it waits (srv_probe_holds_sess).
+ */
+
+/* Applies x's PIN_WAIT records to its wait in the engine: 0 when it has a
+ * record and the engine still has that wait, else an error (the wait has
+ * ended; a call with no record unpins). */
+static int pin_apply(srv_probe *p, psess *x) {
+  sess *ss = x->ss;
+  uint64_t until = 0;
+  for (int i = 0; i < x->npins; i++)
+    if ((x->pins[i].kind & PIN_WAIT) && ss->waiting &&
+        x->pins[i].wseq == ss->gen && x->pins[i].until_ms > until)
+      until = x->pins[i].until_ms;
+  if (!ss->txn || !ss->waiting)
+    return ORDO_ENOTHELD;
+  uint64_t now = srv_now_ms();
+  uint64_t ns = 0;
+  if (until > 0)
+    ns = ordo__now_ns() + (until > now ? until - now : 0) * 1000000u;
+  (void)p;
+  return ordo__owner_pin(ordo__engine_owner(ss->txn), ns);
+}
+
+static void frozen_update(psess *x) {
+  bool f = false;
+  for (int i = 0; i < x->npins; i++)
+    f |= (x->pins[i].kind & PIN_FREEZE) != 0;
+  if (x->ss->frozen && !f)
+    srv_sess_thaw(x->ss);
+  x->ss->frozen = f;
+}
+
+static bool pin_add(srv_probe *p, psess *x, int origin, uint64_t id,
+                    int kind, uint64_t wseq, uint64_t until_ms) {
+  for (int i = 0; i < x->npins; i++)
+    if (x->pins[i].origin == origin && x->pins[i].id == id &&
+        x->pins[i].kind == kind && x->pins[i].wseq == wseq) {
+      x->pins[i].until_ms = until_ms;
       return true;
+    }
+  if (x->npins >= PR_PINS_PER_SESS)
+    return false;
+  if (x->npins == x->cpins) {
+    int nc = x->cpins ? x->cpins * 2 : 4;
+    pr_pin *v = realloc(x->pins, (size_t)nc * sizeof *v);
+    if (!v)
+      return false;
+    x->pins = v;
+    x->cpins = nc;
+  }
+  x->pins[x->npins++] = (pr_pin){origin, id, until_ms, wseq, kind};
+  if (!x->on_pinlist) {
+    x->on_pinlist = true;
+    TAILQ_INSERT_TAIL(&p->pinned, x, pinlink);
+  }
+  if (kind == PIN_FREEZE)
+    x->ss->frozen = true;
+  return true;
+}
+
+/* Drops x's records that match (origin, id; any abort when all) or whose
+ * bound passed (expired), then applies what is left: the engine pin, the
+ * freeze, and, once x has none, an end that waited. */
+static void pin_drop(srv_probe *p, psess *x, int origin, uint64_t id,
+                     bool all_of_origin, uint64_t expired_before) {
+  int k = 0;
+  bool had_wait = false;
+  for (int i = 0; i < x->npins; i++) {
+    pr_pin *q = &x->pins[i];
+    bool drop = (q->origin == origin && (all_of_origin || q->id == id)) ||
+                (expired_before && q->until_ms <= expired_before);
+    if (drop)
+      had_wait |= (q->kind & PIN_WAIT) != 0;
+    else
+      x->pins[k++] = *q;
+  }
+  if (k == x->npins)
+    return;
+  x->npins = k;
+  if (had_wait && x->ss->waiting)
+    (void)pin_apply(p, x);
+  frozen_update(x);
+  if (x->npins == 0 && x->on_pinlist) {
+    x->on_pinlist = false;
+    TAILQ_REMOVE(&p->pinned, x, pinlink);
+    srv_sess_unheld(p->s, x->ss); /* may end the session */
+  }
+}
+
+/* Drops abort (origin, id)'s records from every session here. */
+static void unpin_here(srv_probe *p, int origin, uint64_t id) {
+  psess *x = TAILQ_FIRST(&p->pinned), *nx;
+  for (; x; x = nx) {
+    nx = TAILQ_NEXT(x, pinlink);
+    pin_drop(p, x, origin, id, false, 0);
+  }
+}
+
+/* Renews abort (origin, id)'s records here until until_ms. */
+static void renew_here(srv_probe *p, int origin, uint64_t id,
+                       uint64_t until_ms) {
+  psess *x;
+  TAILQ_FOREACH(x, &p->pinned, pinlink) {
+    bool wait = false;
+    for (int i = 0; i < x->npins; i++)
+      if (x->pins[i].origin == origin && x->pins[i].id == id) {
+        x->pins[i].until_ms = until_ms;
+        wait |= (x->pins[i].kind & PIN_WAIT) != 0;
+      }
+    if (wait && x->ss->waiting)
+      (void)pin_apply(p, x);
+  }
+}
+
+bool srv_probe_holds_sess(srv *s, sess *ss) {
+  return s->probe && ss->pr && ss->pr->npins > 0;
+}
+
+/* Is ss's current wait pinned by an abort other than (origin, id)? */
+static bool pinned_by_other(psess *x, int origin, uint64_t id) {
+  for (int i = 0; i < x->npins; i++) {
+    const pr_pin *q = &x->pins[i];
+    if ((q->kind & PIN_WAIT) && q->wseq == x->ss->gen &&
+        !(q->origin == origin && q->id == id))
+      return true;
+  }
   return false;
 }
 
-static pr_remote *remote_find(srv_probe *p, const uint8_t *gid) {
-  for (pr_remote *r = p->remote; r; r = r->next)
-    if (memcmp(r->gid, gid, ORDOD_GID_BYTES) == 0)
+/*
+ * confirm_hops -- this shard's hops of abort (origin, id)'s cycle, one by
+ * one: pin the waiter's wait (which fails if the engine has ended it: a
+ * timeout the loop has not heard of yet), then check the edge, then freeze
+ * the session it waits for. All stand: true, with the records in place.
+ * Else false, and nothing of (origin, id) stays here.
+ */
+static bool confirm_hops(srv_probe *p, int origin, uint64_t id,
+                         const pr_hop *h, int n) {
+  uint64_t until = srv_now_ms() + PR_PIN_MS;
+  for (int i = 0; i < n; i++) {
+    if (h[i].shard != 0)
+      continue;
+    sess *a = waiter_of(p, h[i].gid, h[i].wseq);
+    sess *b = NULL;
+    if (!a || !a->pr || !a->txn ||
+        !pin_add(p, a->pr, origin, id, PIN_WAIT, h[i].wseq, until) ||
+        pin_apply(p, a->pr) != 0 || !(b = hop_holder(p->s, a, h[i].next)) ||
+        !b->pr || !pin_add(p, b->pr, origin, id, PIN_FREEZE, 0, until)) {
+      unpin_here(p, origin, id);
+      return false;
+    }
+  }
+  tick_arm(p);
+  return true;
+}
+
+/* ---- BLOCKED entries -------------------------------------------------------
+ */
+
+static void remote_free(srv_probe *p, pr_remote *r) {
+  peer *pe = &p->shard[r->shard];
+  map_del((void **)p->rmap, p->rmap_cap, &p->nremote, r, RNEXT);
+  TAILQ_REMOVE(&pe->remotes, r, plink);
+  pe->nremote--;
+  free(r);
+}
+
+/* Forgets every entry a peer's link gave: that link is gone or replaced,
+ * and the peer says again on its new link what still holds. */
+static void remotes_drop(srv_probe *p, peer *pe) {
+  pr_remote *r;
+  while ((r = TAILQ_FIRST(&pe->remotes)) != NULL)
+    remote_free(p, r);
+}
+
+static pr_remote *remote_of(srv_probe *p, const uint8_t *gid, int shard) {
+  if (!p->rmap)
+    return NULL;
+  for (pr_remote *r = p->rmap[gid_slot(gid, p->rmap_cap)]; r; r = r->hnext)
+    if (r->shard == shard && memcmp(r->gid, gid, ORDOD_GID_BYTES) == 0)
       return r;
   return NULL;
 }
 
-/* ---- Probes ---------------------------------------------------------------
+void srv_probe_conn_closed(srv *s, conn *c) {
+  srv_probe *p = s->probe;
+  if (!p || c->peer <= 0 || c->peer >= p->nshard)
+    return;
+  peer *pe = &p->shard[c->peer];
+  if (pe->in_conn == c->id) {
+    pe->in_conn = 0;
+    remotes_drop(p, pe);
+  }
+}
+
+/* ---- Telling where a txn waits ---------------------------------------------
+ */
+
+static void blocked_send(srv_probe *p, sess *ss, int sh) {
+  ordo__out o = {0};
+  msg_head(&o, 5, "BLOCKED");
+  out_gid(&o, ss->gid);
+  out_u64(&o, ss->gen);
+  ordo__out_bulk(&o, p->shard[0].name, strlen(p->shard[0].name));
+  if (link_send(p, sh, &o, (pr_ask){ASK_BLOCKED, ss->id, ss->gen}))
+    ss->pr->told[sh] = 1;
+  ordo__out_free(&o);
+}
+
+/* Tells each shard of the wait's HELDAT that has not got it yet. */
+static void blocked_tell(srv_probe *p, sess *ss) {
+  psess *x = ss->pr;
+  for (int i = 0; i < x->nheld; i++)
+    if (x->told[x->held[i]] == 0)
+      blocked_send(p, ss, x->held[i]);
+}
+
+/* ---- Probes ----------------------------------------------------------------
  */
 
 static void cycle_found(srv_probe *p, pr_hop *h, int n);
-static void tick_arm(srv_probe *p);
 
 static void probe_send(srv_probe *p, int shard, const uint8_t *init,
                        const pr_remote *to, const pr_hop *h, int n) {
   ordo__out o = {0};
-  ordo__out_array(&o, 6 + (size_t)n * HOP_ARGS);
-  ordo__out_bulk(&o, "PEER", 4);
-  ordo__out_bulk(&o, "PROBE", 5);
+  msg_head(&o, 6 + (size_t)n * HOP_ARGS, "PROBE");
   out_gid(&o, init);
   out_gid(&o, to->gid);
   out_u64(&o, to->wseq);
   out_hops(p, &o, h, n);
-  link_send(p, shard, &o);
+  if (link_send(p, shard, &o, (pr_ask){ASK_NONE, 0, 0}))
+    p->probes_sent++;
   ordo__out_free(&o);
-  p->probes_sent++;
 }
 
-/* Follows a's edges here, a being the path's last txn (waiting at this
- * shard): closes the cycle when an edge reaches the initiator, goes on
- * through txns waiting here, and sends the probe on to the shard where a
- * txn waited for is blocked. */
+/*
+ * probe_walk -- follows a's edges here, a being the path's last txn
+ * (waiting at this shard): closes the cycle when an edge reaches the
+ * initiator, goes on through txns waiting here, and sends the probe on to
+ * every shard where a txn waited for is blocked. A walk visits a session
+ * once (walk marks): a depth-first search that reaches a txn explores all
+ * it waits for then, so a cycle through init is found if one exists here,
+ * and the work is one pass over the edges, not over the paths.
+ */
 static void probe_walk(srv_probe *p, const uint8_t *init, sess *a, pr_hop *h,
-                       int n) {
+                       int n, uint64_t walk) {
   if (n >= PR_MAX_HOPS)
     return;
-  sess *to[64];
-  int k = waits_for(p->s, a, to, 64);
-  for (int i = 0; i < k; i++) {
-    sess *b = to[i];
-    if (!b->have_gid)
+  a->pr->walk = walk;
+  sess_list l = {0};
+  waits_for(p->s, a, &l);
+  for (size_t i = 0; i < l.n; i++) {
+    sess *b = l.v[i];
+    if (!b->have_gid || !b->pr)
       continue; /* not a txn of a sharded place: it waits nowhere else */
     pr_hop *x = &h[n];
     x->shard = 0;
@@ -446,35 +907,31 @@ static void probe_walk(srv_probe *p, const uint8_t *init, sess *a, pr_hop *h,
     if (b->waiting) {
       /* A chain inside this shard; a cycle wholly inside it is the
        * engine's to find. */
-      probe_walk(p, init, b, h, n + 1);
+      if (b->pr->walk != walk)
+        probe_walk(p, init, b, h, n + 1, walk);
       continue;
     }
-    pr_remote *r = remote_find(p, b->gid);
-    if (r)
-      probe_send(p, r->shard, init, r, h, n + 1);
+    /* Blocked elsewhere: on each shard that says so (a txn waits in one
+     * place, but an UNBLOCKED may not have come yet: a stale probe is
+     * dropped there). */
+    if (p->rmap)
+      for (pr_remote *r = p->rmap[gid_slot(b->gid, p->rmap_cap)]; r;
+           r = r->hnext)
+        if (memcmp(r->gid, b->gid, ORDOD_GID_BYTES) == 0)
+          probe_send(p, r->shard, init, r, h, n + 1);
   }
+  free(l.v);
 }
 
-/* A waiter's wait has lasted the probe delay: it says where it waits to
- * the shards where it holds keys, and starts a probe. */
+/* A waiter's wait has lasted the probe delay (or a BLOCKED came): it says
+ * where it waits to the shards where it holds keys, and starts a probe. */
 static void probe_start(srv_probe *p, sess *a) {
-  if (!a->probe_told && a->heldat) {
-    a->probe_told = true;
-    ordo__out o = {0};
-    ordo__out_array(&o, 5);
-    ordo__out_bulk(&o, "PEER", 4);
-    ordo__out_bulk(&o, "BLOCKED", 7);
-    out_gid(&o, a->gid);
-    out_u64(&o, a->gen);
-    ordo__out_bulk(&o, p->shard[0].name, strlen(p->shard[0].name));
-    heldat_send(p, a->heldat, &o);
-    ordo__out_free(&o);
-  }
+  blocked_tell(p, a);
   pr_hop h[PR_MAX_HOPS];
-  probe_walk(p, a->gid, a, h, 0);
+  probe_walk(p, a->gid, a, h, 0, ++p->next_walk);
 }
 
-/* ---- The victim -----------------------------------------------------------
+/* ---- The victim and its abort ----------------------------------------------
  */
 
 /* Lowest priority first, then the youngest (the largest gid: its first 8
@@ -490,26 +947,21 @@ static int victim_of(const pr_hop *h, int n) {
   return v;
 }
 
-static void abort_msg(srv_probe *p, int shard, const pr_hop *h, int n, int v) {
-  ordo__out o = {0};
-  ordo__out_array(&o, 5 + (size_t)n * HOP_ARGS);
-  ordo__out_bulk(&o, "PEER", 4);
-  ordo__out_bulk(&o, "ABORT", 5);
-  out_gid(&o, h[v].gid);
-  out_u64(&o, h[v].wseq);
-  out_hops(p, &o, h, n);
-  link_send(p, shard, &o);
-  ordo__out_free(&o);
-}
-
 static void abort_begin(srv_probe *p, const pr_hop *h, int n, int v);
 
 static void cycle_found(srv_probe *p, pr_hop *h, int n) {
   int v = victim_of(h, n);
-  if (h[v].shard == 0)
+  if (h[v].shard == 0) {
     abort_begin(p, h, n, v);
-  else
-    abort_msg(p, h[v].shard, h, n, v);
+    return;
+  }
+  ordo__out o = {0};
+  msg_head(&o, 5 + (size_t)n * HOP_ARGS, "ABORT");
+  out_gid(&o, h[v].gid);
+  out_u64(&o, h[v].wseq);
+  out_hops(p, &o, h, n);
+  link_send(p, h[v].shard, &o, (pr_ask){ASK_NONE, 0, 0});
+  ordo__out_free(&o);
 }
 
 static pr_abort *abort_by_id(srv_probe *p, uint64_t id) {
@@ -519,234 +971,344 @@ static pr_abort *abort_by_id(srv_probe *p, uint64_t id) {
   return NULL;
 }
 
-static void abort_free(srv_probe *p, pr_abort *a) {
+/* UNPIN on every shard asked, its records here, and the abort goes. */
+static void abort_end(srv_probe *p, pr_abort *a) {
+  for (int sh = 1; sh < p->nshard; sh++) {
+    if (!a->asked[sh])
+      continue;
+    ordo__out o = {0};
+    msg_head(&o, 3, "UNPIN");
+    out_u64(&o, a->id);
+    link_send(p, sh, &o, (pr_ask){ASK_NONE, 0, 0});
+    ordo__out_free(&o);
+  }
+  sess *vs = srv_sess_find(p->s, a->vsess);
+  if (vs)
+    vs->probe_aborting = false;
   for (pr_abort **pp = &p->aborts; *pp; pp = &(*pp)->next)
     if (*pp == a) {
       *pp = a->next;
       break;
     }
+  uint64_t id = a->id;
+  free(a->asked);
+  free(a->rel);
   free(a);
+  unpin_here(p, 0, id); /* last: it may end a session that waited */
 }
 
-/* Pins (until > 0) or unpins the hops of this shard: each hop's waiter
- * cannot time out, and the txn it waits for cannot release, here, until
- * the victim is aborted or the confirmation given up (or the pin's bound:
- * a lost UNPIN holds nothing for long). */
-static void pin_hops(srv *s, const pr_hop *h, int n, uint64_t until_ns) {
-  for (int i = 0; i < n; i++) {
-    if (h[i].shard != 0)
-      continue;
-    sess *a = sess_by_gid(s, h[i].gid);
-    if (a && a->waiting && a->gen == h[i].wseq && a->txn)
-      (void)ordo__owner_pin(ordo__engine_owner(a->txn), until_ns);
-    sess *b = sess_by_gid(s, h[i].next);
-    if (!b)
-      continue;
-    if (until_ns) {
-      b->frozen = true;
-      b->frozen_until_ms = srv_now_ms() + PR_PIN_MS;
-      if (s->probe)
-        s->probe->nfrozen++;
-    } else if (b->frozen) {
-      srv_sess_thaw(b);
-    }
-  }
-  if (s->probe)
-    tick_arm(s->probe);
+static void abort_fail(srv_probe *p, pr_abort *a) {
+  p->confirms_failed++;
+  abort_end(p, a);
 }
 
-/* Confirms this shard's hops of a cycle and pins them, in that order per
- * hop: the pin succeeds only while the engine still has the wait (a
- * timeout the engine has taken but the loop not yet heard of fails it),
- * and then the edge is checked. All stand: true, pinned. Else false, and
- * nothing stays pinned. */
-static bool confirm_hops(srv *s, const pr_hop *h, int n) {
-  uint64_t until = ordo__now_ns() + (uint64_t)PR_PIN_MS * 1000000u;
-  for (int i = 0; i < n; i++) {
-    if (h[i].shard != 0)
-      continue;
-    sess *a = sess_by_gid(s, h[i].gid);
-    if (!a || !a->waiting || a->gen != h[i].wseq || !a->txn ||
-        ordo__owner_pin(ordo__engine_owner(a->txn), until) != 0 ||
-        !hop_stands(s, &h[i])) {
-      pin_hops(s, h, n, 0);
-      return false;
-    }
-  }
-  pin_hops(s, h, n, until); /* and freezes the holders */
-  return true;
-}
+static void abort_effect(srv_probe *p, pr_abort *a);
 
-static void unpin_all(srv_probe *p, pr_abort *a) {
-  pin_hops(p->s, a->hop, a->nhops, 0);
-  bool sent[64] = {false};
-  for (int i = 0; i < a->nhops; i++) {
-    int sh = a->hop[i].shard;
-    if (sh == 0 || sh >= 64 || sent[sh])
-      continue;
-    sent[sh] = true;
-    ordo__out o = {0};
-    ordo__out_array(&o, 3 + (size_t)a->nhops * HOP_ARGS);
-    ordo__out_bulk(&o, "PEER", 4);
-    ordo__out_bulk(&o, "UNPIN", 5);
-    out_hops(p, &o, a->hop, a->nhops);
-    link_send(p, sh, &o);
-    ordo__out_free(&o);
-  }
-}
-
-static void abort_finish(srv_probe *p, pr_abort *a);
-
+/*
+ * abort_begin -- the victim waits here: confirm the cycle (pin this
+ * shard's hops, then CONFIRM on every other shard of the cycle, each once
+ * however many shards the place has) before anything is aborted.
+ */
 static void abort_begin(srv_probe *p, const pr_hop *h, int n, int v) {
-  srv *s = p->s;
-  sess *vs = sess_by_gid(s, h[v].gid);
-  if (!vs || !vs->waiting || vs->gen != h[v].wseq || vs->probe_aborting)
+  sess *vs = waiter_of(p, h[v].gid, h[v].wseq);
+  if (!vs || vs->probe_aborting)
     return; /* gone, or another initiator's report of the same cycle */
-  if (!confirm_hops(s, h, n)) {
-    p->confirms_failed++;
-    return;
-  }
   pr_abort *a = calloc(1, sizeof *a);
-  if (!a) {
-    pin_hops(s, h, n, 0);
-    return;
+  uint8_t *asked = calloc((size_t)p->nshard, 1);
+  uint8_t *rel = calloc((size_t)p->nshard, 1);
+  if (!a || !asked || !rel) {
+    free(a);
+    free(asked);
+    free(rel);
+    return; /* found again by the next probe */
   }
-  a->id = ++p->next_abort_id;
+  /* Unique across this server's restarts: its fencing epoch leads. */
+  a->id = p->s->epoch << 40 | (++p->next_abort_id & ((1ull << 40) - 1));
+  a->asked = asked;
+  a->rel = rel;
+  a->vsess = vs->id;
   memcpy(a->victim, h[v].gid, ORDOD_GID_BYTES);
   a->wseq = h[v].wseq;
   memcpy(a->hop, h, (size_t)n * sizeof *h);
   a->nhops = n;
+  a->phase = AB_CONFIRMING;
   a->deadline_ms = srv_now_ms() + PR_CONFIRM_MS;
+  if (!confirm_hops(p, 0, a->id, h, n)) {
+    p->confirms_failed++;
+    free(asked);
+    free(rel);
+    free(a);
+    return;
+  }
   a->next = p->aborts;
   p->aborts = a;
   vs->probe_aborting = true;
-  bool asked[64] = {false};
   for (int i = 0; i < n; i++) {
     int sh = h[i].shard;
-    if (sh == 0 || sh >= 64 || asked[sh])
+    if (sh == 0 || a->asked[sh])
       continue;
-    asked[sh] = true;
-    a->want++;
     ordo__out o = {0};
-    ordo__out_array(&o, 5 + (size_t)n * HOP_ARGS);
-    ordo__out_bulk(&o, "PEER", 4);
-    ordo__out_bulk(&o, "CONFIRM", 7);
+    msg_head(&o, 4 + (size_t)n * HOP_ARGS, "CONFIRM");
     out_u64(&o, a->id);
-    ordo__out_bulk(&o, p->shard[0].name, strlen(p->shard[0].name));
     out_hops(p, &o, h, n);
-    link_send(p, sh, &o);
+    bool sent = link_send(p, sh, &o, (pr_ask){ASK_CONFIRM, a->id, 0});
     ordo__out_free(&o);
+    if (!sent) {
+      abort_fail(p, a); /* a shard we cannot ask cannot say yes */
+      return;
+    }
+    a->asked[sh] = 1;
+    a->want++;
   }
   if (a->want == 0)
-    abort_finish(p, a);
+    abort_effect(p, a);
+  else
+    tick_arm(p);
 }
 
-/* Every edge of the cycle stands and is pinned: the victim's locks go on
- * every shard where it holds keys, then its wait here ends with
- * -DEADLOCK. */
-static void abort_release(srv_probe *p, pr_abort *a) {
-  sess *vs = sess_by_gid(p->s, a->victim);
-  a->phase = 1;
-  a->deadline_ms = srv_now_ms() + PR_CONFIRM_MS;
-  if (vs && vs->heldat) {
-    ordo__out o = {0};
-    ordo__out_array(&o, 5);
-    ordo__out_bulk(&o, "PEER", 4);
-    ordo__out_bulk(&o, "RELEASE", 7);
-    out_u64(&o, a->id);
-    ordo__out_bulk(&o, p->shard[0].name, strlen(p->shard[0].name));
-    out_gid(&o, a->victim);
-    a->release_want = heldat_send(p, vs->heldat, &o);
-    ordo__out_free(&o);
-  }
-  if (a->released >= a->release_want)
-    abort_finish(p, a);
+static void release_send(srv_probe *p, pr_abort *a, int sh) {
+  ordo__out o = {0};
+  msg_head(&o, 4, "RELEASE");
+  out_u64(&o, a->id);
+  out_gid(&o, a->victim);
+  if (link_send(p, sh, &o, (pr_ask){ASK_RELEASE, a->id, 0}))
+    a->rel[sh] = 2;
+  ordo__out_free(&o);
 }
 
-/* xabort_log -- the fault harness's line for an abort that has just taken
- * effect (tests/faults/check.py reads it: docs/reliability.md), at
- * --verbose 1: the victim, its wait, this shard, the CLOCK_MONOTONIC time,
- * and each hop as gid@shard#wseq>next. */
-static void xabort_log(srv_probe *p, const pr_abort *a) {
-  if (p->s->cfg.verbose < 1)
+static void abort_answer_if_done(srv_probe *p, pr_abort *a);
+
+/*
+ * abort_effect -- every shard confirmed: the abort takes effect here
+ * first. The engine ends the victim's wait (so its LOCK can no longer be
+ * granted) or refuses because the wait has ended meanwhile (then nothing
+ * else happens). Only then do its keys go: here at once, on its other
+ * shards by RELEASE; its -DEADLOCK waits for every RELEASE's answer.
+ */
+static void abort_effect(srv_probe *p, pr_abort *a) {
+  srv *s = p->s;
+  sess *vs = srv_sess_find(s, a->vsess);
+  if (!vs || !vs->waiting || vs->gen != a->wseq || !vs->txn || !vs->pr) {
+    abort_end(p, a); /* its wait ended meanwhile: nothing to abort */
     return;
-  char line[8192], g[ORDOD_GID_HEX + 1], t[ORDOD_GID_HEX + 1];
-  srv_gid_hex(a->victim, g);
-  int used = snprintf(line, sizeof line,
-                      "ordod: INFO xabort victim=%s wseq=%llu shard=%s "
-                      "t_mono_ns=%llu hops=",
-                      g, (unsigned long long)a->wseq, p->shard[0].name,
-                      (unsigned long long)ordo__now_ns());
-  for (int i = 0; i < a->nhops && used > 0 && (size_t)used < sizeof line;
-       i++) {
+  }
+  if (pinned_by_other(vs->pr, 0, a->id)) {
+    /* Another abort's cycle goes through the victim: that abort's victim
+     * is a better one by the same rule (both cycles hold both), so it
+     * goes first; this cycle, if it still stands, is found again. */
+    p->aborts_yielded++;
+    abort_end(p, a);
+    return;
+  }
+  /* The reply names the cycle (server.c's answer reads xcycle). */
+  size_t used = 0;
+  char hops[PR_MAX_HOPS * (2 * ORDOD_GID_HEX + ORDOD_SHARD_NAME + 28)];
+  size_t hused = 0;
+  vs->xcycle[0] = 0;
+  hops[0] = 0;
+  for (int i = 0; i < a->nhops; i++) {
+    char g[ORDOD_GID_HEX + 1], t[ORDOD_GID_HEX + 1];
     srv_gid_hex(a->hop[i].gid, g);
     srv_gid_hex(a->hop[i].next, t);
-    used += snprintf(line + used, sizeof line - (size_t)used, "%s%s@%s#%llu>%s",
-                     i ? "," : "", g, p->shard[a->hop[i].shard].name,
-                     (unsigned long long)a->hop[i].wseq, t);
+    const char *nm = p->shard[a->hop[i].shard].name;
+    int w = snprintf(vs->xcycle + used, sizeof vs->xcycle - used,
+                     "%s%s at %s waits for %s", i ? ", " : "", g, nm, t);
+    if (w > 0 && (size_t)w < sizeof vs->xcycle - used)
+      used += (size_t)w;
+    w = snprintf(hops + hused, sizeof hops - hused, "%s%s@%s#%llu>%s",
+                 i ? "," : "", g, nm, (unsigned long long)a->hop[i].wseq, t);
+    if (w > 0 && (size_t)w < sizeof hops - hused)
+      hused += (size_t)w;
   }
-  fprintf(stderr, "%s\n", line);
-}
-
-static void abort_finish(srv_probe *p, pr_abort *a) {
-  if (a->phase == 0) {
-    abort_release(p, a);
+  if (ordo__abort_wait(ordo__engine_owner(vs->txn), ORDO_EDEADLK) != 0) {
+    vs->xcycle[0] = 0; /* granted, or the engine's own victim, meanwhile */
+    abort_end(p, a);
     return;
   }
-  srv *s = p->s;
-  sess *vs = sess_by_gid(s, a->victim);
-  if (vs && vs->waiting && vs->gen == a->wseq && vs->txn) {
-    /* The reply names the cycle (srv's wake_cb reads xcycle). */
-    size_t used = 0;
-    vs->xcycle[0] = 0;
-    for (int i = 0; i < a->nhops; i++) {
-      char g[ORDOD_GID_HEX + 1], t[ORDOD_GID_HEX + 1];
-      srv_gid_hex(a->hop[i].gid, g);
-      srv_gid_hex(a->hop[i].next, t);
-      int w = snprintf(vs->xcycle + used, sizeof vs->xcycle - used,
-                       "%s%s at %s waits for %s", i ? ", " : "", g,
-                       p->shard[a->hop[i].shard].name, t);
-      if (w < 0 || (size_t)w >= sizeof vs->xcycle - used)
-        break;
-      used += (size_t)w;
-    }
-    p->deadlocks++;
-    srv_log(s, 1, "cross-shard deadlock: victim session %llu; cycle: %s",
-            (unsigned long long)vs->id, vs->xcycle);
-    if (ordo__abort_wait(ordo__engine_owner(vs->txn), ORDO_EDEADLK) == 0) {
-      xabort_log(p, a);
-      a->phase = 2; /* aborted: its reply is on its way */
-      a->deadline_ms = srv_now_ms() + PR_CONFIRM_MS;
-    } else {
-      /* The wait ended meanwhile (a grant, or the engine's own victim):
-       * nothing was aborted. */
-      p->deadlocks--;
-      vs->xcycle[0] = 0;
-    }
+  /* It took effect: for the fault harness's checker, the moment and the
+   * cycle (docs/reliability.md). */
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  char vg[ORDOD_GID_HEX + 1];
+  srv_gid_hex(a->victim, vg);
+  srv_log(s, 1,
+          "xabort victim=%s wseq=%llu shard=%s t_mono_ns=%llu hops=%s", vg,
+          (unsigned long long)a->wseq, p->shard[0].name,
+          (unsigned long long)ts.tv_sec * 1000000000ull +
+              (unsigned long long)ts.tv_nsec,
+          hops);
+  p->deadlocks++;
+  (void)ordo_unlock_all(vs->txn); /* its keys here go at once */
+  a->phase = AB_RELEASING;
+  uint64_t now = srv_now_ms();
+  a->renew_ms = now + PR_PIN_RENEW_MS;
+  a->renew_end_ms = now + PR_RENEW_MAX_MS;
+  /* Its keys elsewhere: the shards of its HELDAT, as its LOCK gave it. */
+  psess *x = vs->pr;
+  for (int i = 0; i < x->nheld; i++) {
+    int sh = x->held[i];
+    if (a->rel[sh])
+      continue;
+    a->rel[sh] = 1;
+    a->rel_left++;
+    release_send(p, a, sh);
   }
-  if (!vs || !vs->xcycle[0]) {
-    /* Nothing to abort: let the cycle's waits go at once. */
-    if (vs)
-      vs->probe_aborting = false;
-    unpin_all(p, a);
-    abort_free(p, a);
+  abort_answer_if_done(p, a);
+  tick_arm(p);
+}
+
+/* Every RELEASE answered and the victim's event seen: its -DEADLOCK is
+ * written now (srv_lock_answer, which calls srv_probe_victim_told). */
+static void abort_answer_if_done(srv_probe *p, pr_abort *a) {
+  if (a->rel_left > 0)
+    return;
+  sess *vs = srv_sess_find(p->s, a->vsess);
+  if (!vs) {
+    abort_end(p, a); /* the victim's session is gone: nobody to tell */
+    return;
   }
-  /* Else the pins hold until the victim's -DEADLOCK is on its way
-   * (srv_probe_victim_told): whatever the pins hold back (a timeout, a
-   * release) then comes after the abort, to its client too. */
+  if (a->event_seen)
+    srv_lock_answer(p->s, vs); /* -> srv_probe_victim_told -> abort_end */
+  /* Else the event is on its way: wake_cb asks srv_probe_victim_hold,
+   * which says to answer at once. */
+}
+
+bool srv_probe_victim_hold(srv *s, sess *vs) {
+  srv_probe *p = s->probe;
+  if (!p)
+    return false;
+  for (pr_abort *a = p->aborts; a; a = a->next)
+    if (a->phase == AB_RELEASING && a->vsess == vs->id) {
+      a->event_seen = true;
+      return a->rel_left > 0;
+    }
+  return false;
 }
 
 void srv_probe_victim_told(srv *s, sess *vs) {
   srv_probe *p = s->probe;
-  if (!p || !vs->have_gid)
+  if (!p)
     return;
   for (pr_abort *a = p->aborts; a; a = a->next)
-    if (a->phase == 2 && memcmp(a->victim, vs->gid, ORDOD_GID_BYTES) == 0) {
-      vs->probe_aborting = false;
-      unpin_all(p, a);
-      abort_free(p, a);
+    if (a->phase == AB_RELEASING && a->vsess == vs->id) {
+      abort_end(p, a);
       return;
     }
+}
+
+/* ---- Answers on our links --------------------------------------------------
+ */
+
+static void confirm_answer(srv_probe *p, uint64_t id, bool yes) {
+  pr_abort *a = abort_by_id(p, id);
+  if (!a || a->phase != AB_CONFIRMING)
+    return;
+  if (!yes) {
+    abort_fail(p, a);
+    return;
+  }
+  if (++a->yes < a->want)
+    return;
+  /* Past its bound, the pins given first may be near theirs: a late yes
+   * counts as no (the tick that would have failed it had not run yet). */
+  if (srv_now_ms() > a->deadline_ms)
+    abort_fail(p, a);
+  else
+    abort_effect(p, a);
+}
+
+static void release_answer(srv_probe *p, int sh, uint64_t id) {
+  pr_abort *a = abort_by_id(p, id);
+  if (!a || a->phase != AB_RELEASING || a->rel[sh] != 2)
+    return;
+  a->rel[sh] = 3;
+  a->rel_left--;
+  abort_answer_if_done(p, a);
+}
+
+static void answer(peer *pe, const char *line, size_t len) {
+  srv_probe *p = pe->s->probe;
+  if (pe->ask_n == 0) {
+    srv_log(pe->s, 0, "peer %s: an answer to nothing asked: %.*s; relinking",
+            pe->name, (int)(len > 80 ? 80 : len), line);
+    link_down(pe);
+    return;
+  }
+  pr_ask a = pe->ask[pe->ask_head];
+  pe->ask_head = (pe->ask_head + 1) % pe->ask_cap;
+  pe->ask_n--;
+  bool err = len == 0 || line[0] == '-';
+  if (err && a.kind != ASK_BLOCKED)
+    srv_log(pe->s, 0, "peer %s: %.*s", pe->name, (int)(len > 200 ? 200 : len),
+            line);
+  switch (a.kind) {
+  case ASK_BLOCKED: {
+    sess *ss = srv_sess_find(pe->s, a.a);
+    if (!ss || !ss->pr || !ss->waiting || ss->gen != a.b)
+      break; /* that wait is over: its UNBLOCKED followed on this link */
+    if (err) {
+      /* -BUSY: the peer's table for us is full. Tell it again at the next
+       * probe tick; a drop would be a missed cycle. */
+      ss->pr->told[pe->idx] = 0;
+      p->blocked_refused++;
+    } else {
+      ss->pr->told[pe->idx] = 2;
+    }
+    break;
+  }
+  case ASK_CONFIRM:
+    confirm_answer(p, a.a, !err && len == 2 && line[0] == ':' &&
+                               line[1] == '1');
+    break;
+  case ASK_RELEASE:
+    /* An error answer means the peer let nothing go: its keys stay with
+     * the victim's session there, which the victim's own client gives
+     * back; nothing waits for it. */
+    release_answer(p, pe->idx, a.a);
+    break;
+  default:
+    break;
+  }
+}
+
+/* The link broke: whatever it had to answer fails. A BLOCKED is told again
+ * on the next link, a CONFIRM counts as no, a RELEASE is sent again. */
+static void link_lost_asks(peer *pe) {
+  srv_probe *p = pe->s->probe;
+  while (pe->ask_n > 0) {
+    pr_ask a = pe->ask[pe->ask_head];
+    pe->ask_head = (pe->ask_head + 1) % pe->ask_cap;
+    pe->ask_n--;
+    if (a.kind == ASK_CONFIRM) {
+      confirm_answer(p, a.a, false);
+    } else if (a.kind == ASK_RELEASE) {
+      pr_abort *ab = abort_by_id(p, a.a);
+      if (ab && ab->rel[pe->idx] == 2)
+        ab->rel[pe->idx] = 1;
+    }
+  }
+  /* The peer drops what this link told it: every waiter here tells it
+   * again. */
+  sess *ss;
+  TAILQ_FOREACH(ss, &p->waiting, plink)
+  if (ss->pr)
+    ss->pr->told[pe->idx] = 0;
+}
+
+/* A new link: say again what the peer must know. */
+static void link_up_resend(peer *pe) {
+  srv_probe *p = pe->s->probe;
+  sess *ss;
+  TAILQ_FOREACH(ss, &p->waiting, plink) {
+    if (!ss->pr || ss->probe_every_ms == 0)
+      continue; /* not past its probe delay yet */
+    for (int i = 0; i < ss->pr->nheld; i++)
+      if (ss->pr->held[i] == pe->idx && ss->pr->told[pe->idx] == 0)
+        blocked_send(p, ss, pe->idx);
+  }
+  for (pr_abort *a = p->aborts; a; a = a->next)
+    if (a->phase == AB_RELEASING && a->rel[pe->idx] == 1)
+      release_send(p, a, pe->idx);
 }
 
 /* ---- The loop's hooks ------------------------------------------------------
@@ -760,21 +1322,18 @@ static void tick_arm(srv_probe *p) {
   TAILQ_FOREACH(ss, &p->waiting, plink)
   if (ss->probe_due_ms < due)
     due = ss->probe_due_ms;
-  for (pr_abort *a = p->aborts; a; a = a->next)
-    if (a->deadline_ms < due)
+  for (pr_abort *a = p->aborts; a; a = a->next) {
+    if (a->phase == AB_CONFIRMING && a->deadline_ms < due)
       due = a->deadline_ms;
-  if (p->nfrozen && p->s->smap_cap) {
-    bool any = false;
-    for (size_t i = 0; i < p->s->smap_cap; i++)
-      for (sess *x = p->s->smap[i]; x; x = x->hnext)
-        if (x->frozen) {
-          any = true;
-          if (x->frozen_until_ms < due)
-            due = x->frozen_until_ms;
-        }
-    if (!any)
-      p->nfrozen = 0;
+    if (a->phase == AB_RELEASING && a->renew_ms < a->renew_end_ms &&
+        a->renew_ms < due)
+      due = a->renew_ms;
   }
+  psess *x;
+  TAILQ_FOREACH(x, &p->pinned, pinlink)
+  for (int i = 0; i < x->npins; i++)
+    if (x->pins[i].until_ms < due)
+      due = x->pins[i].until_ms;
   if (due == UINT64_MAX)
     uv_timer_stop(&p->tick);
   else
@@ -784,13 +1343,15 @@ static void tick_arm(srv_probe *p) {
 static void tick_fired(uv_timer_t *t) {
   srv_probe *p = t->data;
   uint64_t now = srv_now_ms();
-  if (p->nfrozen)
-    for (size_t i = 0; i < p->s->smap_cap; i++)
-      for (sess *x = p->s->smap[i]; x; x = x->hnext)
-        if (x->frozen && x->frozen_until_ms <= now)
-          srv_sess_thaw(x);
-  sess *ss;
-  TAILQ_FOREACH(ss, &p->waiting, plink) {
+  /* Pins and freezes past their bound: a lost UNPIN holds nothing long. */
+  psess *x = TAILQ_FIRST(&p->pinned), *nx;
+  for (; x; x = nx) {
+    nx = TAILQ_NEXT(x, pinlink);
+    pin_drop(p, x, -1, 0, false, now + 1);
+  }
+  sess *ss, *sn;
+  for (ss = TAILQ_FIRST(&p->waiting); ss; ss = sn) {
+    sn = TAILQ_NEXT(ss, plink);
     if (ss->probe_due_ms > now)
       continue;
     probe_start(p, ss);
@@ -800,25 +1361,37 @@ static void tick_fired(uv_timer_t *t) {
     ss->probe_every_ms = d > PR_REPROBE_MAX_MS ? PR_REPROBE_MAX_MS : d;
     ss->probe_due_ms = now + ss->probe_every_ms;
   }
-  for (pr_abort *a = p->aborts, *nx; a; a = nx) {
-    nx = a->next;
-    if (a->deadline_ms > now)
-      continue;
-    if (a->phase == 0) {
-      p->confirms_failed++;
-      sess *vs = sess_by_gid(p->s, a->victim);
-      if (vs)
-        vs->probe_aborting = false;
-      unpin_all(p, a);
-      abort_free(p, a);
-    } else if (a->phase == 1) {
-      abort_finish(p, a); /* a shard that never acked: its leases end */
-    } else {
-      sess *vs = sess_by_gid(p->s, a->victim);
-      if (vs)
-        vs->probe_aborting = false;
-      unpin_all(p, a); /* the victim went before its reply */
-      abort_free(p, a);
+  for (pr_abort *a = p->aborts, *na; a; a = na) {
+    na = a->next;
+    if (a->phase == AB_CONFIRMING && a->deadline_ms <= now) {
+      abort_fail(p, a);
+    } else if (a->phase == AB_RELEASING && a->renew_ms <= now &&
+               a->renew_ms < a->renew_end_ms) {
+      /* The releases are outstanding (a stopped shard): the cycle's pins
+       * and freezes last, so that what they hold back still comes after
+       * the victim's answer, for a bounded time. */
+      a->renew_ms = now + PR_PIN_RENEW_MS;
+      for (int sh = 1; sh < p->nshard; sh++) {
+        if (!a->asked[sh])
+          continue;
+        ordo__out o = {0};
+        msg_head(&o, 3, "PIN");
+        out_u64(&o, a->id);
+        link_send(p, sh, &o, (pr_ask){ASK_NONE, 0, 0});
+        ordo__out_free(&o);
+      }
+      renew_here(p, 0, a->id, now + PR_PIN_MS);
+      /* A victim whose session here is gone tells nobody; the releases
+       * still outstanding on a link that is down are given up (its
+       * client gives its keys back, or its lease there ends). */
+      if (!srv_sess_find(p->s, a->vsess)) {
+        for (int sh = 1; sh < p->nshard; sh++)
+          if (a->rel[sh] == 1) {
+            a->rel[sh] = 3;
+            a->rel_left--;
+          }
+        abort_answer_if_done(p, a);
+      }
     }
   }
   tick_arm(p);
@@ -826,13 +1399,30 @@ static void tick_fired(uv_timer_t *t) {
 
 void srv_probe_wait_begin(srv *s, sess *ss) {
   srv_probe *p = s->probe;
-  if (!p || !ss->have_gid || ss->probe_listed)
+  if (!p || !ss->have_gid || !ss->pr || ss->probe_listed)
     return;
+  psess *x = ss->pr;
   ss->probe_listed = true;
-  ss->probe_told = false;
   ss->probe_aborting = false;
   ss->probe_every_ms = 0;
   ss->probe_due_ms = srv_now_ms() + (uint64_t)s->cfg.probe_delay_ms;
+  /* The wait's HELDAT, as peer indices (its own name and names not of
+   * --peers are passed over). */
+  memset(x->told, 0, (size_t)p->nshard);
+  x->nheld = 0;
+  for (const char *q = ss->heldat ? ss->heldat : ""; *q;) {
+    const char *e = strchr(q, ',');
+    size_t len = e ? (size_t)(e - q) : strlen(q);
+    int sh = shard_by_name(p, q, len);
+    bool dup = false;
+    for (int i = 0; i < x->nheld; i++)
+      dup |= x->held[i] == sh;
+    if (sh > 0 && !dup)
+      x->held[x->nheld++] = sh;
+    q += len;
+    if (*q == ',')
+      q++;
+  }
   TAILQ_INSERT_TAIL(&p->waiting, ss, plink);
   tick_arm(p);
 }
@@ -843,35 +1433,101 @@ void srv_probe_wait_end(srv *s, sess *ss) {
     return;
   ss->probe_listed = false;
   TAILQ_REMOVE(&p->waiting, ss, plink);
-  if (ss->probe_told && ss->heldat) {
+  psess *x = ss->pr;
+  for (int i = 0; x && i < x->nheld; i++) {
+    int sh = x->held[i];
+    if (x->told[sh] == 0)
+      continue;
+    /* Sent, answered or not: on the same link, after it. */
     ordo__out o = {0};
-    ordo__out_array(&o, 4);
-    ordo__out_bulk(&o, "PEER", 4);
-    ordo__out_bulk(&o, "UNBLOCKED", 9);
+    msg_head(&o, 5, "UNBLOCKED");
     out_gid(&o, ss->gid);
     out_u64(&o, ss->gen);
-    heldat_send(p, ss->heldat, &o);
+    ordo__out_bulk(&o, p->shard[0].name, strlen(p->shard[0].name));
+    link_send(p, sh, &o, (pr_ask){ASK_NONE, 0, 0});
     ordo__out_free(&o);
+    x->told[sh] = 0;
   }
 }
 
-/* ---- PEER commands
- * ----------------------------------------------------------- */
-
-static void reply_to(srv_probe *p, int shard, const char *what, uint64_t id,
-                     int yes) {
-  ordo__out o = {0};
-  ordo__out_array(&o, 4);
-  ordo__out_bulk(&o, "PEER", 4);
-  ordo__out_bulk(&o, what, strlen(what));
-  out_u64(&o, id);
-  out_u64(&o, (uint64_t)yes);
-  link_send(p, shard, &o);
-  ordo__out_free(&o);
+void srv_probe_sess_drop(srv *s, sess *ss) {
+  srv_probe *p = s->probe;
+  psess *x = ss->pr;
+  if (!p || !x)
+    return;
+  if (x->on_pinlist) {
+    x->on_pinlist = false;
+    TAILQ_REMOVE(&p->pinned, x, pinlink);
+  }
+  map_del((void **)p->gmap, p->gmap_cap, &p->ngid, x, GNEXT);
+  free(x->told);
+  free(x->held);
+  free(x->pins);
+  free(x);
+  ss->pr = NULL;
 }
+
+void srv_probe_unlocked_all(srv *s, sess *ss) {
+  if (s->probe && ss->pr)
+    ss->pr->xreleased = false; /* its client knows it holds nothing here */
+}
+
+bool srv_probe_lock_check(srv *s, conn *c, sess *ss) {
+  if (!s->probe || !ss->pr || !ss->pr->xreleased)
+    return true;
+  ss->pr->xreleased = false;
+  ordo__out_error(&c->out, "DEADLOCK",
+                  "this txn was the victim of a cross-shard deadlock at %s, "
+                  "and its keys on this shard were released; retry",
+                  ss->pr->xreleased_by);
+  return false;
+}
+
+/* ---- PEER commands ---------------------------------------------------------
+ */
 
 static bool is(const ordo__resp_arg *a, const char *w) {
   return a->len == strlen(w) && strncasecmp(a->ptr, w, a->len) == 0;
+}
+
+static bool seen_release(peer *pe, uint64_t id) {
+  size_t n = pe->nseen < PR_RELEASE_SEEN ? pe->nseen : PR_RELEASE_SEEN;
+  for (size_t i = 0; i < n; i++)
+    if (pe->seen[i] == id)
+      return true;
+  pe->seen[pe->nseen++ % PR_RELEASE_SEEN] = id;
+  return false;
+}
+
+/* RELEASE of abort (origin, id): every key the victim's sessions here
+ * hold goes (a wait of it here, which its client should not have, ends
+ * first), and each such session's next LOCK hears -DEADLOCK. */
+static long release_victim(srv_probe *p, int origin, const uint8_t *gid) {
+  long n = 0;
+  if (!p->gmap)
+    return 0;
+  psess *x = p->gmap[gid_slot(gid, p->gmap_cap)];
+  for (psess *nx; x; x = nx) {
+    nx = x->gnext;
+    sess *ss = x->ss;
+    if (memcmp(x->gid, gid, ORDOD_GID_BYTES) != 0 || !ss->txn || ss->closing)
+      continue;
+    if (ss->waiting) {
+      snprintf(ss->xcycle, sizeof ss->xcycle,
+               "its keys on this shard were released for a cross-shard "
+               "deadlock at %s",
+               p->shard[origin].name);
+      if (ordo__abort_wait(ordo__engine_owner(ss->txn), ORDO_EDEADLK) != 0)
+        ss->xcycle[0] = 0;
+    }
+    int k = ordo_unlock_all(ss->txn);
+    if (k > 0)
+      n += k;
+    x->xreleased = true;
+    snprintf(x->xreleased_by, sizeof x->xreleased_by, "%s",
+             p->shard[origin].name);
+  }
+  return n;
 }
 
 void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
@@ -887,60 +1543,83 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
   pr_hop h[PR_MAX_HOPS];
   int nh = 0;
   uint8_t gid[ORDOD_GID_BYTES], g2[ORDOD_GID_BYTES];
-  uint64_t a, b;
+  uint64_t a;
   if (is(&argv[1], "HELLO") && n == 1) {
-    c->peer = shard_by_name(p, v[0].ptr, v[0].len) > 0;
-    if (!c->peer) {
+    int sh = shard_by_name(p, v[0].ptr, v[0].len);
+    if (sh <= 0) {
       ordo__out_error(&c->out, "ERR", "'%.*s' is not one of --peers",
                       (int)v[0].len, v[0].ptr);
       return;
     }
-  } else if (!c->peer) {
+    /* This link is the peer's now: what its earlier one told us goes, and
+     * it says again what still holds. */
+    peer *pe = &p->shard[sh];
+    remotes_drop(p, pe);
+    pe->in_conn = c->id;
+    c->peer = sh;
+    ordo__out_simple(&c->out, "OK");
+    return;
+  }
+  if (c->peer <= 0) {
     ordo__out_error(&c->out, "ERR", "PEER HELLO name first");
     return;
-  } else if (is(&argv[1], "BLOCKED") && n == 3 &&
-             srv_gid_parse(v[0].ptr, v[0].len, gid) && arg_u64(&v[1], &a)) {
-    int sh = shard_by_name(p, v[2].ptr, v[2].len);
-    if (sh <= 0) {
-      ordo__out_error(&c->out, "ERR", "unknown shard");
+  }
+  int from = c->peer;
+  peer *pe = &p->shard[from];
+  bool current = pe->in_conn == c->id;
+  if ((is(&argv[1], "BLOCKED") || is(&argv[1], "UNBLOCKED")) && n == 3 &&
+      srv_gid_parse(v[0].ptr, v[0].len, gid) && arg_u64(&v[1], &a)) {
+    if (shard_by_name(p, v[2].ptr, v[2].len) != from) {
+      ordo__out_error(&c->out, "ERR",
+                      "%.*s names shard '%.*s' on the link of '%s'",
+                      (int)argv[1].len, argv[1].ptr, (int)v[2].len, v[2].ptr,
+                      pe->name);
       return;
     }
-    pr_remote *r = remote_find(p, gid);
-    if (!r && (r = calloc(1, sizeof *r)) != NULL) {
-      memcpy(r->gid, gid, sizeof gid);
-      r->next = p->remote;
-      p->remote = r;
-    }
-    if (r) {
-      r->shard = sh;
+    pr_remote *r = remote_of(p, gid, from);
+    if (is(&argv[1], "UNBLOCKED")) {
+      if (r && current && r->wseq == a)
+        remote_free(p, r);
+    } else if (current) {
+      if (!r && pe->nremote >= s->cfg.peer_blocked_max) {
+        ordo__out_error(&c->out, "BUSY",
+                        "%zu blocked txns of %s are known here "
+                        "(--peer-blocked-max); say it again later",
+                        pe->nremote, pe->name);
+        return;
+      }
+      if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r) {
+          ordo__out_error(&c->out, "BUSY", "out of memory; say it again later");
+          return;
+        }
+        memcpy(r->gid, gid, sizeof gid);
+        r->shard = from;
+        map_put((void ***)&p->rmap, &p->rmap_cap, &p->nremote, r, RNEXT);
+        TAILQ_INSERT_TAIL(&pe->remotes, r, plink);
+        pe->nremote++;
+      }
       r->wseq = a;
-      /* Waiters here that wait for it and have waited long enough probe
-       * now: their own probes may have gone out before this came. */
+      /* Waiters here that have waited long enough probe now: their own
+       * probes may have gone out before this came. */
       sess *ss;
       TAILQ_FOREACH(ss, &p->waiting, plink)
       if (ss->probe_every_ms)
         ss->probe_due_ms = 0;
       tick_arm(p);
     }
-  } else if (is(&argv[1], "UNBLOCKED") && n == 2 &&
-             srv_gid_parse(v[0].ptr, v[0].len, gid) && arg_u64(&v[1], &a)) {
-    for (pr_remote **pp = &p->remote; *pp; pp = &(*pp)->next)
-      if (memcmp((*pp)->gid, gid, sizeof gid) == 0 && (*pp)->wseq == a) {
-        pr_remote *r = *pp;
-        *pp = r->next;
-        free(r);
-        break;
-      }
+    /* A message on a link the peer has replaced is stale: +OK, nothing. */
   } else if (is(&argv[1], "PROBE") && n >= 4 &&
              srv_gid_parse(v[0].ptr, v[0].len, gid) &&
              srv_gid_parse(v[1].ptr, v[1].len, g2) && arg_u64(&v[2], &a) &&
              parse_hops(p, &v[3], n - 3, h, &nh) && nh > 0) {
     p->probes_received++;
-    sess *x = sess_by_gid(s, g2);
-    if (!x || !x->waiting || x->gen != a)
+    sess *x = waiter_of(p, g2, a);
+    if (!x || !x->pr)
       p->probes_stale++;
     else
-      probe_walk(p, gid, x, h, nh);
+      probe_walk(p, gid, x, h, nh, ++p->next_walk);
   } else if (is(&argv[1], "ABORT") && n >= 3 &&
              srv_gid_parse(v[0].ptr, v[0].len, gid) && arg_u64(&v[1], &a) &&
              parse_hops(p, &v[2], n - 2, h, &nh)) {
@@ -949,44 +1628,29 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
       if (h[i].shard == 0 && memcmp(h[i].gid, gid, sizeof gid) == 0 &&
           h[i].wseq == a)
         vi = i;
-    if (vi >= 0)
+    /* Only the cycle's own choice: a message naming another victim is
+     * not acted on. */
+    if (vi >= 0 && victim_of(h, nh) == vi)
       abort_begin(p, h, nh, vi);
-  } else if (is(&argv[1], "CONFIRM") && n >= 3 && arg_u64(&v[0], &a) &&
-             parse_hops(p, &v[2], n - 2, h, &nh)) {
-    int from = shard_by_name(p, v[1].ptr, v[1].len);
-    int yes = confirm_hops(s, h, nh);
-    if (from > 0)
-      reply_to(p, from, "CONFIRMED", a, yes);
-  } else if (is(&argv[1], "CONFIRMED") && n == 2 && arg_u64(&v[0], &a) &&
-             arg_u64(&v[1], &b)) {
-    pr_abort *ab = abort_by_id(p, a);
-    if (ab && ab->phase == 0) {
-      if (!b) {
-        p->confirms_failed++;
-        sess *vs = sess_by_gid(s, ab->victim);
-        if (vs)
-          vs->probe_aborting = false;
-        unpin_all(p, ab);
-        abort_free(p, ab);
-      } else if (++ab->yes == ab->want) {
-        abort_finish(p, ab);
-      }
+  } else if (is(&argv[1], "CONFIRM") && n >= 2 && arg_u64(&v[0], &a) &&
+             parse_hops(p, &v[1], n - 1, h, &nh)) {
+    ordo__out_int(&c->out, confirm_hops(p, from, a, h, nh) ? 1 : 0);
+    return;
+  } else if (is(&argv[1], "PIN") && n == 1 && arg_u64(&v[0], &a)) {
+    renew_here(p, from, a, srv_now_ms() + PR_PIN_MS);
+    tick_arm(p);
+  } else if (is(&argv[1], "UNPIN") && n == 1 && arg_u64(&v[0], &a)) {
+    unpin_here(p, from, a);
+  } else if (is(&argv[1], "RELEASE") && n == 2 && arg_u64(&v[0], &a) &&
+             srv_gid_parse(v[1].ptr, v[1].len, gid)) {
+    if (seen_release(pe, a)) {
+      p->releases_repeated++;
+      ordo__out_int(&c->out, 0);
+    } else {
+      p->releases_done++;
+      ordo__out_int(&c->out, release_victim(p, from, gid));
     }
-  } else if (is(&argv[1], "UNPIN") && n >= 1 &&
-             parse_hops(p, &v[0], n, h, &nh)) {
-    pin_hops(s, h, nh, 0);
-  } else if (is(&argv[1], "RELEASE") && n == 3 && arg_u64(&v[0], &a) &&
-             srv_gid_parse(v[2].ptr, v[2].len, gid)) {
-    int from = shard_by_name(p, v[1].ptr, v[1].len);
-    sess *x = sess_by_gid(s, gid);
-    if (x && x->txn && !x->waiting)
-      (void)ordo_unlock_all(x->txn);
-    if (from > 0)
-      reply_to(p, from, "RELEASED", a, 1);
-  } else if (is(&argv[1], "RELEASED") && n == 2 && arg_u64(&v[0], &a)) {
-    pr_abort *ab = abort_by_id(p, a);
-    if (ab && ab->phase == 1 && ++ab->released >= ab->release_want)
-      abort_finish(p, ab);
+    return;
   } else {
     ordo__out_error(&c->out, "ERR", "bad PEER message '%.*s'", (int)argv[1].len,
                     argv[1].ptr);
@@ -995,7 +1659,7 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
   ordo__out_simple(&c->out, "OK");
 }
 
-/* ---- Start-up and INFO ------------------------------------------------------
+/* ---- Start-up and INFO -----------------------------------------------------
  */
 
 static int shard_addr(const char *name, struct sockaddr_storage *out) {
@@ -1034,6 +1698,11 @@ int srv_probe_init(srv *s, char *err, size_t errlen) {
   }
   p->s = s;
   TAILQ_INIT(&p->waiting);
+  TAILQ_INIT(&p->pinned);
+  for (int i = 0; i <= n; i++) {
+    p->shard[i].idx = i;
+    TAILQ_INIT(&p->shard[i].remotes);
+  }
   if (s->cfg.shard_name[0])
     snprintf(p->shard[0].name, sizeof p->shard[0].name, "%s",
              s->cfg.shard_name);
@@ -1066,6 +1735,7 @@ int srv_probe_init(srv *s, char *err, size_t errlen) {
     }
     if (shard_by_name(p, pe->name, nlen) >= 0) {
       /* This server itself, or a repeat: no link. */
+      pe->name[0] = 0;
     } else if (shard_addr(addr, &pe->addr) != 0) {
       snprintf(err, errlen,
                "--peers: '%s' is not host:port of a resolvable host", addr);
@@ -1097,16 +1767,19 @@ void srv_probe_close(srv *s) {
   srv_probe *p = s->probe;
   if (!p)
     return;
-  while (p->remote) {
-    pr_remote *r = p->remote;
-    p->remote = r->next;
-    free(r);
+  for (int i = 0; i < p->nshard; i++) {
+    remotes_drop(p, &p->shard[i]);
+    free(p->shard[i].ask);
   }
   while (p->aborts) {
     pr_abort *a = p->aborts;
     p->aborts = a->next;
+    free(a->asked);
+    free(a->rel);
     free(a);
   }
+  free(p->rmap);
+  free(p->gmap);
   free(p->shard);
   free(p);
   s->probe = NULL;
@@ -1119,20 +1792,32 @@ uint64_t srv_probe_deadlocks(srv *s) {
 size_t srv_probe_info(srv *s, char *buf, size_t cap) {
   srv_probe *p = s->probe;
   int up = 0;
+  size_t pinned = 0, aborts = 0;
   for (int i = 1; p && i < p->nshard; i++)
     up += p->shard[i].up;
+  if (p) {
+    psess *x;
+    TAILQ_FOREACH(x, &p->pinned, pinlink)
+    pinned++;
+    for (pr_abort *a = p->aborts; a; a = a->next)
+      aborts++;
+  }
+#define PC(f) (unsigned long long)(p ? p->f : 0)
   int n = snprintf(
       buf, cap,
       "# Probes\r\nshard_name:%s\r\npeers:%d\r\npeers_linked:%d\r\n"
       "probe_delay_ms:%ld\r\nprobes_sent:%llu\r\nprobes_received:%llu\r\n"
       "probes_stale:%llu\r\ndeadlocks_cross_shard:%llu\r\n"
-      "confirms_failed:%llu\r\npeer_messages_dropped:%llu\r\n\r\n",
+      "confirms_failed:%llu\r\naborts_yielded:%llu\r\n"
+      "aborts_in_progress:%zu\r\nsessions_pinned:%zu\r\n"
+      "blocked_entries:%zu\r\nblocked_refused:%llu\r\n"
+      "releases_done:%llu\r\nreleases_repeated:%llu\r\n"
+      "peer_messages_dropped:%llu\r\n\r\n",
       p ? p->shard[0].name : "", p ? p->nshard - 1 : 0, up,
-      s->cfg.probe_delay_ms, (unsigned long long)(p ? p->probes_sent : 0),
-      (unsigned long long)(p ? p->probes_received : 0),
-      (unsigned long long)(p ? p->probes_stale : 0),
-      (unsigned long long)(p ? p->deadlocks : 0),
-      (unsigned long long)(p ? p->confirms_failed : 0),
-      (unsigned long long)(p ? p->messages_dropped : 0));
+      s->cfg.probe_delay_ms, PC(probes_sent), PC(probes_received),
+      PC(probes_stale), PC(deadlocks), PC(confirms_failed), PC(aborts_yielded),
+      aborts, pinned, p ? p->nremote : 0, PC(blocked_refused),
+      PC(releases_done), PC(releases_repeated), PC(messages_dropped));
+#undef PC
   return n < 0 ? 0 : (size_t)n;
 }

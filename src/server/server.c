@@ -239,6 +239,7 @@ void srv_sess_drop(srv *s, sess *ss) {
     srv_probe_wait_end(s, ss);
     srv_wait_end(s, ss, ss->killed ? "killed" : "ended");
   }
+  srv_probe_sess_drop(s, ss);
   smap_remove(s, ss);
   tmap_remove(s, ss);
   if (ss->recheck) {
@@ -310,6 +311,12 @@ void srv_sess_attach(conn *c, sess *ss) {
  * detached, so a client that crashed inside a LOCK frees its locks one
  * lease later, and its wait is cancelled with them (ordo_txn_end). */
 static void lease_expire(srv *s, sess *ss) {
+  if (srv_probe_holds_sess(s, ss)) {
+    /* A cycle being aborted pins it: its end waits (srv_sess_unheld), so
+     * the cycle the abort confirmed is whole when the abort takes effect. */
+    ss->lease_deferred = true;
+    return;
+  }
   s->lease_expiries++;
   if (!ss->c) {
     srv_log(s, 1, "session %llu: lease ran out while detached; ended",
@@ -482,6 +489,52 @@ static void deadlock_record(srv *s, sess *ss, bool xvictim, char *cyc,
           (unsigned long long)ss->id, g, cyc);
 }
 
+/* lock_answer -- writes the answer of ss's LOCK that ended with status
+ * (deadlock_record has named the cycle of a victim in cyc), then its
+ * requests that queued behind it run. */
+static void lock_answer(srv *s, sess *ss, int status, bool xvictim,
+                        const char *cyc) {
+  conn *c = ss->c;
+  if (status == 0) {
+    s->lock_grants++;
+    if (c)
+      srv_lock_reply(c, ss);
+  } else if (c) {
+    if (status == ORDO_ETIMEDOUT) {
+      s->lock_timeouts++;
+      ordo__out_error(&c->out, "TIMEOUT",
+                      "the keys could not be had within WAIT; nothing "
+                      "is held for this LOCK");
+    } else if (status == ORDO_EDEADLK) {
+      ordo__out_error(&c->out, "DEADLOCK",
+                      "chosen as the victim of a %sdeadlock; every lock "
+                      "of this session was released; retry. cycle: %s",
+                      xvictim ? "cross-shard " : "", cyc);
+    } else {
+      ordo__out_error(&c->out, "ERR", "the LOCK ended: %s",
+                      ordo_strerror(status));
+    }
+  } else if (status == ORDO_ETIMEDOUT) {
+    s->lock_timeouts++;
+  }
+  ss->xcycle[0] = 0;
+  ss->xhold = false;
+  if (c)
+    conn_flush(c);
+  if (xvictim)
+    srv_probe_victim_told(s, ss); /* its pins go: after the answer */
+  if (c && !c->closing)
+    conn_process(c); /* requests that queued behind the LOCK */
+}
+
+void srv_lock_answer(srv *s, sess *ss) {
+  if (!ss->xhold)
+    return;
+  char cyc[1024];
+  snprintf(cyc, sizeof cyc, "%s", ss->xcycle);
+  lock_answer(s, ss, ORDO_EDEADLK, true, cyc);
+}
+
 /* Drains the event queue on the loop thread: each answers a waiting LOCK. */
 static void wake_cb(uv_async_t *a) {
   srv *s = a->data;
@@ -511,11 +564,10 @@ static void wake_cb(uv_async_t *a) {
        * so a grant is never lost to a lease that ran out meanwhile. A
        * detached session's lease is left alone: it counts from the detach,
        * and a grant nobody is there to hear does not stretch it. */
-      conn *c = ss->c;
-      if (c)
+      if (ss->c)
         srv_sess_renew(ss);
-      /* A cross-shard victim (probe.c): its other shards have let its keys
-       * go; so does this one, before the reply says so. */
+      /* A cross-shard victim (probe.c): its keys here went when its abort
+       * took effect; this makes sure of it before the answer says so. */
       bool xvictim = q[i].status == ORDO_EDEADLK && ss->xcycle[0];
       if (xvictim)
         (void)ordo_unlock_all(ss->txn);
@@ -524,35 +576,13 @@ static void wake_cb(uv_async_t *a) {
         s->deadlock_victims++;
         deadlock_record(s, ss, xvictim, cyc, sizeof cyc);
       }
-      if (q[i].status == 0) {
-        s->lock_grants++;
-        if (c)
-          srv_lock_reply(c, ss);
-      } else if (c) {
-        if (q[i].status == ORDO_ETIMEDOUT) {
-          s->lock_timeouts++;
-          ordo__out_error(&c->out, "TIMEOUT",
-                          "the keys could not be had within WAIT; nothing "
-                          "is held for this LOCK");
-        } else if (q[i].status == ORDO_EDEADLK) {
-          ordo__out_error(&c->out, "DEADLOCK",
-                          "chosen as the victim of a %sdeadlock; every lock "
-                          "of this session was released; retry. cycle: %s",
-                          xvictim ? "cross-shard " : "", cyc);
-        } else {
-          ordo__out_error(&c->out, "ERR", "the LOCK ended: %s",
-                          ordo_strerror(q[i].status));
-        }
-      } else if (q[i].status == ORDO_ETIMEDOUT) {
-        s->lock_timeouts++;
+      if (xvictim && srv_probe_victim_hold(s, ss)) {
+        /* Its keys on other shards are not all gone yet: its answer waits
+         * for them (srv_lock_answer), and so do its later requests. */
+        ss->xhold = true;
+        continue;
       }
-      ss->xcycle[0] = 0;
-      if (c)
-        conn_flush(c);
-      if (xvictim)
-        srv_probe_victim_told(s, ss);
-      if (c)
-        conn_process(c); /* requests that queued behind the LOCK */
+      lock_answer(s, ss, q[i].status, xvictim, cyc);
     }
     free(q);
   }
@@ -596,6 +626,11 @@ static void conn_detach(conn *c) {
       srv_log(c->s, 1, "session %llu detached; resumable until its lease ends",
               (unsigned long long)ss->id);
       srv_sess_renew(ss);
+    } else if (srv_probe_holds_sess(c->s, ss)) {
+      /* A cycle being aborted pins it: it ends when the abort lets it go
+       * (srv_sess_unheld), so the cycle is whole when the abort takes
+       * effect; its lease keeps counting meanwhile. */
+      ss->end_deferred = true;
     } else {
       srv_sess_drop(c->s, ss);
     }
@@ -605,6 +640,8 @@ static void conn_detach(conn *c) {
 static void conn_close(conn *c) {
   if (c->closed)
     return;
+  if (c->peer)
+    srv_probe_conn_closed(c->s, c);
   conn_detach(c);
   c->closed = true;
   if (c->lingering)
@@ -873,6 +910,20 @@ void srv_sess_thaw(sess *ss) {
     conn_defer(ss->c); /* its requests run in the next turn */
 }
 
+void srv_sess_unheld(srv *s, sess *ss) {
+  if (ss->closing)
+    return;
+  if (ss->end_deferred && !ss->c) {
+    srv_log(s, 2, "session %llu: its pins are gone; ended as its client left",
+            (unsigned long long)ss->id);
+    srv_sess_drop(s, ss);
+  } else if (ss->lease_deferred) {
+    ss->lease_deferred = false;
+    if (srv_now_ms() >= ss->expires_ms && !(ss->waiting && ss->c))
+      lease_expire(s, ss);
+  }
+}
+
 /* One turn's budget for each connection deferred before this turn (one
  * that has more again goes to the back, for the next turn), between which
  * the loop serves every other client's reads and timers. */
@@ -907,7 +958,8 @@ static void conn_process(conn *c) {
   size_t off = 0, ran = 0, wrote = 0;
   bool more = false;
   while (!c->closing && off < c->inlen &&
-         !(c->sess && (c->sess->waiting || c->sess->frozen))) {
+         !(c->sess &&
+           (c->sess->waiting || c->sess->frozen || c->sess->xhold))) {
     if (c->inlen - off < c->need)
       break;
     if (ran == ORDOD_TURN_REQUESTS || wrote >= ORDOD_TURN_OUTPUT) {
@@ -1464,6 +1516,7 @@ static void conf_defaults(srv_config *c) {
   c->starvation_holds = 8;
   c->verbose = 1;
   c->probe_delay_ms = 1;
+  c->peer_blocked_max = 65536;
   c->metrics_port = -1;
   snprintf(c->metrics_bind, sizeof c->metrics_bind, "127.0.0.1");
   c->log_lock_waits_ms = 1000;
@@ -1572,6 +1625,9 @@ int srv_conf_set(srv_config *c, const char *name, const char *val, char *err,
   } else if (IS("probe-delay")) {
     NUM(0, 60000);
     c->probe_delay_ms = (long)v;
+  } else if (IS("peer-blocked-max")) {
+    NUM(1, 100000000);
+    c->peer_blocked_max = (size_t)v;
   } else if (IS("metrics-port")) {
     NUM(0, 65535);
     c->metrics_port = (int)v;
@@ -1707,9 +1763,14 @@ static void usage(FILE *f) {
       "                      (default BIND:PORT)\n"
       "  --probe-delay MS    a wait this old is probed (default 1; 0: at "
       "once)\n"
+      "  --peer-blocked-max N  blocked txns of one peer known here (default\n"
+      "                      65536); past it the peer hears -BUSY\n"
       "  --deadlock-timeout MS  search for a deadlock only after a wait\n"
       "                      this long (as PostgreSQL's deadlock_timeout;\n"
-      "                      default: at once, when a txn blocks)\n"
+      "                      default: at once, when a txn blocks)\n",
+      ORDOD_DEFAULT_PORT);
+  fprintf(
+      f,
       "  --metrics-port N    serve /metrics (Prometheus) and a status page\n"
       "                      over HTTP on this port (0 = any free port;\n"
       "                      default: none); see docs/metrics.md\n"
@@ -1730,8 +1791,7 @@ static void usage(FILE *f) {
       "Once it accepts connections it prints 'ready port=N' on stdout,\n"
       "then 'tls port=N' with --tls-port and 'metrics port=N' with\n"
       "--metrics-port.\n"
-      "Commands: docs/protocol.md, or COMMAND DOCS.\n",
-      ORDOD_DEFAULT_PORT);
+      "Commands: docs/protocol.md, or COMMAND DOCS.\n");
 }
 
 /* ---- Start-up and shutdown ------------------------------------------------
@@ -1839,6 +1899,7 @@ int main(int argc, char **argv) {
       {"peers", required_argument, 0, 0},
       {"shard-name", required_argument, 0, 0},
       {"probe-delay", required_argument, 0, 0},
+      {"peer-blocked-max", required_argument, 0, 0},
       {"deadlock-timeout", required_argument, 0, 0},
       {"metrics-port", required_argument, 0, 0},
       {"metrics-bind", required_argument, 0, 0},

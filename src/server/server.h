@@ -88,6 +88,8 @@ typedef struct srv_config {
   char peers[4096];
   char shard_name[ORDOD_SHARD_NAME];
   long probe_delay_ms;
+  /* BLOCKED entries kept per peer; past it a peer hears -BUSY. */
+  size_t peer_blocked_max;
   /* Metrics and the status page (http.c): the HTTP port (-1: none, 0: any
    * free port) and its address; the engine's deadlock_timeout_ms (0: the
    * search runs when a txn blocks, as it always did). */
@@ -164,7 +166,7 @@ struct conn {
    * budget did not run; reading is stopped until they have run. */
   bool deferred;
   TAILQ_ENTRY(conn) dlink;
-  bool peer; /* said PEER HELLO: another shard's link */
+  int peer; /* said PEER HELLO: another shard's link, its index (0: none) */
   /* Accepted on the TLS port: its SSL, and the ciphertext read buffer
    * (alloc_cb's for it; the plaintext goes to in). NULL: a plain one. */
   srv_tls *tls;
@@ -205,15 +207,24 @@ struct sess {
   bool have_gid;
   uint8_t gid[ORDOD_GID_BYTES];
   char *heldat;
-  /* Probes (probe.c): on the waiting list; told the HELDAT shards where it
-   * waits; a cross-shard abort of it under way; when it is probed next and
-   * how often; the cycle its -DEADLOCK names (empty: the engine's). */
-  bool probe_listed, probe_told, probe_aborting;
+  /* Probes (probe.c): its part of them (NULL without a gid or --peers);
+   * on the waiting list; a cross-shard abort of it under way; when it is
+   * probed next and how often; the cycle its -DEADLOCK names (empty: the
+   * engine's). */
+  struct srv_psess *pr;
+  bool probe_listed, probe_aborting;
   /* A confirmed cycle waits for it here: its requests wait (a release
    * would break the cycle between the confirmation and the abort) until
-   * UNPIN or frozen_until_ms (srv_sess_thaw). */
+   * the abort's UNPIN or its bound (probe.c keeps the freezes). */
   bool frozen;
-  uint64_t frozen_until_ms;
+  /* A cross-shard victim whose -DEADLOCK waits until its keys on its other
+   * shards are gone (probe.c calls srv_lock_answer then); its requests
+   * wait behind it. */
+  bool xhold;
+  /* What would have ended it (its connection closed, its lease ran out)
+   * waits while probe.c holds it (a pin or a freeze of a cycle being
+   * aborted): srv_sess_unheld ends it then. */
+  bool end_deferred, lease_deferred;
   unsigned probe_every_ms;
   uint64_t probe_due_ms;
   TAILQ_ENTRY(sess) plink;
@@ -293,6 +304,7 @@ struct srv {
   TAILQ_HEAD(, sess) recheck; /* leases to decide after this turn's reads */
   uv_check_t recheck_h;
   uint64_t next_conn_id, next_sess_id;
+  uint64_t next_wseq; /* a LOCK's number, unique on the server (sess.gen) */
   sess **smap; /* open hash of sessions by id */
   size_t smap_cap, nsess;
   sess **tmap; /* chained hash of resumable sessions by token */
@@ -398,6 +410,12 @@ void srv_wait_rearm(srv *s);
  * file set it: 0, or -1 with err set (the valid range in it). */
 int srv_conf_set(srv_config *cfg, const char *name, const char *val, char *err,
                  size_t errlen);
+/* A held cross-shard victim's -DEADLOCK, now that its keys elsewhere are
+ * gone (probe.c): written, and its queued requests run. */
+void srv_lock_answer(srv *s, sess *ss);
+/* probe.c let go of the session's last pin or freeze: an end that waited
+ * (end_deferred, lease_deferred) happens now. */
+void srv_sess_unheld(srv *s, sess *ss);
 /* Ends a freeze (probe.c): the session's queued requests run next turn. */
 void srv_sess_thaw(sess *ss);
 void srv_dispatch(conn *c, size_t argc, ordo__resp_arg *argv);
@@ -405,8 +423,24 @@ void srv_dispatch(conn *c, size_t argc, ordo__resp_arg *argv);
 /* probe.c: shards' peer links and deadlock probes (docs/distributed.md). */
 int srv_probe_init(srv *s, char *err, size_t errlen);
 void srv_probe_close(srv *s);
+/* The session got its gid (SESSION GID): probes can find it. */
+void srv_probe_gid_set(srv *s, sess *ss);
+/* The session ends: probe.c forgets it. */
+void srv_probe_sess_drop(srv *s, sess *ss);
 void srv_probe_wait_begin(srv *s, sess *ss);
 void srv_probe_wait_end(srv *s, sess *ss);
+/* Whether a pin or a freeze holds the session (its end must wait). */
+bool srv_probe_holds_sess(srv *s, sess *ss);
+/* A cross-shard victim's event came: true when its -DEADLOCK must wait for
+ * its keys on other shards (probe.c calls srv_lock_answer then). */
+bool srv_probe_victim_hold(srv *s, sess *vs);
+/* A LOCK may go on: false (with -DEADLOCK written) once, after a RELEASE
+ * let the session's keys here go. */
+bool srv_probe_lock_check(srv *s, conn *c, sess *ss);
+/* An UNLOCK of every key: the client knows it holds nothing here. */
+void srv_probe_unlocked_all(srv *s, sess *ss);
+/* A connection closed: a peer's link takes what it told us with it. */
+void srv_probe_conn_closed(srv *s, conn *c);
 /* A cross-shard victim's -DEADLOCK has been written: its cycle's pins go. */
 void srv_probe_victim_told(srv *s, sess *vs);
 void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv);

@@ -12,6 +12,14 @@ add_test(NAME integration_ordod
 add_test(NAME integration_probes
   COMMAND /usr/bin/python3 ${ORDO_IT}/test_probes.py $<TARGET_FILE:ordod>
           $<TARGET_FILE:ordo_cli>)
+# The probes under faults (issue 30): a stopped shard, a cut or delayed
+# peer link (a proxy in the test), hostile and lying peers; one case per
+# defect, each its own shards. Just these: ctest -R integration_probes_faults,
+# or test_probes_faults.py ORDOD case_name...
+add_test(NAME integration_probes_faults
+  COMMAND /usr/bin/python3 ${ORDO_IT}/test_probes_faults.py $<TARGET_FILE:ordod>)
+set_tests_properties(integration_probes_faults PROPERTIES TIMEOUT 180
+  LABELS server)
 # The admin commands: CLIENT KILL, SESSION KILL, LOCKWAITS, CONFIG.
 add_test(NAME integration_admin
   COMMAND /usr/bin/python3 ${ORDO_IT}/test_admin.py $<TARGET_FILE:ordod>)

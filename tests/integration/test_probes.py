@@ -11,6 +11,7 @@ each LOCK sent while the txn holds keys on other shards naming them
 """
 
 import os
+import signal
 import socket
 import struct
 import sys
@@ -117,8 +118,31 @@ class Sess:
         return self.reply()
 
 
+def granted(r, key=None):
+    """Whether r is a LOCK's grant (docs/protocol.md): [lease ms left, [key,
+    token, ...]] with a positive token per key (of key, if given)."""
+    if not (isinstance(r, list) and len(r) == 2 and isinstance(r[0], int)
+            and r[0] >= 0 and isinstance(r[1], list) and r[1]
+            and len(r[1]) % 2 == 0):
+        return False
+    keys, toks = r[1][0::2], r[1][1::2]
+    if not all(isinstance(k, bytes) for k in keys) or \
+            not all(isinstance(x, int) and x > 0 for x in toks):
+        return False
+    return key is None or keys == [key if isinstance(key, bytes)
+                                   else key.encode()]
+
+
+def is_error(r, code):
+    """Whether r is the error reply -CODE ..."""
+    return isinstance(r, tuple) and r[0] and r[1].split(" ", 1)[0] == code
+
+
 class Txn:
-    """A txn over shards: sessions opened lazily, one gid for all."""
+    """A txn over shards: sessions opened lazily, one gid for all. It keeps
+    what it was told it holds: keys[shard] = {key: (mode, token)} (grants
+    add, a cross-shard victim's -DEADLOCK empties every shard, a local one
+    its waiting shard), which assert_holds checks against the servers."""
     seq = 0
 
     def __init__(self, cluster, prio=0):
@@ -129,7 +153,9 @@ class Txn:
         self.c = cluster
         self.prio = prio
         self.sess = {}
-        self.holds = set()
+        self.holds = set()  # shards where it has taken keys
+        self.keys = {}
+        self.pending = {}  # shard: (key, mode) of the LOCK in flight there
 
     def on(self, i):
         if i not in self.sess:
@@ -138,54 +164,110 @@ class Txn:
             self.sess[i] = s
         return self.sess[i]
 
-    def lock_send(self, i, key, wait=None):
-        args = ["LOCK", 1, key, "X"]
+    def lock_send(self, i, key, wait=None, mode="X", heldat=None):
+        args = ["LOCK", 1, key, mode]
         if wait is not None:
             args += ["WAIT", wait]
         if self.prio:
             args += ["PRIORITY", self.prio]
-        others = sorted(self.c.names[j] for j in self.holds if j != i)
+        others = heldat if heldat is not None else sorted(
+            self.c.names[j] for j in self.holds if j != i)
         if others:
             args += ["HELDAT", ",".join(others)]
         self.on(i).send(*args)
+        self.pending[i] = (key, mode)
 
     def lock_reply(self, i):
         r = self.sess[i].reply()
+        key, mode = self.pending.pop(i)
         if isinstance(r, list):
+            assert granted(r, key), "a malformed grant of %s: %r" % (key, r)
             self.holds.add(i)
+            self.keys.setdefault(i, {})[key] = (mode, r[1][1])
+        elif is_error(r, "DEADLOCK"):
+            # A cross-shard victim's keys go on every shard before it is
+            # told; the engine's own victim lets go of those of this shard.
+            for j in list(self.keys):
+                if j == i or "cross-shard" in r[1]:
+                    self.keys[j] = {}
         return r
 
-    def lock(self, i, key, wait=None):
-        self.lock_send(i, key, wait)
+    def lock(self, i, key, wait=None, mode="X"):
+        self.lock_send(i, key, wait, mode)
         return self.lock_reply(i)
 
+    def lock_ok(self, i, key, mode="X"):
+        """Takes key on shard i, which must be granted at once."""
+        r = self.lock(i, key, None, mode)
+        assert granted(r, key), "%s on shard %d: %r" % (key, i, r)
+        return r
+
     def release_all(self):
+        """UNLOCK on every shard where it took keys: each answers the
+        number of keys the txn still held there, which must be what it was
+        told it holds (0 for a victim's)."""
         for i in sorted(self.holds):
             r = self.sess[i].cmd("UNLOCK")
-            assert isinstance(r, int), r
+            want = len(self.keys.get(i, {}))
+            assert r == want, "UNLOCK on shard %d released %r keys of txn " \
+                "%s, which was told it holds %d" % (i, r, self.gid, want)
         self.holds.clear()
+        self.keys.clear()
 
     def end(self):
         for s in self.sess.values():
             s.sock.close()
 
 
+def assert_holds(t, where=""):
+    """Txn t holds on every shard exactly the keys it was told it holds,
+    with the tokens of their grants (LOCKS of each of its sessions; none
+    may have a LOCK in flight)."""
+    assert not t.pending, "txn %s still waits at %s" % (t.gid, t.pending)
+    for s in t.sess.values():
+        s.send("LOCKS")  # all at once, then the replies
+    for i, s in sorted(t.sess.items()):
+        got = {}
+        for e in s.reply():
+            got[e[0].decode()] = (e[1].decode(), e[2])
+        want = t.keys.get(i, {})
+        assert got == want, "%stxn %s on shard %d holds %s, but was told " \
+            "it holds %s" % (where and where + ": ", t.gid, i, got, want)
+
+
 class Cluster:
-    def __init__(self, n, *flags):
-        self.ports = free_ports(n)
+    """n ordod shards linked by --peers. peers(i), if given, is shard i's
+    --peers (default: every other shard's name), and linked(i) how many
+    links shard i must have up before the cluster is ready (default n-1)."""
+
+    def __init__(self, n, *flags, peers=None, linked=None, ports=None):
+        self.ports = ports or free_ports(n)
         self.names = ["127.0.0.1:%d" % p for p in self.ports]
+        self.stopped = set()
         self.srv = []
         for i in range(n):
-            peers = ",".join(x for j, x in enumerate(self.names) if j != i)
+            pl = peers(i) if peers else ",".join(
+                x for j, x in enumerate(self.names) if j != i)
             self.srv.append(Ordod(ORDOD, "--port", self.ports[i],
-                                  "--lease-ms", "1000", "--peers", peers,
+                                  "--lease-ms", "1000", "--peers", pl,
                                   *flags))
         # Every link up before a case counts on it.
         end = time.monotonic() + T(10)
-        while not all(self.info(i)["peers_linked"] == str(n - 1)
-                      for i in range(n)):
+        while not all(self.info(i)["peers_linked"] ==
+                      str(linked(i) if linked else n - 1) for i in range(n)):
             assert time.monotonic() < end, "the peers never linked"
             time.sleep(0.01)
+
+    def stop_shard(self, i):
+        """SIGSTOPs shard i: its kernel still takes connections and bytes,
+        the process answers nothing until cont_shard(i)."""
+        os.kill(self.srv[i].pid, signal.SIGSTOP)
+        self.stopped.add(i)
+
+    def cont_shard(self, i):
+        if i in self.stopped:
+            os.kill(self.srv[i].pid, signal.SIGCONT)
+            self.stopped.discard(i)
 
     def info(self, i):
         s = Sess(self.ports[i])
@@ -208,9 +290,19 @@ class Cluster:
     def total(self, field):
         return sum(int(self.info(i)[field]) for i in range(len(self.ports)))
 
+    def holders(self, i, key):
+        """HOLDERS key on shard i: ([(session, mode, token)], waiters)."""
+        s = Sess(self.ports[i])
+        h, w = s.cmd("HOLDERS", key)
+        s.sock.close()
+        return [(x[0], x[1].decode(), x[2]) for x in h], w
+
     def graphs(self):
         out = []
         for i, p in enumerate(self.ports):
+            if i in self.stopped:
+                out.append("shard %s: stopped (SIGSTOP)" % self.names[i])
+                continue
             s = Sess(p)
             out.append("shard %s:\n%s" % (self.names[i],
                                           s.cmd("GRAPH", "DOT").decode()))
@@ -218,6 +310,8 @@ class Cluster:
         return "\n".join(out)
 
     def stop(self):
+        for i in list(self.stopped):
+            self.cont_shard(i)
         for s in self.srv:
             s.stop()
 
@@ -237,9 +331,11 @@ def watchdog(cluster, seconds):
 
 def settle(pending, bound=20.0):
     """Reads the replies of waiting LOCKs as they come: pending maps a txn
-    to the shard it waits at. A txn whose LOCK is over lets all its keys go
-    at once (the next in its chain can then go on). Returns {txn: (reply,
-    time)}, the time when the reply was read."""
+    to the shard it waits at. A txn whose LOCK is over must hold, on every
+    shard, what it was told it holds (assert_holds: a victim nothing), and
+    then lets all its keys go at once (the next in its chain can then go
+    on). Returns {txn: (reply, time)}, the time the reply's first segment
+    arrived (SO_TIMESTAMPNS)."""
     import select
     out = {}
     end = time.monotonic() + T(bound)
@@ -255,6 +351,7 @@ def settle(pending, bound=20.0):
             r = t.lock_reply(i)
             out[t] = (r, t.sess[i].reply_ts)
             del pending[t]
+            assert_holds(t, "after its LOCK's reply %r" % (r,))
             # Granted or not, the txn then lets go of all it holds, as a
             # client that retries does (a victim's keys are gone already).
             t.release_all()
@@ -268,7 +365,7 @@ def ring(cluster, shards, wait=None):
     n = len(shards)
     txns = [Txn(cluster) for _ in range(n)]
     for i, t in enumerate(txns):
-        assert isinstance(t.lock(shards[i], "ring:%s:%d" % (t.gid, i)), list)
+        t.lock_ok(shards[i], "ring:%s:%d" % (t.gid, i))
     pending = {}
     for i, t in enumerate(txns):
         nxt = txns[(i + 1) % n]
@@ -297,7 +394,7 @@ def case_two_shards(c):
     assert out[v[0]][0][1].startswith("DEADLOCK chosen as the victim of a "
                                       "cross-shard deadlock"), out
     assert v[0].gid == max(t.gid for t in txns), "not the youngest"
-    assert all(isinstance(out[t][0], list) for t in txns if t is not v[0])
+    assert all(granted(out[t][0]) for t in txns if t is not v[0]), out
     assert c.total("deadlocks_cross_shard") == before + 1
     # The victim's shard (where it waited) records it by session and gid.
     vi = txns.index(v[0])
@@ -317,8 +414,8 @@ def case_priority(c):
     priority, and the older one with the lower priority is the victim."""
     a = Txn(c, prio=5)
     b = Txn(c, prio=1)  # younger, but lower: the victim
-    assert isinstance(a.lock(0, "pr:a"), list)
-    assert isinstance(b.lock(1, "pr:b"), list)
+    a.lock_ok(0, "pr:a")
+    b.lock_ok(1, "pr:b")
     a.lock_send(1, "pr:b")
     b.lock_send(0, "pr:a")
     out = settle({a: 1, b: 0})
@@ -361,17 +458,16 @@ def case_shared_txn(c):
     Each cycle gets its victim (T1 and T2 are younger than T0), and then
     everyone goes on."""
     t0, t1, t2 = Txn(c), Txn(c), Txn(c)
-    assert isinstance(t0.lock(1, "sh:x"), list)
-    assert isinstance(t0.lock(2, "sh:y"), list)
+    t0.lock_ok(1, "sh:x")
+    t0.lock_ok(2, "sh:y")
     for t in (t1, t2):
-        t.on(0).send("LOCK", 1, "sh:k", "S")
-        assert isinstance(t.lock_reply(0), list)
+        t.lock_ok(0, "sh:k", "S")
     t0.lock_send(0, "sh:k")
     t1.lock_send(1, "sh:x")
     t2.lock_send(2, "sh:y")
     out = settle({t0: 0, t1: 1, t2: 2})
     assert sorted(x.gid for x in victims_of(out)) == sorted([t1.gid, t2.gid]), out
-    assert isinstance(out[t0][0], list)
+    assert granted(out[t0][0], "sh:k"), out
     for t in (t0, t1, t2):
         t.end()
 
@@ -404,7 +500,7 @@ def case_phantoms(c, cycles=None):
         txns = [Txn(c) for _ in range(n)]
         keys = ["ph:%s" % t.gid for t in txns]
         for i, t in enumerate(txns):
-            assert isinstance(t.lock(shards[i], keys[i]), list)
+            t.lock_ok(shards[i], keys[i])
         pending = {}
         for i, t in enumerate(txns):
             j = (i + 1) % n
@@ -419,6 +515,7 @@ def case_phantoms(c, cycles=None):
             assert got in (0, 1), got  # 0: it was the victim, released
             if got == 1:
                 broke_at = s.reply_ts
+                del txns[who].keys[shards[who]][keys[who]]
         c0 = time.monotonic()
         out = settle(pending)
         took = time.monotonic() - c0
@@ -502,7 +599,7 @@ def case_graph_gids(c):
     JSON "gids" member for each session with one that the graph names."""
     import json
     a, b = Txn(c), Txn(c)
-    assert isinstance(a.lock(0, "gg:k"), list)
+    a.lock_ok(0, "gg:k")
     b.lock_send(0, "gg:k", 5000)
     probe = Sess(c.ports[0])
     end = time.monotonic() + T(5)
@@ -517,7 +614,8 @@ def case_graph_gids(c):
     assert sorted(j["gids"].values()) == sorted([a.gid, b.gid]), j
     assert j["edges"] and "waiting" in j, j
     a.release_all()
-    assert isinstance(b.lock_reply(0), list)
+    assert granted(b.lock_reply(0), "gg:k")
+    assert_holds(b)
     b.release_all()
     probe.sock.close()
     a.end()

@@ -406,18 +406,31 @@ static void test_shard_stopped(void **state) {
   assert_int_equal(ordo_lock(t, a, strlen(a), ORDO_MODE_X, 1000), 0);
   assert_int_equal(ordo_lock(t, c, strlen(c), ORDO_MODE_X, 1000), 0);
   assert_true(tu_now_ns() - t0 < tu_ms(1000) * 1000000u);
-  /* A lock_all over two shards, one of them stopped: EBACKEND inside the
-   * one deadline, and nothing new is held. */
+  /* A lock_all over two shards, one of them stopped, by a txn that holds
+   * keys on the others: its LOCK there goes unanswered inside the one
+   * deadline, and the stopped shard may yet make the txn a cross-shard
+   * victim and have its keys elsewhere released (docs/distributed.md), so
+   * the place gives every key back and says ORDO_ELEASE. */
   char a2[32];
   key_on(0, "s2_", a2, sizeof a2);
   ordo_req_t r[2] = {{a2, strlen(a2), ORDO_MODE_X},
                      {b3, strlen(b3), ORDO_MODE_X}};
   t0 = tu_now_ns();
-  assert_int_equal(ordo_lock_all(t, r, 2, 1000), ORDO_EBACKEND);
+  assert_int_equal(ordo_lock_all(t, r, 2, 1000), ORDO_ELEASE);
   assert_inside(t0, 1000);
   ordo_mode_t m;
   assert_int_equal(ordo_held(t, a2, strlen(a2), &m), 0);
-  assert_int_equal(ordo_held(t, a, strlen(a), &m), 1);
+  assert_int_equal(ordo_held(t, a, strlen(a), &m), 0);
+  assert_int_equal(ordo_held(t, c, strlen(c), &m), 0);
+  /* And a txn that held nothing before keeps its old rule: EBACKEND, and
+   * what the call took on the live shard is given back. */
+  ordo_txn_t *t3;
+  assert_int_equal(ordo_txn_begin(o, &t3, NULL), 0);
+  t0 = tu_now_ns();
+  assert_int_equal(ordo_lock_all(t3, r, 2, 1000), ORDO_EBACKEND);
+  assert_inside(t0, 1000);
+  assert_int_equal(ordo_held(t3, a2, strlen(a2), &m), 0);
+  ordo_txn_end(t3);
   assert_int_equal(kill(pids[r1], SIGCONT), 0);
   /* Back: the next call reconnects (t held nothing there, so its txn goes
    * on). A key of its own: the LOCKs the stopped shard received are
@@ -426,7 +439,7 @@ static void test_shard_stopped(void **state) {
   char b4[32];
   key_on(1, "s4_", b4, sizeof b4);
   assert_int_equal(ordo_lock(t, b4, strlen(b4), ORDO_MODE_X, 5000), 0);
-  assert_int_equal(ordo_unlock_all(t), 3);
+  assert_int_equal(ordo_unlock_all(t), 1);
   ordo_txn_end(t);
   ordo_txn_end(t2);
   ordo_close(o);

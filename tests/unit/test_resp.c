@@ -709,6 +709,23 @@ void srv_probe_wait_begin(srv *s, sess *ss) {
   (void)ss;
 }
 
+void srv_probe_gid_set(srv *s, sess *ss) {
+  (void)s;
+  (void)ss;
+}
+
+bool srv_probe_lock_check(srv *s, conn *c, sess *ss) {
+  (void)s;
+  (void)c;
+  (void)ss;
+  return true;
+}
+
+void srv_probe_unlocked_all(srv *s, sess *ss) {
+  (void)s;
+  (void)ss;
+}
+
 void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
   (void)argc;
   (void)argv;
