@@ -553,6 +553,14 @@ def check_shards(a, calls, faults, violate, errors, slack):
                 if durations else None)
     victims = sum(1 for c in calls
                   if c["call"] == "lock" and c["rc"] == EDEADLK)
+    # Leases the clients heard were lost, and of them those with no pause
+    # or kill of any shard within a lease before (reported: a shard that
+    # was up, yet a session's lease went).
+    lost_n = sum(len(v) for v in lost.values())
+    lost_up = sum(1 for v in lost.values() for t in v
+                  if not any(fs <= t and fe + recover(k) + lease >= t
+                             for fs, fe, k, tg in faults
+                             if k in FAULT_OF_SHARD))
     fig = {"cycles_seen": len(cycles), "cycles_cross_shard": cross,
            "cycle_ms_p50": pct(0.5), "cycle_ms_p99": pct(0.99),
            "cycle_ms_max": pct(1.0), "cycles_slow_under_faults": slow_faulted,
@@ -560,6 +568,7 @@ def check_shards(a, calls, faults, violate, errors, slack):
            "hops_unknown": unknown, "hops_cut_short": truncated[0],
            "exclusion_excused": excused_n,
            "clients_killed": len(killed), "clients_killed_on_cycle": on_cycle,
+           "leases_lost": lost_n, "leases_lost_no_shard_fault": lost_up,
            "xaborts_by_shard": {}}
     for x in xaborts:
         s_ = label_of.get(x["shard"], x["shard"])
@@ -569,11 +578,12 @@ def check_shards(a, calls, faults, violate, errors, slack):
           " faults), %d deadlock victims, %d cross-shard aborts logged %s, "
           "%d hops not judged (killed clients); %d clients killed, %d of "
           "them on a cycle; %d two-holder cases excused by a pause or kill "
-          "of the key's shard"
+          "of the key's shard; %d leases lost (%d with no shard paused or "
+          "killed)"
           % (a.backend, len(cycles), cross, fig["cycle_ms_p50"],
              fig["cycle_ms_p99"], fig["cycle_ms_max"], slow_faulted, victims,
              len(xaborts), json.dumps(fig["xaborts_by_shard"]), unknown,
-             len(killed), on_cycle, excused_n))
+             len(killed), on_cycle, excused_n, lost_n, lost_up))
     return fig
 
 
