@@ -44,8 +44,9 @@ at the moment the abort took effect) and the clients' lease-lost logs
   phantom  no phantom abort: at each xabort's t_mono_ns, every hop's waiter
            had a lock call under way (begun, not returned), on a key of
            that hop's shard, and the txn it waits for may have held that
-           key or waited for it then (its grant had begun and its release
-           had not returned; or a lock of it was under way). A call that
+           key or waited for it then (its grant had begun and no release
+           the server answered had returned; or a lock of it was under
+           way). A call that
            had returned before t means the cycle was already broken. Txns
            of a killed client past their last logged call are unknown, and
            not judged;
@@ -84,7 +85,7 @@ FAMILY = {"pause": "pause", "kill": "kill", "drop": "proxy", "delay": "proxy",
 # kill comes with a lag on every link (shards.sh).
 FAMILY_SHARDS = dict(FAMILY, drop="link", delay="link", cut="link",
                      blackhole="link", clientkill="client", lag="client")
-EDEADLK = -2
+ETIMEDOUT, EDEADLK = -1, -2
 INF = 1 << 62
 
 
@@ -284,11 +285,22 @@ def check_shards(a, calls, faults, violate, errors, slack):
                 if c["call"] == "lock" and c["rc"] != 0 and r is None:
                     r = c["s"]
                     rg = c["e"]
+                    if c["rc"] == EDEADLK:
+                        rmax = c["e"]  # a victim hears it after its keys go
+                    elif c["rc"] != ETIMEDOUT:
+                        # ELEASE, EBACKEND: the client dropped what it held
+                        # on its own; the server lets it go when it ends
+                        # the session, which a freeze may defer.
+                        rmax = INF
                 if ((c["call"] == "unlock" and c["key"] == g["key"]) or
                         c["call"] in ("unlockall", "end")):
                     r = c["s"] if r is None else r
                     rg = c["s"] if rg is None else rg
-                    rmax = c["e"]
+                    if rmax is None:
+                        # A release the server answered; one that failed,
+                        # or an end that closes sessions, may be deferred.
+                        rmax = (c["e"] if c["call"] != "end" and c["rc"] == 0
+                                else INF)
                     break
             if r is None:
                 r = rg = min(last_e[th], kill_t)
@@ -308,7 +320,7 @@ def check_shards(a, calls, faults, violate, errors, slack):
             # abort that did (a victim's -DEADLOCK waits for its keys'
             # RELEASE on the other shards, a stopped one too, while its
             # cycle is already broken); mb: may have held it at the server
-            # (phantom).
+            # (phantom): until a release the server answered returned.
             holds.append({"gid": g["gid"], "key": g["key"], "a": g["e"],
                           "b": r, "gb": rg, "ma": g["s"], "mb": rmax,
                           "g": g})
