@@ -459,13 +459,16 @@ def check_shards(a, calls, faults, violate, errors, slack):
     # missed: the wait-for graph of lock calls under way against holds
     # surely held, swept in time; a cycle is found when its last edge comes.
     sure = {}
-    maxdur = {}
+    reach = {}  # per key, the latest end of the holds up to each one
     for h in holds:
         if h["gb"] > h["a"]:
             sure.setdefault(h["key"], []).append(h)
     for k, hs in sure.items():
         hs.sort(key=lambda h: h["a"])
-        maxdur[k] = max(h["gb"] - h["a"] for h in hs)
+        top, reach[k] = 0, []
+        for h in hs:
+            top = max(top, h["gb"])
+            reach[k].append(top)
     starts = {k: [h["a"] for h in hs] for k, hs in sure.items()}
     edges = []
     for gid, ls in locks_of.items():
@@ -474,7 +477,8 @@ def check_shards(a, calls, faults, violate, errors, slack):
             if not hs:
                 continue
             j = bisect.bisect_left(starts[c["key"]], c["e"]) - 1
-            while j >= 0 and hs[j]["a"] > c["s"] - maxdur[c["key"]]:
+            rk = reach[c["key"]]
+            while j >= 0 and rk[j] > c["s"]:
                 h = hs[j]
                 j -= 1
                 if h["gid"] == gid:
