@@ -63,9 +63,9 @@ coverage: bootstrap
 	scripts/coverage.sh
 
 # The simulator of the cross-shard probes at 1,000 shards against a
-# polling coordinator (sim/README.md, docs/distributed.md): sim/run.sh's
-# table and plot in sim/results/, in a few seconds; PUBLISH=1 also copies
-# the plot to docs/img/sim-latency.png.
+# polling coordinator and under faults (sim/README.md, docs/distributed.md):
+# sim/run.sh's tables and plot in sim/results/, in about 15 seconds;
+# PUBLISH=1 also copies the plot to docs/img/sim-latency.png.
 sim: bootstrap
 	@$(MAKE) --no-print-directory build
 	sim/run.sh $(if $(filter-out 0,$(PUBLISH)),--publish)

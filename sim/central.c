@@ -105,11 +105,13 @@ static void on_poll_reply(struct sim *s, struct ev *e) {
 static void on_poll(struct sim *s, struct ev *e) {
   struct shard *sh = &s->sh[e->to];
   struct ev *r = sim_msg_new(-1, 0);
-  r->edges = sim_xrealloc(NULL, (size_t)sh->nwait * sizeof(*r->edges));
+  int cap = 0;
   for (int i = 0; i < sh->nwait; i++) {
-    int w = sh->wait[i], h = sim_holder_of_wait(s, w);
-    if (h >= 0)
-      r->edges[r->nedges++] = (struct edge){w, h, e->to, s->tx[w].wseq};
+    int w = sh->wait[i], wf[64], n = sim_waits_for(s, w, wf, 64);
+    for (int j = 0; j < n; j++) {
+      GROW(r->edges, r->nedges, cap);
+      r->edges[r->nedges++] = (struct edge){w, wf[j], e->to, s->tx[w].wseq};
+    }
   }
   sim_send(s, M_POLL_REPLY, e->to, s->o.shards, r);
 }

@@ -29,14 +29,16 @@ static double pct(const double *v, size_t n, double q) {
 }
 
 struct report {
-  uint64_t cycles, closed, detected, broken_before, broken_after, missed;
+  uint64_t cycles, closed, detected, broken_before, broken_after, broken_fault,
+      missed;
   uint64_t multi_victim, msgs_total;
-  double p50, p99, mean, msgs_per_cycle;
+  double p50, p99, mean, msgs_per_cycle, longest_ms;
 };
 
 static void summarize(struct sim *s, struct report *r) {
   memset(r, 0, sizeof(*r));
   r->cycles = (uint64_t)s->ncy;
+  simtime bound = (simtime)(s->o.miss_bound_ms * NS_PER_MS), longest = 0;
   for (int i = 0; i < s->ncy; i++) {
     struct cycle *c = &s->cy[i];
     if (!c->closed) {
@@ -48,11 +50,21 @@ static void summarize(struct sim *s, struct report *r) {
       r->detected++;
     if (c->victims_all > 1)
       r->multi_victim++;
-    if (c->victims == 0 && c->broken_after > 0)
+    if (c->victims == 0 && c->broken_timeout > 0)
       r->broken_after++;
-    if (sim_on_live_cycle(s, c->first))
-      r->missed++; /* it closed and lasts to the end: nobody resolved it */
+    else if (c->victims == 0 && c->broken_fault > 0)
+      r->broken_fault++;
+    simtime d = c->longest;
+    bool live = c->live && sim_cycle_stands(s, c);
+    if (live && s->now - c->close_t > d)
+      d = s->now - c->close_t;
+    longest = d > longest ? d : longest;
+    /* Closed and standing at the end (nobody resolved it), or standing
+     * longer than the bound at some point: missed. */
+    if (live || c->over_bound || d > bound)
+      r->missed++;
   }
+  r->longest_ms = (double)longest / NS_PER_MS;
   for (int k = 0; k < M_KINDS; k++)
     r->msgs_total += s->msgs[k];
   qsort(s->lat, s->nlat, sizeof(*s->lat), dbl_cmp);
@@ -94,11 +106,16 @@ static void out_kv(struct out *o, const char *name, const char *fmt, ...) {
 static void print_report(struct sim *s, const struct report *r) {
   const struct opts *o = &s->o;
   struct out w = {o->json, true};
-  char bugs[80] = "";
+  char bugs[160] = "";
   snprintf(
-      bugs, sizeof(bugs), "%s%s%s%s", o->bug_no_versions ? "no-versions " : "",
+      bugs, sizeof(bugs), "%s%s%s%s%s%s%s%s%s",
+      o->bug_no_versions ? "no-versions " : "",
       o->bug_no_confirm ? "no-confirm " : "", o->bug_no_pins ? "no-pins " : "",
-      o->bug_no_reprobe ? "no-reprobe " : "");
+      o->bug_no_reprobe ? "no-reprobe " : "",
+      o->bug_release_first ? "release-first " : "",
+      o->bug_one_pin ? "one-pin " : "",
+      o->bug_told_on_drop ? "told-on-drop " : "",
+      o->bug_no_defer ? "no-defer " : "", o->bug_no_giveup ? "no-giveup " : "");
   if (bugs[0])
     bugs[strlen(bugs) - 1] = '\0';
   out_kv(&w, "algo", "%s",
@@ -113,16 +130,25 @@ static void print_report(struct sim *s, const struct report *r) {
   out_kv(&w, "rtt_us", "%.1f", o->rtt_us);
   out_kv(&w, "probe_delay_us", "%.1f", o->probe_delay_us);
   out_kv(&w, "poll_ms", "%.3f", o->poll_ms);
+  out_kv(&w, "overlap", "%g", o->overlap);
+  out_kv(&w, "link_break", "%g", o->link_break);
+  out_kv(&w, "spike", "%g", o->spike);
+  out_kv(&w, "freeze", "%g", o->freeze);
+  out_kv(&w, "disconnect", "%g", o->disconnect);
+  out_kv(&w, "lease", "%g", o->lease);
   out_kv(&w, "cycles", "%" PRIu64, r->cycles);
   out_kv(&w, "closed", "%" PRIu64, r->closed);
   out_kv(&w, "detected", "%" PRIu64, r->detected);
   out_kv(&w, "local_detected", "%" PRIu64, s->local_found);
   out_kv(&w, "broken_before_close", "%" PRIu64, r->broken_before);
   out_kv(&w, "broken_by_timeout", "%" PRIu64, r->broken_after);
+  out_kv(&w, "broken_by_fault", "%" PRIu64, r->broken_fault);
   out_kv(&w, "missed", "%" PRIu64, r->missed);
+  out_kv(&w, "longest_standing_ms", "%.3f", r->longest_ms);
   out_kv(&w, "phantom_aborts", "%" PRIu64, s->phantoms);
   out_kv(&w, "victims", "%" PRIu64, s->victims_total);
   out_kv(&w, "multi_victim_cycles", "%" PRIu64, r->multi_victim);
+  out_kv(&w, "two_holders", "%" PRIu64, s->two_holders);
   out_kv(&w, "latency_p50_us", "%.1f", r->p50);
   out_kv(&w, "latency_p99_us", "%.1f", r->p99);
   out_kv(&w, "latency_mean_us", "%.1f", r->mean);
@@ -138,7 +164,22 @@ static void print_report(struct sim *s, const struct report *r) {
   out_kv(&w, "probes_stale", "%" PRIu64, s->probes_stale);
   out_kv(&w, "confirms_failed", "%" PRIu64, s->confirms_failed);
   out_kv(&w, "reprobes_after_confirm", "%" PRIu64, s->reprobes);
+  out_kv(&w, "reprobes_on_tick", "%" PRIu64, s->tick_probes);
   out_kv(&w, "aborts_dropped_dup", "%" PRIu64, s->dup_aborts);
+  out_kv(&w, "aborts_gave_up", "%" PRIu64, s->gave_up);
+  out_kv(&w, "aborts_gave_up_orphan", "%" PRIu64, s->gave_up_orphan);
+  out_kv(&w, "aborts_wait_ended", "%" PRIu64, s->ended_first);
+  out_kv(&w, "blocked_resent", "%" PRIu64, s->blocked_resent);
+  out_kv(&w, "blocked_busy", "%" PRIu64, s->busy);
+  out_kv(&w, "releases_resent", "%" PRIu64, s->releases_resent);
+  out_kv(&w, "sessions_deferred", "%" PRIu64, s->sessions_deferred);
+  out_kv(&w, "link_breaks", "%" PRIu64, s->link_breaks);
+  out_kv(&w, "messages_lost", "%" PRIu64, s->msgs_lost);
+  out_kv(&w, "peer_messages_dropped", "%" PRIu64, s->msgs_dropped);
+  out_kv(&w, "delay_spikes", "%" PRIu64, s->spikes);
+  out_kv(&w, "freezes", "%" PRIu64, s->freezes);
+  out_kv(&w, "disconnects", "%" PRIu64, s->disconnects);
+  out_kv(&w, "leases_expired", "%" PRIu64, s->leases);
   out_kv(&w, "polls", "%" PRIu64, s->polls);
   out_kv(&w, "polls_skipped", "%" PRIu64, s->polls_skipped);
   out_kv(&w, "sim_end_ms", "%.3f", (double)s->now / NS_PER_MS);
@@ -182,19 +223,50 @@ static const struct optdef optdefs[] = {
     {"work-us", "U", "work after a grant", K_DBL, F(work_us), 100, 0, 1e9},
     {"hold-us", "U", "a chain's end holds about U", K_DBL, F(hold_us), 500, 0,
      1e9},
-    {"pin-bound-ms", "M", "a pinned timeout waits at most", K_DBL,
+    {"pin-bound-ms", "M", "a pin or freeze lasts, unless renewed", K_DBL,
      F(pin_bound_ms), 2000, 0, 1e9},
+    {"confirm-ms", "M", "an abort's confirmation's bound", K_DBL, F(confirm_ms),
+     1000, 0, 1e9},
+    {"peer-blocked-max", "N", "BLOCKED entries a shard keeps per peer", K_INT,
+     F(peer_blocked_max), 65536, 0, 1e9},
+    {"miss-bound-ms", "M", "a cycle standing longer is missed", K_DBL,
+     F(miss_bound_ms), 5000, 1, 1e9},
+    {"overlap", "F", "cycles that are two sharing a member", K_DBL, F(overlap),
+     0, 0, 1},
+    {"link-break", "P", "a message's link breaks as it travels", K_DBL,
+     F(link_break), 0, 0, 1},
+    {"spike", "P", "a message is delayed by a spike", K_DBL, F(spike), 0, 0, 1},
+    {"spike-ms", "M", "a spike's delay, M/2 to 3M/2", K_DBL, F(spike_ms), 20, 0,
+     1e9},
+    {"freeze", "F", "cycles one of whose shards freezes", K_DBL, F(freeze), 0,
+     0, 1},
+    {"freeze-ms", "M", "a freeze's mean length, 0 to 2M", K_DBL, F(freeze_ms),
+     200, 0, 1e9},
+    {"disconnect", "F", "cycles one of whose clients goes away", K_DBL,
+     F(disconnect), 0, 0, 1},
+    {"lease", "F", "cycles with a session at its lease", K_DBL, F(lease), 0, 0,
+     1},
     {"seed", "N", "the run", K_U64, F(seed), 1, 0, 0},
     {"json", NULL, "one JSON object instead of lines", K_FLAG, F(json), 0, 0,
      1},
     {"bug-no-confirm", NULL, "V aborts without confirming", K_FLAG,
      F(bug_no_confirm), 0, 0, 1},
-    {"bug-no-pins", NULL, "the confirmation pins nothing", K_FLAG,
+    {"bug-no-pins", NULL, "the confirmation pins and freezes nothing", K_FLAG,
      F(bug_no_pins), 0, 0, 1},
     {"bug-no-versions", NULL, "every check ignores wseq", K_FLAG,
      F(bug_no_versions), 0, 0, 1},
     {"bug-no-reprobe", NULL, "the draft's probe trigger alone", K_FLAG,
      F(bug_no_reprobe), 0, 0, 1},
+    {"bug-release-first", NULL, "RELEASE before the abort at V (defect 1)",
+     K_FLAG, F(bug_release_first), 0, 0, 1},
+    {"bug-one-pin", NULL, "one pin deadline per wait (defect 2)", K_FLAG,
+     F(bug_one_pin), 0, 0, 1},
+    {"bug-told-on-drop", NULL, "a dropped BLOCKED counts told (defect 3)",
+     K_FLAG, F(bug_told_on_drop), 0, 0, 1},
+    {"bug-no-defer", NULL, "a session ends at once, pinned or not", K_FLAG,
+     F(bug_no_defer), 0, 0, 1},
+    {"bug-no-giveup", NULL, "an abort goes on when another pins its victim",
+     K_FLAG, F(bug_no_giveup), 0, 0, 1},
 };
 #undef F
 #define NOPTS (sizeof(optdefs) / sizeof(optdefs[0]))
@@ -277,6 +349,12 @@ static int parse(int argc, char **argv, struct opts *o) {
   }
   if (o->span == 0)
     o->span = o->len; /* the default span is the cycle's length */
+  if (o->central && (o->link_break > 0 || o->spike > 0 || o->freeze > 0 ||
+                     o->disconnect > 0 || o->lease > 0)) {
+    fprintf(stderr, "ordo_probesim: the faults are simulated for the probes "
+                    "only (a lost poll would stall the coordinator)\n");
+    return -1;
+  }
   return optind == argc ? 0 : -1;
 }
 
@@ -315,36 +393,54 @@ int main(int argc, char **argv) {
   }
   s->rng = s->o.seed * 0x2545f4914f6cdd1dULL + 1;
   s->wrng = s->o.seed * 0x9e3779b97f4a7c15ULL + 7;
+  s->frng = s->o.seed * 0xd1b54a32d192ed03ULL + 13;
+  s->freerec = -1;
   s->nodes = s->o.shards + 1;
-  s->last = sim_xrealloc(NULL, (size_t)s->nodes * (size_t)s->nodes *
-                                   sizeof(*s->last));
-  memset(s->last, 0, (size_t)s->nodes * (size_t)s->nodes * sizeof(*s->last));
-  s->sh = sim_xrealloc(NULL, (size_t)s->o.shards * sizeof(*s->sh));
-  memset(s->sh, 0, (size_t)s->o.shards * sizeof(*s->sh));
-  s->cy = sim_xrealloc(NULL, (size_t)(s->o.cycles + 1) * sizeof(*s->cy));
+  s->sh = calloc((size_t)s->o.shards, sizeof(*s->sh));
+  /* A double cycle is two designed cycles. */
+  s->cy = calloc((size_t)(2 * s->o.cycles + 1), sizeof(*s->cy));
+  if (!s->sh || !s->cy) {
+    fprintf(stderr, "probesim: out of memory\n");
+    return 2;
+  }
   int groups;
   simtime end = schedule(s, &groups);
-  /* Every txn, key and per-txn array is allocated now, at its bound. */
-  s->captx = s->capkeys = groups * s->o.len + 1;
+  /* Every txn, key and per-txn array is allocated now, at its bound: a
+   * group has L txns and keys at most, a double cycle L - 1 more. */
+  s->captx = s->capkeys =
+      groups * s->o.len + (s->o.overlap > 0 ? s->o.cycles * s->o.len : 0) + 1;
   s->tx = sim_xrealloc(NULL, (size_t)s->captx * sizeof(*s->tx));
   s->keys = sim_xrealloc(NULL, (size_t)s->capkeys * sizeof(*s->keys));
   s->adj_first = calloc((size_t)s->captx, sizeof(int));
   s->adj_stamp = calloc((size_t)s->captx, sizeof(int));
   s->color = calloc((size_t)s->captx, sizeof(int));
-  if (!s->adj_first || !s->adj_stamp || !s->color) {
+  s->mark = calloc((size_t)s->captx, sizeof(int));
+  if (!s->adj_first || !s->adj_stamp || !s->color || !s->mark) {
     fprintf(stderr, "probesim: out of memory\n");
     return 2;
   }
   /* The tail: long enough for the slowest detector to resolve the last
-   * cycles, after which a cycle still live is a missed one. */
+   * cycles, after which a cycle still live is a missed one. The run stops
+   * past the missed-cycle bound: a cycle nobody resolves keeps its probe
+   * ticks going for ever. */
   s->horizon = end + 50 * NS_PER_MS + (simtime)(20 * s->o.poll_ms * NS_PER_MS);
+  s->stop = end + (simtime)(s->o.miss_bound_ms * NS_PER_MS) + 1000 * NS_PER_MS;
+  if (s->stop < s->horizon)
+    s->stop = s->horizon;
   if (s->o.central)
     sim_at(s, E_POLL, (simtime)(sim_rnd01(s) * s->o.poll_ms * NS_PER_MS), -1, 0,
            -1);
   bool tty = isatty(STDERR_FILENO);
   while (s->nheap > 0) {
     struct ev *e = sim_pop(s);
+    if (e->t > s->stop) {
+      free(e->edges);
+      free(e);
+      continue; /* past the end: what is left is dropped */
+    }
     s->now = e->t;
+    if (sim_defer_frozen(s, e))
+      continue;
     if (sim_central_owns(e))
       sim_central_dispatch(s, e);
     else

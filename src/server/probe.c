@@ -41,6 +41,7 @@
 #define PR_PINS_PER_SESS 64  /* pins and freezes on one session */
 #define PR_RELEASE_SEEN 1024 /* RELEASE ids remembered per peer */
 #define PR_LINE_MAX 512      /* an answer line kept (the rest is skipped) */
+#define PR_UNPIN_PENDING 256 /* UNPINs kept to say again per peer */
 
 /* One hop of a probe's path: txn gid, waiting at shard with wseq, waits
  * for next. prio is gid's PRIORITY, for the victim rule. */
@@ -52,7 +53,7 @@ typedef struct pr_hop {
 } pr_hop;
 
 /* What an answer on a link is about: one per message sent, in order. */
-enum { ASK_NONE, ASK_BLOCKED, ASK_CONFIRM, ASK_RELEASE };
+enum { ASK_NONE, ASK_BLOCKED, ASK_CONFIRM, ASK_RELEASE, ASK_UNPIN };
 typedef struct pr_ask {
   int kind;
   uint64_t a, b; /* BLOCKED: session id, wseq; CONFIRM, RELEASE: abort id */
@@ -94,6 +95,14 @@ typedef struct peer {
   /* Its aborts' RELEASEs done here (a ring of ids). */
   uint64_t seen[PR_RELEASE_SEEN];
   size_t nseen;
+  /* Our UNPINs it has not answered (a link broke, or was down): said again
+   * on the next link while their pins could still hold there, so that a
+   * dead abort's pin does not make its waits' other cycles give way for
+   * its whole bound. A ring of ids with the time each pin ends there. */
+  struct {
+    uint64_t id, until_ms;
+  } unpin[PR_UNPIN_PENDING];
+  size_t nunpin;
 } peer;
 
 /* A pin or a freeze of abort (origin, id) on a session. */
@@ -972,16 +981,28 @@ static pr_abort *abort_by_id(srv_probe *p, uint64_t id) {
 }
 
 /* UNPIN on every shard asked, its records here, and the abort goes. */
+/* Keeps an UNPIN to say again on sh's next link (the oldest goes when
+ * the ring is full: its pin ends by its bound). */
+static void unpin_keep(peer *pe, uint64_t id) {
+  pe->unpin[pe->nunpin % PR_UNPIN_PENDING].id = id;
+  pe->unpin[pe->nunpin % PR_UNPIN_PENDING].until_ms =
+      srv_now_ms() + PR_RENEW_MAX_MS + PR_PIN_MS;
+  pe->nunpin++;
+}
+
+static void unpin_send(srv_probe *p, int sh, uint64_t id) {
+  ordo__out o = {0};
+  msg_head(&o, 3, "UNPIN");
+  out_u64(&o, id);
+  if (!link_send(p, sh, &o, (pr_ask){ASK_UNPIN, id, 0}))
+    unpin_keep(&p->shard[sh], id);
+  ordo__out_free(&o);
+}
+
 static void abort_end(srv_probe *p, pr_abort *a) {
-  for (int sh = 1; sh < p->nshard; sh++) {
-    if (!a->asked[sh])
-      continue;
-    ordo__out o = {0};
-    msg_head(&o, 3, "UNPIN");
-    out_u64(&o, a->id);
-    link_send(p, sh, &o, (pr_ask){ASK_NONE, 0, 0});
-    ordo__out_free(&o);
-  }
+  for (int sh = 1; sh < p->nshard; sh++)
+    if (a->asked[sh])
+      unpin_send(p, sh, a->id);
   sess *vs = srv_sess_find(p->s, a->vsess);
   if (vs)
     vs->probe_aborting = false;
@@ -1285,6 +1306,8 @@ static void link_lost_asks(peer *pe) {
       pr_abort *ab = abort_by_id(p, a.a);
       if (ab && ab->rel[pe->idx] == 2)
         ab->rel[pe->idx] = 1;
+    } else if (a.kind == ASK_UNPIN) {
+      unpin_keep(pe, a.a);
     }
   }
   /* The peer drops what this link told it: every waiter here tells it
@@ -1309,6 +1332,16 @@ static void link_up_resend(peer *pe) {
   for (pr_abort *a = p->aborts; a; a = a->next)
     if (a->phase == AB_RELEASING && a->rel[pe->idx] == 1)
       release_send(p, a, pe->idx);
+  /* UNPINs a broken link lost, while their pins may still hold there. */
+  size_t n = pe->nunpin < PR_UNPIN_PENDING ? pe->nunpin : PR_UNPIN_PENDING;
+  uint64_t now = srv_now_ms(), keep[PR_UNPIN_PENDING];
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (pe->unpin[i].until_ms > now)
+      keep[k++] = pe->unpin[i].id;
+  pe->nunpin = 0;
+  for (size_t i = 0; i < k && pe->up; i++)
+    unpin_send(p, pe->idx, keep[i]);
 }
 
 /* ---- The loop's hooks ------------------------------------------------------
