@@ -46,13 +46,15 @@ at the moment the abort took effect) and the clients' lease-lost logs
            that hop's shard, and the txn it waits for may have held that
            key or waited for it then (its grant had begun and no release
            the server answered had returned; or a lock of it was under
-           way). A call that
-           had returned before t means the cycle was already broken. Txns
-           of a killed client past their last logged call are unknown, and
-           not judged;
+           way). A call that had returned before t means the cycle was
+           already broken. Txns of a killed client past their last logged
+           call are unknown, and not judged;
+  victim   the victim's lock under way at its abort does not return 0 (an
+           aborted wait answered granted);
   missed   no cycle left standing: the wait-for graph of lock calls under
            way against keys surely held (a hold from its grant's return to
-           the start of its release, as above), rebuilt at every instant; a
+           the start of its release, or to the end of a lock that failed),
+           rebuilt at every instant; a
            cycle that stood longer than --cycle-bound-ms (+ --slack-ms)
            while no fault touched it (a pause or kill of one of its shards,
            those of its edges; a fault of a link between two of them; a
