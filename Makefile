@@ -46,11 +46,12 @@ verify: bootstrap
 # The fault harness at 10^6 locks granted per backend (tests/faults/run.sh,
 # docs/reliability.md): ordod, redis, redlock, postgres, each under the four
 # faults in turn for as long as that takes (about 6, 25, 40 and 10 minutes
-# here); every backend runs even when one fails. A failed run keeps its
-# folder and names it.
+# here), then the sharded place (shards: 3 ordods linked by --peers, their
+# own four families); every backend runs even when one fails. A failed run
+# keeps its folder and names it.
 faults: bootstrap
 	@$(MAKE) --no-print-directory build
-	@rc=0; for b in ordod redis redlock postgres; do \
+	@rc=0; for b in ordod redis redlock postgres shards; do \
 	  FAULTS_OPS=1000000 FAULTS_MAX_S=10800 bash tests/faults/run.sh $$b \
 	    $(BUILD)/tests/fclient $(BUILD)/ordod || rc=1; \
 	done; exit $$rc

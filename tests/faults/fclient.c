@@ -7,14 +7,19 @@
  *
  *   fclient --url URL --dir DIR --proc N [--threads T] [--keys K]
  *           [--max-s S] [--lock-ms L] [--lease-ms L] [--hang-s S]
- *           [--unlock-all 0|1]
+ *           [--unlock-all 0|1] [--multi M] [--key-prefix P]
+ *   fclient --url URL --keys K [--key-prefix P] --placement
  *
  * Each thread writes DIR/hist-N-T.txt, one line per call:
- *   proc thread op call start_ns end_ns rc key token value txn
- * (CLOCK_MONOTONIC; call is begin, lock, read, write, skip, unlock, end;
- * rc an ordo code, or for write 1 accepted and 0 refused). The lease-lost
- * callback writes DIR/lost-N.txt ("t_ns txn"), and ordo_dump's state at
- * the end goes to DIR/dump-N.txt. DIR/progress-N holds the
+ *   proc thread op call start_ns end_ns rc key token value txn gid
+ * (CLOCK_MONOTONIC; call is begin, lock, read, write, skip, unlock,
+ * unlockall, end; rc an ordo code, or for write 1 accepted and 0 refused;
+ * gid the txn's global id on a sharded ordod:// place, "-" elsewhere).
+ * Lines are written whole as each call returns (line-buffered), so a
+ * client killed with -9 loses at most the line of the call it was in. The
+ * lease-lost callback writes DIR/lost-N.txt ("t_ns txn gid"), and
+ * ordo_dump's state at the end goes to DIR/dump-N.txt. DIR/progress-N holds
+ * the
  * number of locks granted so far (a decimal number, rewritten every 64
  * grants), for the schedule to know when enough were. The process stops
  * when the file DIR/stop appears (run.sh makes it once the schedule is
@@ -30,6 +35,29 @@
  * txn holds one key, so the two do the same): run.sh's way around an open
  * defect of postgres://, named there.
  *
+ * --multi M (M >= 1) is the sharded harness's mode (shards.sh): each unit
+ * of work is one txn that takes M distinct keys of the K *one at a time*,
+ * in a random order, with ordo_lock (so txns close cycles across shards,
+ * which only the probes can break), then reads and writes each key's
+ * register with that key's token, then unlocks them one by one and ends
+ * the txn. A failed lock (a deadlock victim, a lost lease, a timeout, a
+ * shard down) gives back everything with ordo_unlock_all (logged as
+ * unlockall), backs off a full-jitter 0..min(100 ms, 2^attempt ms), and
+ * tries the same txn again, as ordo_retry does; an error that is not
+ * retryable ends the txn, and the next unit begins another. In this mode a
+ * holder writes whenever it has been told it holds the key (no half-lease
+ * rule): a txn waits for its later keys for seconds while its client
+ * renews the lease, and check.py's exclusion check follows what each txn
+ * was told, charging a pause or kill of the key's shard, the one way a
+ * renewed lease can still run out. The watchdog also writes DIR/busy-N
+ * every 10 ms: the age in ms of this process's oldest ordo_lock under way
+ * (0: none), which the harness awaits to kill a client while a txn of it
+ * waits, likely on a cycle being confirmed.
+ *
+ * --placement prints, for each key 0..K-1, "k shard-name" (the library's
+ * rendezvous placement over the URL's shard names) and exits: the
+ * harness's and the checker's one source of where a key lives.
+ *
  * A watchdog fails the process (exit 3) with ordo_dump's state when a call
  * has not returned within --hang-s seconds (times ORDO_TEST_TIMEOUT_MULT):
  * a hang, as against a late return, which check.py counts against the
@@ -39,7 +67,10 @@
 
 #include <ordo.h>
 
+#include "backend/shards.h" /* the placement and the txn's gid */
+
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -56,7 +87,9 @@
 static const char *g_url, *g_dir;
 static int g_proc, g_threads = 4, g_keys = 4;
 static long g_max_s = 60, g_lock_ms = 300, g_lease_ms = 1000, g_hang_s = 20,
-            g_unlock_all;
+            g_unlock_all, g_multi;
+static const char *g_prefix = "fk:";
+static int g_busy_fd = -1;
 static ordo_t *g_o;
 static atomic_long g_granted;
 static int g_progress_fd = -1;
@@ -108,18 +141,27 @@ static void leave(worker_t *w) {
   atomic_store(&w->call_start, 0);
 }
 
+/* The txn's global id for the history ("-" when the place has none). */
+static const char *gid_of(const ordo_txn_t *t) {
+  const char *g = t ? ordo__shards_txn_gid(t) : NULL;
+  return g ? g : "-";
+}
+
 static void hist(worker_t *w, const char *call, uint64_t s, uint64_t e, int rc,
-                 int key, uint64_t token, int64_t value, uint64_t txn) {
+                 int key, uint64_t token, int64_t value, uint64_t txn,
+                 const char *gid) {
   fprintf(w->hist,
           "%d %d %ld %s %" PRIu64 " %" PRIu64 " %d %d %" PRIu64 " %" PRId64
-          " %" PRIu64 "\n",
-          g_proc, w->id, w->op, call, s, e, rc, key, token, value, txn);
+          " %" PRIu64 " %s\n",
+          g_proc, w->id, w->op, call, s, e, rc, key, token, value, txn, gid);
 }
 
 static void on_lost(ordo_txn_t *t, void *arg) {
   (void)arg;
   pthread_mutex_lock(&g_lost_mu);
-  fprintf(g_lost, "%" PRIu64 " %" PRIu64 "\n", mono_ns(), ordo_txn_id(t));
+  fprintf(g_lost, "%" PRIu64 " %" PRIu64 " %s\n", mono_ns(), ordo_txn_id(t),
+          gid_of(t));
+  fflush(g_lost);
   pthread_mutex_unlock(&g_lost_mu);
 }
 
@@ -132,58 +174,183 @@ static void sleep_us(long us) {
 /* Ends t, logging the call. */
 static void end_txn(worker_t *w, ordo_txn_t **t) {
   uint64_t id = ordo_txn_id(*t), s = mono_ns();
+  char gid[64];
+  snprintf(gid, sizeof gid, "%s", gid_of(*t));
   enter(w, "ordo_txn_end");
   ordo_txn_end(*t);
   leave(w);
-  hist(w, "end", s, mono_ns(), 0, -1, 0, 0, id);
+  hist(w, "end", s, mono_ns(), 0, -1, 0, 0, id, gid);
   *t = NULL;
+}
+
+/* Counts one grant, and every 64 tells the schedule (progress-N). */
+static void granted_one(void) {
+  long n = atomic_fetch_add(&g_granted, 1) + 1;
+  if (n % 64 == 0) {
+    char num[32];
+    int len = snprintf(num, sizeof num, "%ld\n", n);
+    if (pwrite(g_progress_fd, num, (size_t)len, 0) != len) {
+      perror("fclient: progress");
+      exit(2);
+    }
+  }
+}
+
+/* Begins *t (logged); 0, or the error after a pause (a backend that is
+ * down: the caller tries again later). */
+static int begin_txn(worker_t *w, ordo_txn_t **t) {
+  uint64_t s = mono_ns();
+  enter(w, "ordo_txn_begin");
+  int rc = ordo_txn_begin(g_o, t, NULL);
+  leave(w);
+  hist(w, "begin", s, mono_ns(), rc, -1, 0, 0, rc ? 0 : ordo_txn_id(*t),
+       rc ? "-" : gid_of(*t));
+  if (rc) {
+    *t = NULL;
+    sleep_us(20000);
+  }
+  return rc;
+}
+
+/*
+ * worker_multi -- the --multi mode (see the header): one txn per unit of
+ * work, its keys taken one at a time in a random order, retried on the
+ * same txn after a failure as ordo_retry would.
+ */
+static void *worker_multi(worker_t *w) {
+  ordo_txn_t *t = NULL;
+  int keys[MAX_KEYS], perm[MAX_KEYS];
+  uint64_t tokens[MAX_KEYS];
+  char key[64];
+  unsigned attempt = 0;
+  while (mono_ns() < g_deadline && access(g_stop, F_OK) != 0) {
+    if (!t) {
+      if (begin_txn(w, &t) != 0)
+        continue;
+      attempt = 0;
+    }
+    w->op++;
+    uint64_t txn = ordo_txn_id(t);
+    const char *gid = gid_of(t);
+    /* M distinct keys in a random order: a partial Fisher-Yates shuffle. */
+    for (int i = 0; i < g_keys; i++)
+      perm[i] = i;
+    for (int i = 0; i < (int)g_multi; i++) {
+      int j = i + (int)(rnd(w) % (uint64_t)(g_keys - i));
+      int x = perm[i];
+      perm[i] = perm[j];
+      perm[j] = x;
+      keys[i] = perm[i];
+    }
+    int held = 0, rc = 0;
+    for (; held < (int)g_multi; held++) {
+      int k = keys[held];
+      int klen = snprintf(key, sizeof key, "%s%d", g_prefix, k);
+      uint64_t s = mono_ns(), token = 0;
+      enter(w, "ordo_lock");
+      rc = ordo_lock(t, key, (size_t)klen, ORDO_MODE_X, g_lock_ms);
+      leave(w);
+      if (rc == 0 && ordo_fence(t, key, (size_t)klen, &token) != 0)
+        token = 0; /* logged as 0: check.py counts a grant without a token */
+      hist(w, "lock", s, mono_ns(), rc, k, token, 0, txn, gid);
+      if (rc)
+        break;
+      tokens[held] = token;
+      granted_one();
+    }
+    if (rc) {
+      /* Give everything back (the server may have let it go already: a
+       * victim's keys go everywhere), then back off and try again. */
+      uint64_t s = mono_ns();
+      enter(w, "ordo_unlock_all");
+      int n = ordo_unlock_all(t);
+      leave(w);
+      hist(w, "unlockall", s, mono_ns(), n < 0 ? n : 0, -1, 0, n < 0 ? 0 : n,
+           txn, gid);
+      if (!ordo_is_retryable(rc) || n < 0) {
+        end_txn(w, &t);
+        sleep_us(1000 + (long)(rnd(w) % 9000));
+        continue;
+      }
+      long cap = attempt >= 7 ? 100000 : 1000L << attempt;
+      if (cap > 100000)
+        cap = 100000;
+      attempt++;
+      sleep_us((long)(rnd(w) % (uint64_t)cap));
+      continue;
+    }
+    /* Every key held: each register read and written with its own token. */
+    for (int i = 0; i < held; i++) {
+      int k = keys[i];
+      int64_t v = 0;
+      uint64_t rs = mono_ns();
+      int rrc = freg_read(&g_reg[k], &v, NULL);
+      if (rrc < 0) {
+        fprintf(stderr, "fclient: register %d: read: %s\n", k,
+                strerror(-rrc));
+        exit(2);
+      }
+      hist(w, "read", rs, mono_ns(), 0, k, tokens[i], v, txn, gid);
+      if (rnd(w) % 4 == 0)
+        sleep_us((long)(rnd(w) % 500)); /* a critical section's work */
+      uint64_t ws = mono_ns(), we;
+      int wrc = freg_write(&g_reg[k], tokens[i], v, v + 1, &we);
+      if (wrc < 0) {
+        fprintf(stderr, "fclient: register %d: write: %s\n", k,
+                strerror(-wrc));
+        exit(2);
+      }
+      hist(w, "write", ws, we, wrc, k, tokens[i], v + 1, txn, gid);
+    }
+    int bad = 0;
+    for (int i = held - 1; i >= 0; i--) {
+      int k = keys[i];
+      int klen = snprintf(key, sizeof key, "%s%d", g_prefix, k);
+      uint64_t s = mono_ns();
+      enter(w, "ordo_unlock");
+      rc = ordo_unlock(t, key, (size_t)klen);
+      leave(w);
+      hist(w, "unlock", s, mono_ns(), rc, k, tokens[i], 0, txn, gid);
+      bad |= rc != 0;
+    }
+    (void)bad; /* a failed unlock: the key went with the session anyway */
+    end_txn(w, &t);
+  }
+  if (t)
+    end_txn(w, &t);
+  return NULL;
 }
 
 static void *worker(void *arg) {
   worker_t *w = arg;
+  if (g_multi)
+    return worker_multi(w);
   ordo_txn_t *t = NULL;
-  char key[32];
+  char key[64];
   while (mono_ns() < g_deadline) {
-    if (!t) {
-      uint64_t s = mono_ns();
-      enter(w, "ordo_txn_begin");
-      int rc = ordo_txn_begin(g_o, &t, NULL);
-      leave(w);
-      hist(w, "begin", s, mono_ns(), rc, -1, 0, 0, rc ? 0 : ordo_txn_id(t));
-      if (rc) {
-        t = NULL;
-        sleep_us(20000); /* a backend that is down: try again later */
-        continue;
-      }
-    }
+    if (!t && begin_txn(w, &t) != 0)
+      continue; /* a backend that is down: try again later */
     if (access(g_stop, F_OK) == 0)
       break;
     w->op++;
     int k = (int)(rnd(w) % (uint64_t)g_keys);
-    int klen = snprintf(key, sizeof key, "fk:%d", k);
+    int klen = snprintf(key, sizeof key, "%s%d", g_prefix, k);
     uint64_t txn = ordo_txn_id(t), s = mono_ns();
+    const char *gid = gid_of(t);
     enter(w, "ordo_lock");
     int rc = ordo_lock(t, key, (size_t)klen, ORDO_MODE_X, g_lock_ms);
     leave(w);
     uint64_t token = 0;
     if (rc == 0 && ordo_fence(t, key, (size_t)klen, &token) != 0)
       token = 0; /* logged as 0: check.py counts a grant without a token */
-    hist(w, "lock", s, mono_ns(), rc, k, token, 0, txn);
+    hist(w, "lock", s, mono_ns(), rc, k, token, 0, txn, gid);
     if (rc) {
       if (rc != ORDO_ETIMEDOUT && rc != ORDO_EDEADLK && rc != ORDO_EQUORUM)
         end_txn(w, &t);
       sleep_us(1000 + (long)(rnd(w) % 9000));
       continue;
     }
-    long n = atomic_fetch_add(&g_granted, 1) + 1;
-    if (n % 64 == 0) {
-      char num[32];
-      int len = snprintf(num, sizeof num, "%ld\n", n);
-      if (pwrite(g_progress_fd, num, (size_t)len, 0) != len) {
-        perror("fclient: progress");
-        exit(2);
-      }
-    }
+    granted_one();
     uint64_t lease_end = s + (uint64_t)g_lease_ms * 500000u;
     int64_t v = 0;
     uint64_t rs = mono_ns();
@@ -193,7 +360,7 @@ static void *worker(void *arg) {
       exit(2);
     }
     if (rrc == 0) {
-      hist(w, "read", rs, mono_ns(), 0, k, token, v, txn);
+      hist(w, "read", rs, mono_ns(), 0, k, token, v, txn, gid);
       if (rnd(w) % 4 == 0)
         sleep_us((long)(rnd(w) % 500)); /* a critical section's work */
       uint64_t ws = mono_ns(), we;
@@ -204,12 +371,12 @@ static void *worker(void *arg) {
                   strerror(-wrc));
           exit(2);
         }
-        hist(w, "write", ws, we, wrc, k, token, v + 1, txn);
+        hist(w, "write", ws, we, wrc, k, token, v + 1, txn, gid);
       } else {
-        hist(w, "skip", ws, ws, 0, k, token, v, txn);
+        hist(w, "skip", ws, ws, 0, k, token, v, txn, gid);
       }
     } else {
-      hist(w, "skip", rs, rs, 0, k, token, 0, txn);
+      hist(w, "skip", rs, rs, 0, k, token, 0, txn, gid);
     }
     s = mono_ns();
     enter(w, "ordo_unlock");
@@ -220,7 +387,7 @@ static void *worker(void *arg) {
       rc = ordo_unlock(t, key, (size_t)klen);
     }
     leave(w);
-    hist(w, "unlock", s, mono_ns(), rc, k, token, 0, txn);
+    hist(w, "unlock", s, mono_ns(), rc, k, token, 0, txn, gid);
     if (rc)
       end_txn(w, &t);
   }
@@ -235,10 +402,14 @@ static void *watchdog(void *arg) {
   (void)arg;
   uint64_t hang = (uint64_t)((double)g_hang_s * mult() * 1e9);
   for (;;) {
-    sleep_us(100000);
-    uint64_t now = mono_ns();
+    sleep_us(g_busy_fd >= 0 ? 10000 : 100000);
+    uint64_t now = mono_ns(), oldest = 0;
     for (int i = 0; i < g_threads; i++) {
       uint64_t s = atomic_load(&g_w[i].call_start);
+      const char *name = atomic_load(&g_w[i].call_name);
+      if (s && now > s && name && strcmp(name, "ordo_lock") == 0 &&
+          now - s > oldest)
+        oldest = now - s;
       if (s && now > s && now - s > hang) {
         fprintf(stderr,
                 "fclient: HANG: proc %d thread %d in %s for %.1f s (bound "
@@ -249,8 +420,50 @@ static void *watchdog(void *arg) {
         _exit(3);
       }
     }
+    if (g_busy_fd >= 0) {
+      /* One fixed-width line, rewritten in place: a reader sees a whole
+       * number or, rarely, a torn one that it reads again. */
+      char num[24];
+      int len = snprintf(num, sizeof num, "%10llu\n",
+                         (unsigned long long)(oldest / 1000000u));
+      if (pwrite(g_busy_fd, num, (size_t)len, 0) != len) {
+        perror("fclient: busy");
+        _exit(2);
+      }
+    }
   }
   return NULL;
+}
+
+/* --placement: "k shard-name" for each key, by the library's placement
+ * over the shard names of an ordod://a1,a2,... URL (as shards.c reads it:
+ * after the last '@', up to '?'). */
+static int print_placement(void) {
+  const char *rest = strncmp(g_url, "ordod://", 8) == 0 ? g_url + 8 : NULL;
+  if (!rest) {
+    fprintf(stderr, "fclient: --placement wants an ordod:// URL\n");
+    return 64;
+  }
+  size_t alen = strcspn(rest, "?");
+  const char *hp = rest;
+  for (const char *q = rest; q < rest + alen; q++)
+    if (*q == '@')
+      hp = q + 1;
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%.*s", (int)(rest + alen - hp), hp);
+  const char *names[64];
+  size_t n = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && n < 64;
+       tok = strtok_r(NULL, ",", &save))
+    names[n++] = tok;
+  if (n == 0)
+    return 64;
+  char key[64];
+  for (int k = 0; k < g_keys; k++) {
+    int klen = snprintf(key, sizeof key, "%s%d", g_prefix, k);
+    printf("%d %s\n", k, names[ordo__shard_place(names, n, key, (size_t)klen)]);
+  }
+  return 0;
 }
 
 static long arg_long(const char *v, const char *name) {
@@ -264,8 +477,18 @@ static long arg_long(const char *v, const char *name) {
 }
 
 int main(int argc, char **argv) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const char *a = argv[i], *v = argv[i + 1];
+  bool placement = false;
+  for (int i = 1; i < argc; i += 2) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+    if (!strcmp(a, "--placement")) {
+      placement = true;
+      i--; /* a flag: no value */
+      continue;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "fclient: %s wants a value\n", a);
+      return 64;
+    }
     if (!strcmp(a, "--url"))
       g_url = v;
     else if (!strcmp(a, "--dir"))
@@ -286,16 +509,26 @@ int main(int argc, char **argv) {
       g_hang_s = arg_long(v, a);
     else if (!strcmp(a, "--unlock-all"))
       g_unlock_all = arg_long(v, a);
+    else if (!strcmp(a, "--multi"))
+      g_multi = arg_long(v, a);
+    else if (!strcmp(a, "--key-prefix"))
+      g_prefix = v;
     else {
       fprintf(stderr, "fclient: unknown option %s\n", a);
       return 64;
     }
   }
+  if (placement && g_url && g_keys >= 1 && g_keys <= MAX_KEYS)
+    return print_placement();
   if (!g_url || !g_dir || g_threads < 1 || g_threads > MAX_THREADS ||
-      g_keys < 1 || g_keys > MAX_KEYS) {
+      g_keys < 1 || g_keys > MAX_KEYS || g_multi > g_keys ||
+      strlen(g_prefix) > 40) {
     fprintf(stderr, "usage: fclient --url URL --dir DIR --proc N [--threads "
                     "1..64] [--keys 1..64] [--max-s S] [--lock-ms "
-                    "L] [--lease-ms L] [--hang-s S] [--unlock-all 0|1]\n");
+                    "L] [--lease-ms L] [--hang-s S] [--unlock-all 0|1] "
+                    "[--multi 0..K] [--key-prefix P]\n"
+                    "       fclient --url URL --keys K [--key-prefix P] "
+                    "--placement\n");
     return 64;
   }
   char path[4096];
@@ -313,6 +546,14 @@ int main(int argc, char **argv) {
   if (g_progress_fd < 0) {
     perror(path);
     return 2;
+  }
+  if (g_multi) {
+    snprintf(path, sizeof path, "%s/busy-%d", g_dir, g_proc);
+    g_busy_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (g_busy_fd < 0) {
+      perror(path);
+      return 2;
+    }
   }
   snprintf(path, sizeof path, "%s/lost-%d.txt", g_dir, g_proc);
   g_lost = fopen(path, "w");
@@ -340,6 +581,9 @@ int main(int argc, char **argv) {
       perror(path);
       return 2;
     }
+    /* Whole lines as calls return: a kill -9 loses only the call under
+     * way, whose start no line had told anyway. */
+    setvbuf(w->hist, NULL, _IOLBF, 0);
     pthread_create(&w->th, NULL, worker, w);
   }
   for (int i = 0; i < g_threads; i++) {

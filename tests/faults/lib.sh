@@ -8,13 +8,18 @@
 #                        one by a veth pair with loopback addresses
 #                        (127.A.i.1 here, 127.A.i.2 inside, route_localnet
 #                        on both ends): FX_NS[i], FX_HOST[i] (the address a
-#                        client in namespace i dials), FX_VETH[i];
+#                        client in namespace i dials), FX_VETH[i]; and
+#                        FX_COMMON (127.A.0.1), one address that reaches
+#                        this namespace from every client namespace and
+#                        from here (a /32 on each veth, a route inside):
+#                        what a sharded URL names, since every client must
+#                        write each shard's name alike;
 #   fx_partition I on|off  cuts namespace I off (its veth down) or heals it;
 #   fx_netns_down        removes them;
 #   fx_proxy_start LOG NAME=HOST:PORT...
-#                        starts fproxy.py listening on 127.0.0.1 and every
-#                        FX_HOST, one route per NAME: FX_PORT[NAME] is the
-#                        port a client dials;
+#                        starts fproxy.py listening on 127.0.0.1, every
+#                        FX_HOST and FX_COMMON, one route per NAME:
+#                        FX_PORT[NAME] is the port a client dials;
 #   fx_proxy CMD...      one control command (fproxy.py's header), which
 #                        must answer "ok";
 #   fx_mark start|end KIND TARGET
@@ -22,10 +27,20 @@
 #   fx_proxy_stop;
 #   fx_pause PID / fx_resume (SIGSTOP/SIGCONT of PID and every process
 #                        under it);
-#   fx_ordod_kill9, fx_redis_kill9 PID, fx_pg_kill9: kill -9, leaving the
-#                        server's data; the restarts are the fixtures'
+#   fx_ordod_kill9 [LOG], fx_redis_kill9 PID, fx_pg_kill9: kill -9, leaving
+#                        the server's data; the restarts are the fixtures'
 #                        ordod_start and redis_start again (with the same
-#                        --dir), and fx_pg_restart (the same folder and port).
+#                        --dir), and fx_pg_restart (the same folder and port);
+#   fx_od_start NAME ORDOD ARGS..., fx_od_kill9 NAME, fx_od_stop NAME,
+#   fx_od_stop_all       several ordods at once (shards), each by a NAME,
+#                        each started and its stop checked by
+#                        ordod_fixture.sh: FX_OD_PID[NAME], FX_OD_PORT[NAME];
+#                        each one's stderr is kept as $FX_RUN/NAME.stderr
+#                        (appended at each kill and stop);
+#   fx_ms LO HI          a random duration in seconds, LO..HI ms;
+#   fx_granted           the locks the clients of $FX_RUN have been granted
+#                        so far (their progress files);
+#   fx_alive PID...      whether any of the PIDs still runs.
 # Not root (ip netns needs it): fx_require_root exits 77 with "SKIP: ...".
 # Every wait is bounded, times MULT.
 
@@ -38,6 +53,7 @@ FX_VETH=()
 declare -A FX_PORT=()
 FX_PROXY_PID=
 FX_CONTROL=
+FX_COMMON=
 
 fx_require_root() {
   if [ "$(id -u)" -ne 0 ]; then
@@ -88,8 +104,12 @@ fx_netns_up() {
       return 1
     ip link set "$va" up || return 1
     ip netns exec "$ns" ip link set "$vb" up || return 1
+    # The common address: on every veth of this side, routed to from inside.
+    ip addr add "127.$a.0.1/32" dev "$va" || return 1
+    ip netns exec "$ns" ip route add "127.$a.0.1/32" dev "$vb" || return 1
     FX_HOST+=("127.$a.$i.1")
   done
+  FX_COMMON=127.$a.0.1
 }
 
 # fx_partition I on|off: namespace I (1-based) cut off, or joined again.
@@ -113,6 +133,7 @@ fx_netns_down() {
   FX_NS=()
   FX_VETH=()
   FX_HOST=()
+  FX_COMMON=
 }
 
 fx_proxy_start() {
@@ -120,7 +141,7 @@ fx_proxy_start() {
   shift
   dir=$(dirname "$log")
   hosts=127.0.0.1
-  for i in "${FX_HOST[@]}"; do hosts+=",$i"; done
+  for i in "${FX_HOST[@]}" $FX_COMMON; do hosts+=",$i"; done
   local routes=()
   for i in "$@"; do routes+=(--route "$i"); done
   mkfifo "$dir/proxy.stdin"
@@ -240,6 +261,7 @@ fx_signal() {
 # ordod_start can start the next one. The stop's check does not apply to a
 # server killed on purpose.
 fx_ordod_kill9() {
+  local log=${1:-$FX_RUN/ordod-killed.stderr}
   kill -KILL "$ORDOD_PID" 2>/dev/null || true
   wait "$ORDOD_PID" 2>/dev/null || true
   ORDOD_PID=
@@ -248,7 +270,7 @@ fx_ordod_kill9() {
   ORDOD_GUARD=
   exec 8<&-
   # Keep the killed server's stderr for a failure's message.
-  cat "$ORDOD_DIR/stderr" >>"$FX_RUN/ordod-killed.stderr" 2>/dev/null || true
+  cat "$ORDOD_DIR/stderr" >>"$log" 2>/dev/null || true
   rm -rf "$ORDOD_DIR"
   ORDOD_DIR=
 }
@@ -301,5 +323,108 @@ fx_pg_restart() {
   echo "faults: the cluster did not restart within $((30 * MULT)) s; its" \
     "log:" >&2
   tail -n 30 "$dir/log" >&2
+  return 1
+}
+
+# ---- Several ordods at once (the shards) -----------------------------------
+# ordod_fixture.sh keeps one server in its globals (ORDOD_PID, ORDOD_DIR,
+# ORDOD_GUARD, ORDOD_PORT, and its stdout FIFO on descriptor 8); these keep
+# each server's in arrays by NAME, and put them back in the globals for the
+# fixture's own stop and for fx_ordod_kill9. The FIFO's reader moves to a
+# descriptor of its own, so the server never writes to a pipe with no reader.
+declare -A FX_OD_PID=() FX_OD_DIR=() FX_OD_GUARD=() FX_OD_PORT=() FX_OD_FD=()
+
+_fx_od_clear() {
+  ORDOD_PID=
+  ORDOD_DIR=
+  ORDOD_GUARD=
+  ORDOD_PORT=
+}
+
+_fx_od_use() {
+  local n=$1
+  ORDOD_PID=${FX_OD_PID[$n]}
+  ORDOD_DIR=${FX_OD_DIR[$n]}
+  ORDOD_GUARD=${FX_OD_GUARD[$n]}
+  ORDOD_PORT=${FX_OD_PORT[$n]}
+  local fd=${FX_OD_FD[$n]}
+  exec 8<&"$fd"
+  eval "exec $fd<&-"
+  unset "FX_OD_PID[$n]" "FX_OD_DIR[$n]" "FX_OD_GUARD[$n]" "FX_OD_PORT[$n]" \
+    "FX_OD_FD[$n]"
+}
+
+# fx_od_start NAME ORDOD ARGS...: ordod_start ORDOD ARGS, kept as NAME. The
+# fixture sets its EXIT trap: the caller sets its own again after.
+fx_od_start() {
+  local n=$1 fd
+  shift
+  _fx_od_clear
+  if ! ordod_start "$@"; then
+    [ -z "${ORDOD_DIR:-}" ] || cat "$ORDOD_DIR/stderr" >>"$FX_RUN/$n.stderr"
+    ordod_stop >/dev/null 2>&1 || true
+    _fx_od_clear
+    return 1
+  fi
+  exec {fd}<&8
+  exec 8<&-
+  FX_OD_PID[$n]=$ORDOD_PID
+  FX_OD_DIR[$n]=$ORDOD_DIR
+  FX_OD_GUARD[$n]=$ORDOD_GUARD
+  FX_OD_PORT[$n]=$ORDOD_PORT
+  FX_OD_FD[$n]=$fd
+  _fx_od_clear
+}
+
+# fx_od_kill9 NAME: kill -9 (fx_ordod_kill9), its stderr kept.
+fx_od_kill9() {
+  _fx_od_use "$1"
+  fx_ordod_kill9 "$FX_RUN/$1.stderr"
+  echo "== (the run above ended by kill -9) ==" >>"$FX_RUN/$1.stderr"
+  _fx_od_clear
+}
+
+# fx_od_stop NAME: the fixture's checked stop (1: it found a failure).
+fx_od_stop() {
+  local rc=0
+  _fx_od_use "$1"
+  # The stop may remove the folder: its stderr is copied first, and what a
+  # SIGTERM makes it write is lost, which the stop's check prints anyway.
+  cat "$ORDOD_DIR/stderr" >>"$FX_RUN/$1.stderr" 2>/dev/null || true
+  ordod_stop || rc=1
+  _fx_od_clear
+  return "$rc"
+}
+
+fx_od_stop_all() {
+  local n rc=0
+  for n in "${!FX_OD_PID[@]}"; do
+    fx_od_stop "$n" || rc=1
+  done
+  return "$rc"
+}
+
+# ---- What every schedule needs -----------------------------------------------
+
+fx_ms() {
+  local v=$(($1 + RANDOM % ($2 - $1 + 1)))
+  printf '%d.%03d' $((v / 1000)) $((v % 1000))
+}
+
+fx_granted() {
+  local f n sum=0
+  for f in "$FX_RUN"/progress-*; do
+    n=$(cat "$f" 2>/dev/null) || n=0
+    [[ "$n" =~ ^[0-9]+$ ]] || n=0
+    sum=$((sum + n))
+  done
+  echo "$sum"
+}
+
+fx_alive() {
+  local p
+  for p in "$@"; do
+    kill -0 "$p" 2>/dev/null && return 0
+  done
   return 1
 }

@@ -13,12 +13,15 @@
 # doc promises. The clients must be granted FAULTS_OPS locks in all (10^4
 # by default; `make faults` asks 10^6) within FAULTS_MAX_S seconds (120).
 # The run's folder is kept, and named, when it fails (or with FAULTS_KEEP
-# set). Exit 0 passed, 1 failed, 77 skipped (not root).
+# set). Exit 0 passed, 1 failed, 77 skipped (not root). `run.sh shards`
+# runs shards.sh, the sharded target (its own header).
 set -uo pipefail
-BACKEND=${1:?usage: run.sh ordod|redis|redlock|postgres FCLIENT ORDOD}
+BACKEND=${1:?usage: run.sh ordod|redis|redlock|postgres|shards FCLIENT ORDOD}
 FCLIENT=${2:?usage: run.sh BACKEND FCLIENT ORDOD}
 ORDOD=${3:?usage: run.sh BACKEND FCLIENT ORDOD}
 HERE=$(cd "$(dirname "$0")" && pwd)
+# The sharded target has a schedule of its own (shards.sh).
+[ "$BACKEND" != shards ] || exec bash "$HERE/shards.sh" "$FCLIENT" "$ORDOD"
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
 fx_require_root
@@ -184,31 +187,8 @@ for ((i = 1; i <= NPROC; i++)); do
   CLIENTS+=($!)
 done
 
-alive() {
-  local p
-  for p in "${CLIENTS[@]}"; do
-    kill -0 "$p" 2>/dev/null && return 0
-  done
-  return 1
-}
-
-# granted: the locks the clients have been granted so far (their progress
-# files, each at most 63 behind).
-granted() {
-  local f n sum=0
-  for f in "$FX_RUN"/progress-*; do
-    n=$(cat "$f" 2>/dev/null) || n=0
-    [[ "$n" =~ ^[0-9]+$ ]] || n=0
-    sum=$((sum + n))
-  done
-  echo "$sum"
-}
-
-# ms LO HI: a random duration in seconds, LO..HI milliseconds.
-ms() {
-  local v=$(($1 + RANDOM % ($2 - $1 + 1)))
-  printf '%d.%03d' $((v / 1000)) $((v % 1000))
-}
+alive() { fx_alive "${CLIENTS[@]}"; }
+ms() { fx_ms "$@"; }
 
 # The schedule: one fault at a time, each family in turn, the proxy's four
 # kinds in turn, a random target (one node of redlock's three: a minority).
@@ -227,7 +207,7 @@ pk=0
 # and the clients have been granted FAULTS_OPS locks; then the clients stop.
 CYCLES=${FAULTS_CYCLES:-4}
 while alive && [ "$RC" -eq 0 ]; do
-  if [ "$step" -ge $((4 * CYCLES)) ] && [ "$(granted)" -ge "$OPS" ]; then
+  if [ "$step" -ge $((4 * CYCLES)) ] && [ "$(fx_granted)" -ge "$OPS" ]; then
     break
   fi
   t=${TARGETS[$((RANDOM % ${#TARGETS[@]}))]}
