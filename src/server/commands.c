@@ -631,6 +631,17 @@ static void cmd_session(conn *c, size_t argc, ordo__resp_arg *argv) {
                       "is one txn");
       return;
     }
+    /* A txn has one session on a shard, and the probes name txns by gid:
+     * a second connection may not borrow it (it would make a chain look
+     * like a cycle). One whose client has just closed it is gone. */
+    sess *other = srv_probe_gid_attached(s, gid, ss);
+    if (other && !srv_conn_gone(other->c)) {
+      ordo__out_error(&c->out, "ERR",
+                      "global id in use by session %llu on another connection; "
+                      "a txn has one session per shard",
+                      (unsigned long long)other->id);
+      return;
+    }
     memcpy(ss->gid, gid, sizeof gid);
     ss->have_gid = true;
     srv_probe_gid_set(s, ss);

@@ -15,6 +15,7 @@
  * Everything here runs on the loop thread.
  *
  * Interface: srv_probe_init, srv_probe_close, srv_probe_gid_set,
+ * srv_probe_gid_attached,
  * srv_probe_sess_drop, srv_probe_wait_begin, srv_probe_wait_end,
  * srv_probe_holds_sess, srv_probe_victim_hold, srv_probe_victim_told,
  * srv_probe_lock_check, srv_probe_unlocked, srv_probe_conn_closed,
@@ -158,14 +159,17 @@ typedef struct pr_abort {
   int nhops;
   uint8_t *asked; /* per shard: CONFIRM asked (1), said yes (2) */
   int want, yes;
-  uint8_t *rel; /* per shard: 0 none, 1 to send, 2 sent, 3 answered */
+  /* Per shard: 0 none, 1 to send, 2 sent, 3 answered, 4 not confirmed
+   * (answered with an error, its link down for PR_CONFIRM_MS, or the
+   * answer's bound passed): the victim's answer names those. */
+  uint8_t *rel;
   int rel_left;
   int phase;
   bool event_seen; /* the victim's -DEADLOCK waits for the releases */
   /* CONFIRMING: its bound. RELEASING: when the pins are renewed next, and
    * when the victim is answered at the latest (one lease after the abort
    * took effect: a shard that has not answered by then is named in it). */
-  uint64_t deadline_ms, renew_ms, hold_end_ms;
+  uint64_t deadline_ms, renew_ms, hold_end_ms, effect_ms;
   struct pr_abort *next;
 } pr_abort;
 
@@ -260,6 +264,17 @@ static sess *waiter_of(srv_probe *p, const uint8_t *gid, uint64_t wseq) {
   for (psess *x = p->gmap[gid_slot(gid, p->gmap_cap)]; x; x = x->gnext)
     if (memcmp(x->gid, gid, ORDOD_GID_BYTES) == 0 && x->ss->waiting &&
         x->ss->gen == wseq && !x->ss->closing)
+      return x->ss;
+  return NULL;
+}
+
+sess *srv_probe_gid_attached(srv *s, const uint8_t *gid, const sess *except) {
+  srv_probe *p = s->probe;
+  if (!p || !p->gmap)
+    return NULL;
+  for (psess *x = p->gmap[gid_slot(gid, p->gmap_cap)]; x; x = x->gnext)
+    if (x->ss != except && x->ss->c && !x->ss->closing &&
+        memcmp(x->gid, gid, ORDOD_GID_BYTES) == 0)
       return x->ss;
   return NULL;
 }
@@ -1382,6 +1397,7 @@ static void abort_effect(srv_probe *p, pr_abort *a) {
   uint64_t now = srv_now_ms();
   a->renew_ms = now + PR_PIN_RENEW_MS;
   a->hold_end_ms = now + (uint64_t)s->cfg.lease_ms;
+  a->effect_ms = now;
   /* Its keys elsewhere: the shards of its HELDAT, as its LOCK gave it. A
    * victim whose client has left needs none: that client gives its keys
    * back itself (it heard nothing, so to it the LOCK failed), or they go
@@ -1401,6 +1417,24 @@ static void abort_effect(srv_probe *p, pr_abort *a) {
 
 /* Every RELEASE answered and the victim's event seen: its -DEADLOCK is
  * written now (srv_lock_answer, which calls srv_probe_victim_told). */
+/* The shards that did not confirm the release of the victim's keys there,
+ * at the end of the cycle its -DEADLOCK names. */
+static void note_unconfirmed(srv_probe *p, pr_abort *a, sess *vs) {
+  size_t used = strlen(vs->xcycle);
+  bool first = true;
+  for (int sh = 1; sh < p->nshard; sh++) {
+    if (a->rel[sh] != 4)
+      continue;
+    int w = snprintf(vs->xcycle + used, sizeof vs->xcycle - used, "%s%s",
+                     first ? "; its keys were not confirmed released on "
+                           : ", ",
+                     p->shard[sh].name);
+    first = false;
+    if (w > 0 && (size_t)w < sizeof vs->xcycle - used)
+      used += (size_t)w;
+  }
+}
+
 static void abort_answer_if_done(srv_probe *p, pr_abort *a) {
   if (a->rel_left > 0)
     return;
@@ -1409,8 +1443,10 @@ static void abort_answer_if_done(srv_probe *p, pr_abort *a) {
     abort_end(p, a); /* the victim's session is gone: nobody to tell */
     return;
   }
-  if (a->event_seen)
+  if (a->event_seen) {
+    note_unconfirmed(p, a, vs);
     srv_lock_answer(p->s, vs); /* -> srv_probe_victim_told -> abort_end */
+  }
   /* Else the event is on its way: wake_cb asks srv_probe_victim_hold,
    * which says to answer at once. */
 }
@@ -1422,7 +1458,10 @@ bool srv_probe_victim_hold(srv *s, sess *vs) {
   for (pr_abort *a = p->aborts; a; a = a->next)
     if (a->phase == AB_RELEASING && a->vsess == vs->id) {
       a->event_seen = true;
-      return a->rel_left > 0;
+      if (a->rel_left > 0)
+        return true;
+      note_unconfirmed(p, a, vs);
+      return false;
     }
   return false;
 }
@@ -1459,11 +1498,11 @@ static void confirm_answer(srv_probe *p, uint64_t id, bool yes) {
     abort_effect(p, a);
 }
 
-static void release_answer(srv_probe *p, int sh, uint64_t id) {
+static void release_answer(srv_probe *p, int sh, uint64_t id, bool ok) {
   pr_abort *a = abort_by_id(p, id);
   if (!a || a->phase != AB_RELEASING || a->rel[sh] != 2)
     return;
-  a->rel[sh] = 3;
+  a->rel[sh] = ok ? 3 : 4;
   a->rel_left--;
   abort_answer_if_done(p, a);
 }
@@ -1503,10 +1542,10 @@ static void answer(peer *pe, const char *line, size_t len) {
                                line[1] == '1');
     break;
   case ASK_RELEASE:
-    /* An error answer means the peer let nothing go: its keys stay with
-     * the victim's session there, which the victim's own client gives
-     * back; nothing waits for it. */
-    release_answer(p, pe->idx, a.a);
+    /* An error answer means the peer let nothing go (a peer that refuses
+     * our link, say): the victim is answered, naming that shard, and its
+     * own client gives its keys there back. */
+    release_answer(p, pe->idx, a.a, !err);
     break;
   default:
     break;
@@ -1621,24 +1660,19 @@ static void abort_releasing_tick(srv_probe *p, pr_abort *a, uint64_t now) {
   for (int sh = 1; !left && sh < p->nshard; sh++)
     if (a->rel[sh] == 1 && p->shard[sh].up)
       release_send(p, a, sh);
-  if (!left && now < a->hold_end_ms)
-    return;
-  size_t used = vs ? strlen(vs->xcycle) : 0;
-  bool first = true;
   for (int sh = 1; sh < p->nshard; sh++) {
-    if (a->rel[sh] != 1 && a->rel[sh] != 2)
-      continue;
-    if (a->rel[sh] == 1 || !left) {
-      a->rel[sh] = 3;
+    bool give_up = false;
+    if (a->rel[sh] == 1)
+      /* Not sent: its link down (a shard killed, or cut off) for a
+       * confirmation's bound, or a victim whose client left (its client
+       * gives its keys back itself). */
+      give_up = left || now >= a->effect_ms + PR_CONFIRM_MS;
+    else if (a->rel[sh] == 2)
+      /* Sent, unanswered (a stopped shard): until the answer's bound. */
+      give_up = !left && now >= a->hold_end_ms;
+    if (give_up) {
+      a->rel[sh] = 4;
       a->rel_left--;
-      if (vs && !left) {
-        int w = snprintf(vs->xcycle + used, sizeof vs->xcycle - used,
-                         "%s%s", first ? "; not confirmed released on " : ", ",
-                         p->shard[sh].name);
-        first = false;
-        if (w > 0 && (size_t)w < sizeof vs->xcycle - used)
-          used += (size_t)w;
-      }
     }
   }
   abort_answer_if_done(p, a);
@@ -1787,7 +1821,8 @@ static bool seen_release(peer *pe, uint64_t id) {
 /* RELEASE of abort (origin, id): every key the victim's sessions here
  * hold goes (a wait of it here, which its client should not have, ends
  * first), and each such session's next LOCK hears -DEADLOCK. */
-static long release_victim(srv_probe *p, int origin, const uint8_t *gid) {
+static long release_victim(srv_probe *p, int origin, uint64_t id,
+                           const uint8_t *gid) {
   long n = 0;
   if (!p->gmap)
     return 0;
@@ -1811,6 +1846,9 @@ static long release_victim(srv_probe *p, int origin, const uint8_t *gid) {
     x->xreleased = true;
     snprintf(x->xreleased_by, sizeof x->xreleased_by, "%s",
              p->shard[origin].name);
+    /* Its keys are gone: a freeze of this abort on it holds nothing back
+     * any more, and would only keep its client's UNLOCK waiting. */
+    pin_drop(p, x, origin, id, false, 0);
   }
   return n;
 }
@@ -1959,7 +1997,7 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
       ordo__out_int(&c->out, 0);
     } else {
       p->releases_done++;
-      ordo__out_int(&c->out, release_victim(p, from, gid));
+      ordo__out_int(&c->out, release_victim(p, from, a, gid));
     }
     return;
   } else {
@@ -2061,6 +2099,11 @@ int srv_probe_init(srv *s, char *err, size_t errlen) {
   }
   uv_timer_init(s->loop, &p->tick);
   p->tick.data = p;
+  /* Abort ids start at a random point: one a peer cannot guess names no
+   * abort of ours (a forged UNPIN or PIN needs a live one). */
+  if (srv_random(&p->next_abort_id, sizeof p->next_abort_id) != 0)
+    p->next_abort_id = ordo__now_ns();
+  p->next_abort_id &= (1ull << 39) - 1;
   for (int i = 1; i < p->nshard; i++) {
     uv_timer_init(s->loop, &p->shard[i].retry);
     p->shard[i].retry.data = &p->shard[i];

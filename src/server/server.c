@@ -27,6 +27,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <poll.h>
 #include <unistd.h>
 
 /* ---- Logging and time -------------------------------------------------- */
@@ -35,7 +36,7 @@ void srv_log(srv *s, int level, const char *fmt, ...) {
   if (level > s->cfg.verbose)
     return;
   static const char *names[] = {"WARNING", "INFO", "DEBUG"};
-  char buf[1024];
+  char buf[4096]; /* a cross-shard abort's line names up to 16 hops */
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
@@ -339,6 +340,22 @@ static void lease_expire(srv *s, sess *ss) {
   }
 }
 
+static void conn_close(conn *c);
+
+bool srv_conn_gone(conn *c) {
+  uv_os_fd_t fd;
+  if (c->closing)
+    return true;
+  if (uv_fileno(&c->h.handle, &fd) != 0)
+    return false;
+  struct pollfd pf = {.fd = fd, .events = POLLRDHUP};
+  if (poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+    conn_close(c);
+    return true;
+  }
+  return false;
+}
+
 /* Bytes the kernel holds for c that the loop has not read yet. */
 static size_t conn_unread(conn *c) {
   uv_os_fd_t fd;
@@ -530,8 +547,8 @@ static void lock_answer(srv *s, sess *ss, int status, bool xvictim,
 void srv_lock_answer(srv *s, sess *ss) {
   if (!ss->xhold)
     return;
-  char cyc[1024];
-  snprintf(cyc, sizeof cyc, "%s", ss->xcycle);
+  char cyc[1024] = "";
+  deadlock_record(s, ss, true, cyc, sizeof cyc);
   lock_answer(s, ss, ORDO_EDEADLK, true, cyc);
 }
 
@@ -571,17 +588,18 @@ static void wake_cb(uv_async_t *a) {
       bool xvictim = q[i].status == ORDO_EDEADLK && ss->xcycle[0];
       if (xvictim)
         (void)ordo_unlock_all(ss->txn);
-      char cyc[1024] = "";
-      if (q[i].status == ORDO_EDEADLK) {
+      if (q[i].status == ORDO_EDEADLK)
         s->deadlock_victims++;
-        deadlock_record(s, ss, xvictim, cyc, sizeof cyc);
-      }
       if (xvictim && srv_probe_victim_hold(s, ss)) {
-        /* Its keys on other shards are not all gone yet: its answer waits
-         * for them (srv_lock_answer), and so do its later requests. */
+        /* Its keys on other shards are not all gone yet: its answer, and
+         * the record that names its cycle, wait for them
+         * (srv_lock_answer); so do its later requests. */
         ss->xhold = true;
         continue;
       }
+      char cyc[1024] = "";
+      if (q[i].status == ORDO_EDEADLK)
+        deadlock_record(s, ss, xvictim, cyc, sizeof cyc);
       lock_answer(s, ss, q[i].status, xvictim, cyc);
     }
     free(q);
@@ -913,7 +931,10 @@ void srv_sess_thaw(sess *ss) {
 void srv_sess_unheld(srv *s, sess *ss) {
   if (ss->closing)
     return;
-  if (ss->end_deferred && !ss->c) {
+  if (ss->kill_deferred) {
+    ss->kill_deferred = false;
+    srv_sess_kill(s, ss, ss->kill_by, strlen(ss->kill_by), NULL);
+  } else if (ss->end_deferred && !ss->c) {
     srv_log(s, 2, "session %llu: its pins are gone; ended as its client left",
             (unsigned long long)ss->id);
     srv_sess_drop(s, ss);
@@ -953,13 +974,23 @@ static void turn_cb(uv_idle_t *h) {
  * the rest in a later turn (conn_defer). The output limit is checked after each
  * one, so a client that does not read is cut off as soon as its pending replies
  * pass it, not after a whole read's worth of them. */
+static bool arg_eq(const ordo__resp_arg *a, const char *w) {
+  return a->len == strlen(w) && strncasecmp(a->ptr, w, a->len) == 0;
+}
+
 static void conn_process(conn *c) {
   srv *s = c->s;
   size_t off = 0, ran = 0, wrote = 0;
   bool more = false;
   while (!c->closing && off < c->inlen &&
-         !(c->sess &&
-           (c->sess->waiting || c->sess->frozen || c->sess->xhold))) {
+         !(c->sess && (c->sess->waiting || c->sess->xhold))) {
+    /* A frozen session (probe.c: a cycle being aborted waits for it) runs
+     * only what cannot break the cycle: EXTEND and PING, so that a long
+     * confirmation never costs it its lease. Only a multibulk request is
+     * looked at (an inline one is decoded in place, once). */
+    bool frozen = c->sess && c->sess->frozen;
+    if (frozen && c->in[off] != '*')
+      break;
     if (c->inlen - off < c->need)
       break;
     if (ran == ORDOD_TURN_REQUESTS || wrote >= ORDOD_TURN_OUTPUT) {
@@ -983,6 +1014,10 @@ static void conn_process(conn *c) {
       break;
     }
     c->need = 0;
+    if (frozen && n > 0 &&
+        !(argc > 0 && (arg_eq(&s->argv[0], "EXTEND") ||
+                       arg_eq(&s->argv[0], "PING"))))
+      break; /* parsed, not consumed: it runs once the freeze ends */
     if (n < 0) {
       /* A connection that breaks the protocol is told why and closed;
        * nothing else changes. */
@@ -1209,6 +1244,14 @@ void srv_conn_kill(conn *c) {
 
 void srv_sess_kill(srv *s, sess *ss, const char *by, size_t by_len,
                    const conn *self) {
+  if (srv_probe_holds_sess(s, ss)) {
+    /* A cycle being aborted pins it: the kill, and its -KILLED, wait until
+     * the abort lets it go (srv_sess_unheld), so the cycle is whole when
+     * the abort takes effect. */
+    ss->kill_deferred = true;
+    snprintf(ss->kill_by, sizeof ss->kill_by, "%.*s", (int)by_len, by);
+    return;
+  }
   conn *c = ss->c;
   uint64_t id = ss->id;
   srv_log(s, 1, "session %llu: killed by %.*s (SESSION KILL)",

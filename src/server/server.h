@@ -225,6 +225,9 @@ struct sess {
    * waits while probe.c holds it (a pin or a freeze of a cycle being
    * aborted): srv_sess_unheld ends it then. */
   bool end_deferred, lease_deferred;
+  /* SESSION KILL came while it was held so: done then, by kill_by. */
+  bool kill_deferred;
+  char kill_by[ORDOD_USER_MAX];
   unsigned probe_every_ms;
   uint64_t probe_due_ms;
   TAILQ_ENTRY(sess) plink;
@@ -425,6 +428,12 @@ int srv_probe_init(srv *s, char *err, size_t errlen);
 void srv_probe_close(srv *s);
 /* The session got its gid (SESSION GID): probes can find it. */
 void srv_probe_gid_set(srv *s, sess *ss);
+/* A session other than except with this gid and a connection, or NULL: a
+ * txn has one session per shard, and probes name txns by gid. */
+sess *srv_probe_gid_attached(srv *s, const uint8_t *gid, const sess *except);
+/* Whether c's peer has closed its end (an EOF the loop has not read yet):
+ * then it is closed now. */
+bool srv_conn_gone(conn *c);
 /* The session ends: probe.c forgets it. */
 void srv_probe_sess_drop(srv *s, sess *ss);
 void srv_probe_wait_begin(srv *s, sess *ss);

@@ -20,6 +20,16 @@ add_test(NAME integration_probes_faults
   COMMAND /usr/bin/python3 ${ORDO_IT}/test_probes_faults.py $<TARGET_FILE:ordod>)
 set_tests_properties(integration_probes_faults PROPERTIES TIMEOUT 180
   LABELS server)
+# The hostile review of the new protocol (issue 30): one case per finding,
+# each failing before its fix (a late or slow RELEASE, SESSION KILL and
+# the engine's reorder against a confirmed cycle, a borrowed gid, a
+# refused RELEASE, pins and the victim's answer under a stopped or killed
+# shard, hot keys, a peer that does not read, and what a connection with
+# PEER rights can forge).
+add_test(NAME integration_probes_review
+  COMMAND /usr/bin/python3 ${ORDO_IT}/test_probes_review.py $<TARGET_FILE:ordod>)
+set_tests_properties(integration_probes_review PROPERTIES TIMEOUT 300
+  LABELS server)
 # The admin commands: CLIENT KILL, SESSION KILL, LOCKWAITS, CONFIG.
 add_test(NAME integration_admin
   COMMAND /usr/bin/python3 ${ORDO_IT}/test_admin.py $<TARGET_FILE:ordod>)

@@ -709,6 +709,18 @@ void srv_probe_wait_begin(srv *s, sess *ss) {
   (void)ss;
 }
 
+sess *srv_probe_gid_attached(srv *s, const uint8_t *gid, const sess *except) {
+  (void)s;
+  (void)gid;
+  (void)except;
+  return NULL;
+}
+
+bool srv_conn_gone(conn *c) {
+  (void)c;
+  return false;
+}
+
 void srv_probe_gid_set(srv *s, sess *ss) {
   (void)s;
   (void)ss;
