@@ -24,7 +24,7 @@
 #define QL 3    /* a key's queue */
 #define NOPS 4  /* steps of a txn's plan */
 #ifndef LQ
-#define LQ 5    /* a link's buffer, each way */
+#define LQ 10   /* a link's buffer, each way */
 #endif
 
 #define TS(t, s) ((t) * NS + (s))
@@ -57,17 +57,12 @@
 #define M_CONFIRM 6   /* x abort */
 #define M_UNPIN 7     /* x abort */
 #define M_RELEASE 8   /* x abort, y gid */
-#define R_OKB 1       /* +OK to BLOCKED x wseq y */
-#define R_BUSY 2      /* -BUSY to BLOCKED x wseq y */
+#define R_BUSY 2      /* -BUSY to BLOCKED x wseq y (its +OK changes nothing here) */
 #define R_OKU 3       /* +OK to UNBLOCKED */
 #define R_YES 4       /* :1 to CONFIRM x */
 #define R_NO 5        /* :0 to CONFIRM x */
 #define R_REL 6       /* :n to RELEASE x */
 
-/* Told states, per waiting session and shard of its HELDAT. */
-#define T_NOT 0
-#define T_SENT 1
-#define T_TOLD 2
 
 /* Clients. */
 #define C_RUN 1  /* its next step of the plan */
@@ -120,8 +115,9 @@ byte q[NK * QL];
 byte ql[NK];
 
 /* Sessions (t, s): its wait (key + 1, 0 for none), mode and wseq, the HELDAT
- * its LOCK gave; open, its end deferred, its -DEADLOCK mark; what each shard
- * of the HELDAT was told (2 bits a shard) and which answered -BUSY. */
+ * its LOCK gave; open, its end deferred, its -DEADLOCK mark; the shards of
+ * the HELDAT told (a BLOCKED sent on a link that has not broken since) and
+ * those that answered -BUSY. */
 byte wkey[NTS];
 bit wx[NTS];
 byte wseq[NTS];
@@ -132,6 +128,7 @@ bit mark[NTS];
 byte told[NTS];
 byte busy[NTS];
 short waitmask;        /* the sessions that wait */
+short gw;              /* waits whose abort gave way to another's pin */
 short reprobe;         /* the waits that have a probe due */
 
 /* The blocked-at entries: ent[R * NTS + TS(t, S)] = wseq (0: none) at R,
@@ -143,8 +140,8 @@ byte ent[NS * NTS];
 bit up[NS];
 bit lup[NL];
 bit lbroken[NL];
-chan lq[NL] = [LQ] of { byte, byte, byte, byte, byte, byte };
-chan la[NL] = [LQ] of { byte, byte, byte };
+chan lq[NL] = [LQ] of { byte, byte, byte, byte }; /* MSG(k, x, y), then a path */
+chan la[NL] = [LQ] of { byte };                   /* MSG(k, x, y) */
 
 /* Aborts, by slot (a slot is an (origin, id)): state, origin V, victim and
  * its wseq, the cycle, the shards asked to confirm and those that said :1,
@@ -169,8 +166,6 @@ bit relgone[NT];
 #define ALLPIN (pinw[0] | pinw[1] | pinw[2] | pinw[3])
 #define ALLFRZ (frz[0] | frz[1] | frz[2] | frz[3])
 #define WAITS(t, s) (wkey[TS(t, s)] != 0)
-#define GETTOLD(ts, r) ((told[ts] >> (2 * (r))) & 3)
-#define SETTOLD(ts, r, v) told[ts] = (told[ts] & ~(3 << (2 * (r)))) | ((v) << (2 * (r)))
 /* An abort is slow when a shard it needs (V, those asked, those to
  * release) is stopped, or V's link to one of them is down: its bounds may
  * pass then (late), and its pins may lapse. Once slow, always. */
@@ -184,7 +179,10 @@ bit relgone[NT];
 #define EVENT(s) reprobe = reprobe | (waitmask & SHM(s))
 
 /* Scratch of the atomic steps: written before it is read, in one step. */
-hidden byte m_k, m_x, m_y, m_h0, m_h1, m_h2;
+hidden byte m_hd, m_k, m_x, m_y, m_h0, m_h1, m_h2;
+/* A message's kind and its two small arguments, in one byte. */
+#define MSG(k, x, y) ((k) | ((x) << 4) | ((y) << 6))
+#define UNMSG m_k = m_hd & 15; m_x = (m_hd >> 4) & 3; m_y = (m_hd >> 6) & 3
 hidden byte bk_k, bk_i, bk_b;
 hidden byte qr_i;
 hidden byte we_ts, we_r;
@@ -198,7 +196,7 @@ hidden byte pw_e[PWN], pw_x[PWN], pw_n[PWN], pw_h[PWN * MAXH], pw_top;
 hidden byte pr_cur, pr_x, pr_n, pr_init, pr_bl, pr_b, pr_i, pr_s, pr_path[MAXH];
 hidden byte pr_on;
 hidden byte cy_i, cy_v, cy_vh, cy_loc, cy_h1, cy_h2;
-hidden byte gc_a, rp_n, rp_ts;
+hidden byte gc_a, rp_n, rp_ts, sb_r;
 hidden byte sa_v, sa_vw, sa_n, sa_h[MAXH], sa_a, sa_i, sa_r;
 hidden byte sa_ok, sa_fail;
 hidden byte ca_i, ca_h, ca_t, ca_nx;
@@ -267,18 +265,18 @@ inline qremove(qk, qt) {
  * nothing names it any more. */
 #define QREF(k) ((k) == M_CONFIRM || (k) == M_UNPIN || (k) == M_RELEASE)
 #define AREF(k) ((k) == R_YES || (k) == R_NO || (k) == R_REL)
-#define QSEND(l, k, x, y, a, b, c) assert(nfull(lq[l])); lq[l]!k, x, y, a, b, c; \
+#define QSEND(l, k, x, y, a, b, c) assert(nfull(lq[l])); lq[l]!MSG(k, x, y), a, b, c; \
   if :: QREF(k) -> ab_ref[x]++ :: else -> skip fi; \
   printf("  q%d x%d y%d on link %d\n", k, x, y, l)
-#define ASEND(l, k, x, y) assert(nfull(la[l])); la[l]!k, x, y; \
+#define ASEND(l, k, x, y) assert(nfull(la[l])); la[l]!MSG(k, x, y); \
   if :: AREF(k) -> ab_ref[x]++ :: else -> skip fi; \
   printf("  a%d x%d y%d on link %d\n", k, x, y, l)
 
 /*
  * wait_end(t, s): t's wait at s is over (granted, aborted, timed out, its
- * session ended). Step 1's end: UNBLOCKED to every shard that may have the
- * entry (told, or its BLOCKED not yet answered) over a link that is up (a
- * link that broke takes the peer's entries with it). The wait's pins go
+ * session ended). Step 1's end: UNBLOCKED to every shard told, whether its
+ * +OK came or not, over a link that is up (a link that broke takes the
+ * peer's entries with it). The wait's pins go
  * with it: a pin is on a wait.
  */
 inline wait_end(wt, ws) {
@@ -287,11 +285,7 @@ inline wait_end(wt, ws) {
   do
   :: we_r < NS ->
     if
-#ifdef BUG_UNBLOCKED_TOLD_ONLY
-    :: we_r != ws && GETTOLD(we_ts, we_r) == T_TOLD && lup[LK(ws, we_r)] ->
-#else
-    :: we_r != ws && GETTOLD(we_ts, we_r) != T_NOT && lup[LK(ws, we_r)] ->
-#endif
+    :: we_r != ws && HAS(told[we_ts], we_r) && lup[LK(ws, we_r)] ->
       QSEND(LK(ws, we_r), M_UNBLOCKED, wt, wseq[we_ts], 0, 0, 0)
     :: else -> skip
     fi;
@@ -304,6 +298,7 @@ inline wait_end(wt, ws) {
   wx[we_ts] = 0;
   heldat[we_ts] = 0;
   waitmask = waitmask & ~BIT(we_ts);
+  gw = gw & ~BIT(we_ts);
   reprobe = reprobe & ~BIT(we_ts);
   pinw[0] = pinw[0] & ~BIT(we_ts);
   pinw[1] = pinw[1] & ~BIT(we_ts);
@@ -312,6 +307,38 @@ inline wait_end(wt, ws) {
   EVENT(ws);
   we_ts = 0;
   we_r = 0
+}
+
+/*
+ * send_blocked(t, s): step 1, BLOCKED of t's wait at s to each shard of its
+ * HELDAT not told yet, that has not answered -BUSY since its last room, over
+ * a link that is up (a link that is down: it is told on the new link). The
+ * model sends it at the wait's start (--probe-delay 0; the message's own
+ * delay covers a longer one), on each new link, and when a shard that said
+ * -BUSY has room again.
+ */
+inline send_blocked(bt, bs) {
+  sb_r = 0;
+  do
+  :: sb_r < nsh ->
+    if
+    :: WAITS(bt, bs) && sb_r != bs && HAS(heldat[TS(bt, bs)], sb_r) &&
+       !HAS(told[TS(bt, bs)], sb_r) && !HAS(busy[TS(bt, bs)], sb_r) ->
+      if
+      :: lup[LK(bs, sb_r)] -> QSEND(LK(bs, sb_r), M_BLOCKED, bt, wseq[TS(bt, bs)], 0, 0, 0);
+        told[TS(bt, bs)] = told[TS(bt, bs)] | BIT(sb_r)
+#ifdef BUG_TOLD_WHEN_DROPPED
+      :: else -> told[TS(bt, bs)] = told[TS(bt, bs)] | BIT(sb_r) /* dropped, but told */
+#else
+      :: else -> skip
+#endif
+      fi
+    :: else -> skip
+    fi;
+    sb_r++
+  :: else -> break
+  od;
+  sb_r = 0
 }
 
 /* Can the client hear the answer of its wait at s? (It waits for it there,
@@ -433,18 +460,24 @@ inline drop_pins(ur, ua) {
   frz[ua] = frz[ua] & ~SHM(ur)
 }
 
-/* unpin_at(r, a): a's pins and freezes at r go (drop_pins: without the
- * event). */
+/* unpin_at(r, a): a's pins and freezes at r go. A victim whose abort gave
+ * way to one of those pins probes again: its cycle is found again. */
 inline unpin_at(ur, ua) {
-  drop_pins(ur, ua);
-  EVENT(ur)
+  if
+  :: (pinw[ua] & gw & SHM(ur)) != 0 ->
+    gw = gw & ~(pinw[ua] & SHM(ur));
+    EVENT(ur)
+  :: else -> skip
+  fi;
+  drop_pins(ur, ua)
 }
 
 
 /* give_up(a, V): UNPIN to every shard asked, a's own pins at V go. V's
- * waiters probe again (the cycle, if it stands, is found again), except
- * after giving way to another abort's pin: that abort's end makes them
- * probe (its pin at V goes), and probing before would only give way again. */
+ * waiters probe again (the cycle, if it stands, is found again), unless gev
+ * is 0: after giving way to another abort's pin (the victim probes when
+ * that pin goes: gw), or for want of a link or a shard (they probe when it
+ * is back: a HELLO, a resume). */
 #define give_up(ga, gv) give_up_ev(ga, gv, 1)
 inline give_up_ev(ga, gv, gev) {
   printf("s%d: abort %d ends\n", gv, ga);
@@ -459,7 +492,7 @@ inline give_up_ev(ga, gv, gev) {
     gu_r++
   :: else -> break
   od;
-  drop_pins(gv, ga);
+  unpin_at(gv, ga);
   if
   :: gev -> EVENT(gv)
   :: else -> skip
@@ -573,7 +606,7 @@ inline take_effect(ta, tv) {
 #endif
   :: else ->
     if
-    :: te_pin -> give_up_ev(ta, tv, 0)
+    :: te_pin -> gw = gw | BIT(TS(te_v, tv)); give_up_ev(ta, tv, 0)
     :: !te_pin && !(WAITS(te_v, tv) && wseq[TS(te_v, tv)] == ab_vw[ta]) ->
       give_up(ta, tv) /* the engine's abort fails: the wait is over */
     :: else ->
@@ -691,11 +724,24 @@ inline start_abort(sv) {
     :: sa_a < MAXAB && ab_st[sa_a] != AB_FREE -> sa_a++
     :: else -> break
     od;
+    /* Room on V's links to the shards it will ask, for this abort's
+     * CONFIRM, RELEASE and UNPIN. */
+    sa_i = 0;
+    do
+    :: sa_i < sa_n ->
+      if
+      :: HS(sa_h[sa_i]) != sv && len(lq[LK(sv, HS(sa_h[sa_i]))]) > LQ - 4 -> sa_a = MAXAB
+      :: else -> skip
+      fi;
+      sa_i++
+    :: else -> break
+    od;
     if
     :: sa_a == MAXAB ->
-      /* Every slot is taken: the model's bound on aborts at once. The
+      /* Every slot is taken, or a link is full: the model's bounds. The
        * ABORT is as lost, and V's waiters probe again. */
-      sa_ok = 0
+      sa_ok = 0;
+      EVENT(sv)
     :: else -> skip
     fi
   :: else -> skip
@@ -801,7 +847,7 @@ inline closed(cr, cn) {
     cy_h1 = (cn > 1 -> pr_path[1] : 0);
     cy_h2 = (cn > 2 -> pr_path[2] : 0);
     if
-    :: lq[LK(cr, HS(cy_vh))]??[M_ABORT, eval(HT(cy_vh)), eval(HW(cy_vh)), eval(pr_path[0]),
+    :: lq[LK(cr, HS(cy_vh))]??[eval(MSG(M_ABORT, HT(cy_vh), HW(cy_vh))), eval(pr_path[0]),
          eval(cy_h1), eval(cy_h2)] ->
       skip /* the same ABORT waits on that link already: V would see both alike */
     :: else ->
@@ -941,15 +987,6 @@ inline run_probes() {
 
 /* ---- A shard's loop --------------------------------------------------------- */
 
-/* Step 1's sending: the wait of t at s owes shard r its BLOCKED. */
-#ifdef BUG_TOLD_WHEN_DROPPED
-#define OWES(t, s, r) ((r) != (s) && (r) < nsh && HAS(heldat[TS(t, s)], r) && \
-  GETTOLD(TS(t, s), r) == T_NOT && !HAS(busy[TS(t, s)], r))
-#else
-#define OWES(t, s, r) ((r) != (s) && (r) < nsh && HAS(heldat[TS(t, s)], r) && \
-  GETTOLD(TS(t, s), r) == T_NOT && !HAS(busy[TS(t, s)], r) && lup[LK(s, r)])
-#endif
-#define BLOCKED_DUE(t, s) (WAITS(t, s) && (OWES(t, s, 0) || OWES(t, s, 1) || OWES(t, s, 2)))
 
 /* The confirmation bound passed (V's timer). */
 #define CONF_LATE(a, s) (ab_st[a] == AB_CONF && ab_o[a] == (s) && ab_late[a])
@@ -988,8 +1025,7 @@ inline handle_question(hs, hp) {
   :: m_k == M_BLOCKED ->
     if
     :: ent[hs * NTS + TS(m_x, hp)] != 0 ->
-      ent[hs * NTS + TS(m_x, hp)] = m_y;
-      ASEND(LK(hp, hs), R_OKB, m_x, m_y)
+      ent[hs * NTS + TS(m_x, hp)] = m_y
     :: else ->
       sw_n = 0;
       sw_i = 0;
@@ -998,11 +1034,9 @@ inline handle_question(hs, hp) {
       :: else -> break
       od;
       if
-      :: sw_n < cap ->
-        ent[hs * NTS + TS(m_x, hp)] = m_y;
-        ASEND(LK(hp, hs), R_OKB, m_x, m_y)
+      :: sw_n < cap -> ent[hs * NTS + TS(m_x, hp)] = m_y
 #ifdef BUG_BLOCKED_DROPPED
-      :: else -> ASEND(LK(hp, hs), R_OKB, m_x, m_y) /* dropped, and +OK */
+      :: else -> skip /* dropped, and +OK */
 #else
       :: else -> ASEND(LK(hp, hs), R_BUSY, m_x, m_y)
 #endif
@@ -1028,7 +1062,18 @@ inline handle_question(hs, hp) {
     :: else -> skip
     fi;
 #endif
-    ASEND(LK(hp, hs), R_OKU, m_x, m_y);
+    /* Its +OK matters only to a shard that heard -BUSY from here. */
+    sw_n = 0;
+    sw_i = 0;
+    do
+    :: sw_i < NT -> sw_n = sw_n | busy[TS(sw_i, hp)]; sw_i++
+    :: else -> break
+    od;
+    sw_i = len(la[LK(hp, hs)]);
+    if
+    :: HAS(sw_n, hs) || sw_i > 0 -> ASEND(LK(hp, hs), R_OKU, m_x, m_y)
+    :: else -> skip
+    fi;
     EVENT(hs)
   :: m_k == M_ABORT ->
     sa_v = m_x;
@@ -1099,24 +1144,26 @@ inline handle_question(hs, hp) {
 inline handle_answer(hs, hp) {
   printf("s%d gets a%d x%d y%d from s%d\n", hs, m_k, m_x, m_y, hp);
   if
-  :: m_k == R_OKB ->
-    if
-    :: WAITS(m_x, hs) && wseq[TS(m_x, hs)] == m_y && GETTOLD(TS(m_x, hs), hp) == T_SENT ->
-      SETTOLD(TS(m_x, hs), hp, T_TOLD)
-    :: else -> skip
-    fi
   :: m_k == R_BUSY ->
     if
-    :: WAITS(m_x, hs) && wseq[TS(m_x, hs)] == m_y && GETTOLD(TS(m_x, hs), hp) == T_SENT ->
-      SETTOLD(TS(m_x, hs), hp, T_NOT);
+    :: WAITS(m_x, hs) && wseq[TS(m_x, hs)] == m_y && HAS(told[TS(m_x, hs)], hp) ->
+      told[TS(m_x, hs)] = told[TS(m_x, hs)] & ~BIT(hp);
       busy[TS(m_x, hs)] = busy[TS(m_x, hs)] | BIT(hp)
     :: else -> skip
     fi
   :: m_k == R_OKU ->
-    /* p has room again: the waits it answered -BUSY say it again. */
-    sw_i = 0;
+    /* p has room again: the waits it answered -BUSY say it again (the
+     * protocol's next probe tick). */
+    sw_n = 0;
     do
-    :: sw_i < NT -> busy[TS(sw_i, hs)] = busy[TS(sw_i, hs)] & ~BIT(hp); sw_i++
+    :: sw_n < NT ->
+      if
+      :: HAS(busy[TS(sw_n, hs)], hp) ->
+        busy[TS(sw_n, hs)] = busy[TS(sw_n, hs)] & ~BIT(hp);
+        send_blocked(sw_n, hs)
+      :: else -> skip
+      fi;
+      sw_n++
     :: else -> break
     od
   :: m_k == R_YES ->
@@ -1157,13 +1204,8 @@ inline learn_break(ls, lp) {
   sw_i = 0;
   do
   :: sw_i < NT ->
-#ifdef BUG_TOLD_WHEN_DROPPED
-    if
-    :: GETTOLD(TS(sw_i, ls), lp) == T_SENT -> SETTOLD(TS(sw_i, ls), lp, T_TOLD)
-    :: else -> skip
-    fi;
-#else
-    SETTOLD(TS(sw_i, ls), lp, T_NOT);
+#ifndef BUG_TOLD_WHEN_DROPPED
+    told[TS(sw_i, ls)] = told[TS(sw_i, ls)] & ~BIT(lp);
 #endif
     busy[TS(sw_i, ls)] = busy[TS(sw_i, ls)] & ~BIT(lp);
     sw_i++
@@ -1187,6 +1229,11 @@ inline learn_break(ls, lp) {
 inline redial(ls, lp) {
   lup[LK(ls, lp)] = 1;
   QSEND(LK(ls, lp), M_HELLO, 0, 0, 0, 0, 0);
+  sw_n = 0;
+  do
+  :: sw_n < NT -> send_blocked(sw_n, ls); sw_n++
+  :: else -> break
+  od;
   sw_i = 0;
   do
   :: sw_i < MAXAB ->
@@ -1201,25 +1248,6 @@ inline redial(ls, lp) {
   od
 }
 
-/* BLOCKED of t's wait at s to every shard it owes one (step 1). */
-inline blocked_tick(bt, bs) {
-  sw_i = 0;
-  do
-  :: sw_i < NS ->
-    if
-    :: OWES(bt, bs, sw_i) && lup[LK(bs, sw_i)] ->
-      QSEND(LK(bs, sw_i), M_BLOCKED, bt, wseq[TS(bt, bs)], 0, 0, 0);
-      SETTOLD(TS(bt, bs), sw_i, T_SENT)
-#ifdef BUG_TOLD_WHEN_DROPPED
-    :: OWES(bt, bs, sw_i) && !lup[LK(bs, sw_i)] ->
-      SETTOLD(TS(bt, bs), sw_i, T_TOLD) /* dropped, but told */
-#endif
-    :: else -> skip
-    fi;
-    sw_i++
-  :: else -> break
-  od
-}
 
 /* t's session at s ends, its end no longer held back. */
 inline end_session(et, es) {
@@ -1259,9 +1287,6 @@ end:
       SG(s != 0 && 0 < nsh && !lup[LK(s, 0)] && !lbroken[LK(s, 0)]) w = W_RD + 0
       SG(s != 1 && 1 < nsh && !lup[LK(s, 1)] && !lbroken[LK(s, 1)]) w = W_RD + 1
       SG(s != 2 && 2 < nsh && !lup[LK(s, 2)] && !lbroken[LK(s, 2)]) w = W_RD + 2
-      SG(BLOCKED_DUE(0, s)) w = W_BL + 0
-      SG(BLOCKED_DUE(1, s)) w = W_BL + 1
-      SG(BLOCKED_DUE(2, s)) w = W_BL + 2
       SG((reprobe & SHM(s)) != 0) w = W_PR
       SG(CONF_LATE(0, s)) w = W_CL + 0
       SG(CONF_LATE(1, s)) w = W_CL + 1
@@ -1279,7 +1304,8 @@ end:
       :: w >= W_Q && w < W_A ->
         d_step {
           i = w - W_Q;
-          lq[LK(i, s)]?m_k, m_x, m_y, m_h0, m_h1, m_h2;
+          lq[LK(i, s)]?m_hd, m_h0, m_h1, m_h2;
+          UNMSG;
           if :: QREF(m_k) -> ab_ref[m_x]-- :: else -> skip fi;
           handle_question(s, i);
           CLEAR
@@ -1287,14 +1313,14 @@ end:
       :: w >= W_A && w < W_LB ->
         d_step {
           i = w - W_A;
-          la[LK(s, i)]?m_k, m_x, m_y;
+          la[LK(s, i)]?m_hd;
+          UNMSG;
           if :: AREF(m_k) -> ab_ref[m_x]-- :: else -> skip fi;
           handle_answer(s, i);
           CLEAR
         }
       :: w >= W_LB && w < W_RD -> d_step { learn_break(s, w - W_LB); CLEAR }
       :: w >= W_RD && w < W_BL -> d_step { redial(s, w - W_RD); CLEAR }
-      :: w >= W_BL && w < W_PR -> d_step { blocked_tick(w - W_BL, s); CLEAR }
       :: w >= W_PR && w < W_CL -> d_step { CLEAR }
       :: w >= W_CL && w < W_LP ->
         /* V's timer: probed again when the fault that made it late is
@@ -1337,6 +1363,27 @@ inline check_beliefs(ct) {
   sw_i = 0
 }
 
+/* What follows a client's step at once: a plan done ends in C_HOLD or
+ * C_FIN; a client that gave everything back is done, or tries again. */
+inline settle(ct) {
+  if
+  :: cst[ct] == C_RUN && cop[ct] == nops[ct] ->
+    check_beliefs(ct);
+    cst[ct] = (eternal[ct] -> C_HOLD : C_FIN)
+  :: else -> skip
+  fi;
+  if
+  :: (cst[ct] == C_FIN || cst[ct] == C_FAIL) && bel[ct] == 0 ->
+    relgone[ct] = 0;
+    cop[ct] = 0;
+    if
+    :: cst[ct] == C_FAIL && tries[ct] > 0 -> tries[ct]--; cst[ct] = C_RUN
+    :: else -> cst[ct] = C_DONE
+    fi
+  :: else -> skip
+  fi
+}
+
 proctype client(byte t) {
   byte w, k, s;
 end:
@@ -1344,13 +1391,11 @@ end:
   :: atomic {
       if
       :: cst[t] == C_RUN && cop[t] < nops[t] && CAN_ASK(t, STEPSH(t)) -> w = 1
-      :: cst[t] == C_RUN && cop[t] == nops[t] -> w = 2
       :: cst[t] == C_WAIT && ans[t] != 0 -> w = 3
       :: GIVEUP_OK(t) -> w = 4
       :: (cst[t] == C_FIN || cst[t] == C_FAIL) && (bel[t] & keyat[0]) != 0 && CAN_ASK(t, 0) -> w = 5
       :: (cst[t] == C_FIN || cst[t] == C_FAIL) && (bel[t] & keyat[1]) != 0 && CAN_ASK(t, 1) -> w = 6
       :: (cst[t] == C_FIN || cst[t] == C_FAIL) && (bel[t] & keyat[2]) != 0 && CAN_ASK(t, 2) -> w = 7
-      :: (cst[t] == C_FIN || cst[t] == C_FAIL) && bel[t] == 0 -> w = 8
       fi;
       d_step {
         printf("t%d step %d (op %d)\n", t, w, cop[t]);
@@ -1410,14 +1455,12 @@ end:
               told[TS(t, s)] = 0;
               busy[TS(t, s)] = 0;
               waitmask = waitmask | BIT(TS(t, s));
+              send_blocked(t, s);
               EVENT(s);
               cws[t] = s;
               cst[t] = C_WAIT
             fi
           fi
-        :: w == 2 ->
-          check_beliefs(t);
-          cst[t] = (eternal[t] -> C_HOLD : C_FIN)
         :: w == 3 ->
           if
           :: ans[t] == A_GRANT ->
@@ -1445,19 +1488,8 @@ end:
           s = w - 5;
           release_at(t, s);
           bel[t] = bel[t] & ~keyat[s]
-        :: w == 8 ->
-          if
-          :: cst[t] == C_FAIL && tries[t] > 0 ->
-            tries[t]--;
-            relgone[t] = 0;
-            cop[t] = 0;
-            cst[t] = C_RUN
-          :: else ->
-            relgone[t] = 0;
-            cop[t] = 0;
-            cst[t] = C_DONE
-          fi
         fi;
+        settle(t);
         w = 0;
         k = 0;
         s = 0
@@ -1475,16 +1507,18 @@ inline break_link(ba, bb) {
   lup[LK(ba, bb)] = 0;
   lbroken[LK(ba, bb)] = 1;
   do
-  :: nempty(lq[LK(ba, bb)]) -> lq[LK(ba, bb)]?m_k, m_x, m_y, m_h0, m_h1, m_h2;
+  :: nempty(lq[LK(ba, bb)]) -> lq[LK(ba, bb)]?m_hd, m_h0, m_h1, m_h2;
+    UNMSG;
     if :: QREF(m_k) -> ab_ref[m_x]-- :: else -> skip fi
   :: empty(lq[LK(ba, bb)]) -> break
   od;
   do
-  :: nempty(la[LK(ba, bb)]) -> la[LK(ba, bb)]?m_k, m_x, m_y;
+  :: nempty(la[LK(ba, bb)]) -> la[LK(ba, bb)]?m_hd;
+    UNMSG;
     if :: AREF(m_k) -> ab_ref[m_x]-- :: else -> skip fi
   :: empty(la[LK(ba, bb)]) -> break
   od;
-  m_k = 0; m_x = 0; m_y = 0; m_h0 = 0; m_h1 = 0; m_h2 = 0
+  m_hd = 0; m_k = 0; m_x = 0; m_y = 0; m_h0 = 0; m_h1 = 0; m_h2 = 0
 }
 
 /* Every abort running now is slow. */
@@ -1497,10 +1531,20 @@ inline all_slow() {
   sw_i = 0
 }
 
+/* The sender learns of the break at once (a stopped sender, when it
+ * resumes): every question unanswered on that link fails. */
+inline break_learn(ba, bb) {
+  break_link(ba, bb);
+  if
+  :: up[ba] -> learn_break(ba, bb)
+  :: else -> skip
+  fi
+}
 #define BRK(a, b) :: d_step { nfault > 0 && (fmask & F_BREAK) && (a) < nsh && (b) < nsh && \
-  lup[LK(a, b)] -> break_link(a, b); all_slow(); gc_aborts(); nfault-- }
+  lup[LK(a, b)] -> break_learn(a, b); all_slow(); gc_aborts(); nfault-- }
 #define PART(a, b) :: d_step { nfault > 0 && (fmask & F_PART) && (a) < nsh && (b) < nsh && \
-  lup[LK(a, b)] && lup[LK(b, a)] -> break_link(a, b); break_link(b, a); all_slow(); gc_aborts(); nfault-- }
+  lup[LK(a, b)] && lup[LK(b, a)] -> break_learn(a, b); break_learn(b, a); all_slow(); \
+  gc_aborts(); nfault-- }
 #define STOP(a) :: d_step { nfault > 0 && (fmask & F_STOP) && (a) < nsh && up[a] -> \
   up[a] = 0; printf("FAULT: s%d stops\n", a); all_slow(); nfault-- }
 #define RESUME(a) :: d_step { (a) < nsh && !up[a] -> up[a] = 1; EVENT(a); printf("s%d resumes\n", a) }
@@ -1667,6 +1711,9 @@ inline scenario(sc) {
     dl[0] = 1; dl[1] = 1; dl[2] = 1; tries[2] = TRIES;
     fmask = F_BREAK | F_PART | F_STOP | F_CRASH | F_TIMEOUT
   fi;
+#ifdef FMASK
+  fmask = fmask & FMASK;
+#endif
   nfault = (fmask != 0 -> FAULTS : 0)
 }
 
@@ -1710,6 +1757,7 @@ init {
         :: else -> break
         od;
         cop[t] = npre[t];
+        settle(t);
         t++
       :: else -> break
       od;
