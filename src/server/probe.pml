@@ -31,6 +31,7 @@
 #define LK(a, b) ((a) * (NS - 1) + (b) - ((b) > (a) -> 1 : 0))
 #define BIT(i) (1 << (i))
 #define HAS(m, i) ((((m) >> (i)) & 1) == 1)
+#define SETB(m, i, v) m = ((v) -> ((m) | BIT(i)) : ((m) & ~BIT(i)))
 /* The sessions at shard r, a bit each. */
 #define SHM(r) (BIT(r) | BIT(NS + (r)) | BIT(2 * NS + (r)))
 
@@ -91,26 +92,34 @@
 #define F_STOP 4    /* a shard stops, and resumes later */
 #define F_CRASH 8   /* a client's sessions end: it died, or its lease ran out */
 #define F_TIMEOUT 16 /* a wait's deadline passes at its shard */
+#define F_LATE 32   /* a link breaks one way, after the peer got what it carried */
 
 /* ---- State ---------------------------------------------------------------- */
 
 /* The scenario: constant once init has set it up. */
-byte nsh, ntx;         /* shards and txns in use */
-byte home[NK];         /* each key's shard */
-byte keyat[NS];        /* the keys of each shard, a bit each */
-byte plan[NT * NOPS];  /* each txn's plan */
-byte nops[NT], npre[NT]; /* its length; its steps done before the start */
-bit eternal[NT];       /* holds its keys for ever once its plan is done */
-bit dl[NT];            /* its LOCKs have a deadline */
-byte prio[NT];         /* PRIORITY: the lowest is the victim */
-byte cap;              /* --peer-blocked-max */
-byte fmask;            /* the fault families this scenario allows */
+/* With one scenario (SCEN > 0), init sets these before anything else can
+ * happen, the same way on every path: pan need not store them. */
+#if SCEN > 0
+#define CONST hidden
+#else
+#define CONST
+#endif
+CONST byte nsh, ntx;         /* shards and txns in use */
+CONST byte home[NK];         /* each key's shard */
+CONST byte keyat[NS];        /* the keys of each shard, a bit each */
+CONST byte plan[NT * NOPS];  /* each txn's plan */
+CONST byte nops[NT], npre[NT]; /* its length; its steps done before the start */
+CONST byte eternal[NT];      /* holds its keys for ever once its plan is done */
+CONST byte dl[NT];           /* its LOCKs have a deadline */
+CONST byte prio[NT];         /* PRIORITY: the lowest is the victim */
+CONST byte cap;              /* --peer-blocked-max */
+CONST byte fmask;            /* the fault families this scenario allows */
 byte nfault;           /* faults left */
 
 /* Each shard's engine: a key's holders (a bit per txn; hx: in X) and queue
  * (txn + 1, arrival order). */
 byte hold[NK];
-bit hx[NK];
+byte hxm;              /* held in X, a bit per key */
 byte q[NK * QL];
 byte ql[NK];
 
@@ -119,29 +128,32 @@ byte ql[NK];
  * the HELDAT told (a BLOCKED sent on a link that has not broken since) and
  * those that answered -BUSY. */
 byte wkey[NTS];
-bit wx[NTS];
+short wxm;             /* the wait is for X, a bit per session */
 byte wseq[NTS];
 byte heldat[NTS];
-bit sopen[NTS];
-bit ending[NTS];
-bit mark[NTS];
+short sopm, endm, markm; /* open, ending, marked: a bit per session */
 byte told[NTS];
 byte busy[NTS];
 short waitmask;        /* the sessions that wait */
 short gw;              /* waits whose abort gave way to another's pin */
 short reprobe;         /* the waits that have a probe due */
 
-/* The blocked-at entries: ent[R * NTS + TS(t, S)] = wseq (0: none) at R,
+/* The blocked-at entries: ENT(R, TS(t, S)) = wseq (0: none) at R,
  * from S. */
-byte ent[NS * NTS];
+int entm[NS];          /* 2 bits per session */
+#define ENT(r, ts) ((entm[r] >> (2 * (ts))) & 3)
+#define SETENT(r, ts, v) entm[r] = (entm[r] & ~(3 << (2 * (ts)))) | ((v) << (2 * (ts)))
 
 /* Shards up (not stopped); links up, and broken with the sender not yet
  * aware. Each link has its questions (lq) and their answers (la). */
-bit up[NS];
-bit lup[NL];
-bit lbroken[NL];
+byte upm;              /* shards up, a bit each */
+byte lupm, lbrm;        /* links up, broken: a bit each */
 chan lq[NL] = [LQ] of { byte, byte, byte, byte }; /* MSG(k, x, y), then a path */
 chan la[NL] = [LQ] of { byte };                   /* MSG(k, x, y) */
+/* The questions of a link that broke after they reached the peer: it reads
+ * them after all, before or after those of the new link; their answers
+ * are lost. */
+chan lqo[NL] = [LQ] of { byte, byte, byte, byte };
 
 /* Aborts, by slot (a slot is an (origin, id)): state, origin V, victim and
  * its wseq, the cycle, the shards asked to confirm and those that said :1,
@@ -152,7 +164,7 @@ chan la[NL] = [LQ] of { byte };                   /* MSG(k, x, y) */
 byte ab_st[MAXAB], ab_o[MAXAB], ab_vic[MAXAB], ab_vw[MAXAB], ab_n[MAXAB];
 byte ab_h[MAXAB * MAXH];
 byte ab_ask[MAXAB], ab_yes[MAXAB], ab_rw[MAXAB], ab_rd[MAXAB];
-bit ab_slow[MAXAB], ab_late[MAXAB], ab_fx[MAXAB];
+byte abslow, ablate, abfx; /* a bit per slot */
 byte ab_ref[MAXAB];    /* messages in flight that name it */
 short pinw[MAXAB], frz[MAXAB];
 byte reldone[NS];      /* the RELEASEs each shard has done, a bit per slot */
@@ -161,7 +173,7 @@ byte reldone[NS];      /* the RELEASEs each shard has done, a bit per slot */
  * believes it holds, the answer come, tries left; a RELEASE took a key of
  * its current attempt (ghost). */
 byte cst[NT], cop[NT], cws[NT], bel[NT], ans[NT], tries[NT];
-bit relgone[NT];
+byte relg;             /* a bit per txn */
 
 #define ALLPIN (pinw[0] | pinw[1] | pinw[2] | pinw[3])
 #define ALLFRZ (frz[0] | frz[1] | frz[2] | frz[3])
@@ -170,15 +182,16 @@ bit relgone[NT];
  * release) is stopped, or V's link to one of them is down: its bounds may
  * pass then (late), and its pins may lapse. Once slow, always. */
 #define ABSH(a) (BIT(ab_o[a]) | ab_ask[a] | ab_rw[a])
-#define LV(a, r) (ab_o[a] != (r) && HAS(ab_ask[a] | ab_rw[a], r) && !lup[LK(ab_o[a], r)])
-#define SLOWFOR(a) ((HAS(ABSH(a), 0) && !up[0]) || (HAS(ABSH(a), 1) && !up[1]) || \
-  (HAS(ABSH(a), 2) && !up[2]) || LV(a, 0) || LV(a, 1) || LV(a, 2))
+#define LV(a, r) (ab_o[a] != (r) && HAS(ab_ask[a] | ab_rw[a], r) && !HAS(lupm, LK(ab_o[a], r)))
+#define SLOWFOR(a) ((HAS(ABSH(a), 0) && !HAS(upm, 0)) || (HAS(ABSH(a), 1) && !HAS(upm, 1)) || \
+  (HAS(ABSH(a), 2) && !HAS(upm, 2)) || LV(a, 0) || LV(a, 1) || LV(a, 2))
 
 /* Something changed at shard s (an edge, an entry, a pin): its waiters
  * probe again. */
 #define EVENT(s) reprobe = reprobe | (waitmask & SHM(s))
 
 /* Scratch of the atomic steps: written before it is read, in one step. */
+hidden byte m_orph; /* the question came on a link that broke */
 hidden byte m_hd, m_k, m_x, m_y, m_h0, m_h1, m_h2;
 /* A message's kind and its two small arguments, in one byte. */
 #define MSG(k, x, y) ((k) | ((x) << 4) | ((y) << 6))
@@ -197,6 +210,7 @@ hidden byte pr_cur, pr_x, pr_n, pr_init, pr_bl, pr_b, pr_i, pr_s, pr_path[MAXH];
 hidden byte pr_on;
 hidden byte cy_i, cy_v, cy_vh, cy_loc, cy_h1, cy_h2;
 hidden byte gc_a, rp_n, rp_ts, sb_r;
+hidden short up_m;
 hidden byte sa_v, sa_vw, sa_n, sa_h[MAXH], sa_a, sa_i, sa_r;
 hidden byte sa_ok, sa_fail;
 hidden byte ca_i, ca_h, ca_t, ca_nx;
@@ -219,7 +233,7 @@ hidden byte sw_i, sw_n;
 inline blockers(bt, bs) {
   bk_k = wkey[TS(bt, bs)] - 1;
   if
-  :: wx[TS(bt, bs)] || hx[bk_k] -> bk_b = hold[bk_k] & ~BIT(bt)
+  :: HAS(wxm, TS(bt, bs)) || HAS(hxm, bk_k) -> bk_b = hold[bk_k] & ~BIT(bt)
   :: else -> bk_b = 0
   fi;
   bk_i = 0;
@@ -268,9 +282,9 @@ inline qremove(qk, qt) {
 #define QSEND(l, k, x, y, a, b, c) assert(nfull(lq[l])); lq[l]!MSG(k, x, y), a, b, c; \
   if :: QREF(k) -> ab_ref[x]++ :: else -> skip fi; \
   printf("  q%d x%d y%d on link %d\n", k, x, y, l)
-#define ASEND(l, k, x, y) assert(nfull(la[l])); la[l]!MSG(k, x, y); \
+#define ASEND(l, k, x, y) if :: !m_orph -> assert(nfull(la[l])); la[l]!MSG(k, x, y); \
   if :: AREF(k) -> ab_ref[x]++ :: else -> skip fi; \
-  printf("  a%d x%d y%d on link %d\n", k, x, y, l)
+  printf("  a%d x%d y%d on link %d\n", k, x, y, l) :: else -> skip fi
 
 /*
  * wait_end(t, s): t's wait at s is over (granted, aborted, timed out, its
@@ -285,7 +299,7 @@ inline wait_end(wt, ws) {
   do
   :: we_r < NS ->
     if
-    :: we_r != ws && HAS(told[we_ts], we_r) && lup[LK(ws, we_r)] ->
+    :: we_r != ws && HAS(told[we_ts], we_r) && HAS(lupm, LK(ws, we_r)) ->
       QSEND(LK(ws, we_r), M_UNBLOCKED, wt, wseq[we_ts], 0, 0, 0)
     :: else -> skip
     fi;
@@ -295,7 +309,7 @@ inline wait_end(wt, ws) {
   told[we_ts] = 0;
   busy[we_ts] = 0;
   wkey[we_ts] = 0;
-  wx[we_ts] = 0;
+  SETB(wxm, we_ts, 0);
   heldat[we_ts] = 0;
   waitmask = waitmask & ~BIT(we_ts);
   gw = gw & ~BIT(we_ts);
@@ -325,7 +339,7 @@ inline send_blocked(bt, bs) {
     :: WAITS(bt, bs) && sb_r != bs && HAS(heldat[TS(bt, bs)], sb_r) &&
        !HAS(told[TS(bt, bs)], sb_r) && !HAS(busy[TS(bt, bs)], sb_r) ->
       if
-      :: lup[LK(bs, sb_r)] -> QSEND(LK(bs, sb_r), M_BLOCKED, bt, wseq[TS(bt, bs)], 0, 0, 0);
+      :: HAS(lupm, LK(bs, sb_r)) -> QSEND(LK(bs, sb_r), M_BLOCKED, bt, wseq[TS(bt, bs)], 0, 0, 0);
         told[TS(bt, bs)] = told[TS(bt, bs)] | BIT(sb_r)
 #ifdef BUG_TOLD_WHEN_DROPPED
       :: else -> told[TS(bt, bs)] = told[TS(bt, bs)] | BIT(sb_r) /* dropped, but told */
@@ -343,7 +357,7 @@ inline send_blocked(bt, bs) {
 
 /* Can the client hear the answer of its wait at s? (It waits for it there,
  * on the session's connection, which it has not dropped.) */
-#define LISTENS(t, s) (cst[t] == C_WAIT && cws[t] == (s) && sopen[TS(t, s)] && !ending[TS(t, s)])
+#define LISTENS(t, s) (cst[t] == C_WAIT && cws[t] == (s) && HAS(sopm, TS(t, s)) && !HAS(endm, TS(t, s)))
 
 /* regrant(k): grants key k's queue from its head while the head fits. */
 inline regrant(rk) {
@@ -352,17 +366,17 @@ inline regrant(rk) {
     rg_t = q[rk * QL] - 1;
     rg_s = home[rk];
     if
-    :: (wx[TS(rg_t, rg_s)] && hold[rk] == 0) ||
-       (!wx[TS(rg_t, rg_s)] && !(hx[rk] && hold[rk] != 0)) ->
+    :: (HAS(wxm, TS(rg_t, rg_s)) && hold[rk] == 0) ||
+       (!HAS(wxm, TS(rg_t, rg_s)) && !(HAS(hxm, rk) && hold[rk] != 0)) ->
       printf("s%d grants k%d to t%d\n", rg_s, rk, rg_t);
       hold[rk] = hold[rk] | BIT(rg_t);
-      hx[rk] = wx[TS(rg_t, rg_s)];
+      SETB(hxm, rk, HAS(wxm, TS(rg_t, rg_s)));
       qremove(rk, rg_t);
       if
       :: LISTENS(rg_t, rg_s) ->
         /* (a) The victim's LOCK is never granted once a key of its
          * attempt went elsewhere. */
-        assert(!relgone[rg_t]);
+        assert(!HAS(relg, rg_t));
         ans[rg_t] = A_GRANT
       :: else -> skip
       fi;
@@ -393,7 +407,7 @@ inline release_at(rt, rs) {
     :: home[ra_k] == rs && HAS(hold[ra_k], rt) ->
       hold[ra_k] = hold[ra_k] & ~BIT(rt);
       if
-      :: hold[ra_k] == 0 -> hx[ra_k] = 0
+      :: hold[ra_k] == 0 -> SETB(hxm, ra_k, 0)
       :: else -> skip
       fi;
       regrant(ra_k);
@@ -451,10 +465,12 @@ inline confirm_at(cr, cab) {
 inline drop_pins(ur, ua) {
 #ifdef BUG_ONE_PIN
   /* A pin is one deadline per wait: lifting a's lifts every abort's. */
-  pinw[0] = pinw[0] & ~(pinw[ua] & SHM(ur));
-  pinw[1] = pinw[1] & ~(pinw[ua] & SHM(ur));
-  pinw[2] = pinw[2] & ~(pinw[ua] & SHM(ur));
-  pinw[3] = pinw[3] & ~(pinw[ua] & SHM(ur));
+  up_m = pinw[ua] & SHM(ur);
+  pinw[0] = pinw[0] & ~up_m;
+  pinw[1] = pinw[1] & ~up_m;
+  pinw[2] = pinw[2] & ~up_m;
+  pinw[3] = pinw[3] & ~up_m;
+  up_m = 0;
 #endif
   pinw[ua] = pinw[ua] & ~SHM(ur);
   frz[ua] = frz[ua] & ~SHM(ur)
@@ -485,7 +501,7 @@ inline give_up_ev(ga, gv, gev) {
   do
   :: gu_r < NS ->
     if
-    :: HAS(ab_ask[ga], gu_r) && lup[LK(gv, gu_r)] ->
+    :: HAS(ab_ask[ga], gu_r) && HAS(lupm, LK(gv, gu_r)) ->
       QSEND(LK(gv, gu_r), M_UNPIN, ga, 0, 0, 0, 0)
     :: else -> skip
     fi;
@@ -526,7 +542,7 @@ inline send_releases(sra, srv) {
   do
   :: te_r < NS ->
     if
-    :: HAS(ab_rw[sra], te_r) && lup[LK(srv, te_r)] ->
+    :: HAS(ab_rw[sra], te_r) && HAS(lupm, LK(srv, te_r)) ->
       QSEND(LK(srv, te_r), M_RELEASE, sra, ab_vic[sra], 0, 0, 0)
     :: else -> skip
     fi;
@@ -543,7 +559,7 @@ inline one_victim(oa) {
   do
   :: ov_b < MAXAB ->
     if
-    :: ov_b != oa && ab_fx[ov_b] && ab_n[ov_b] == ab_n[oa] ->
+    :: ov_b != oa && HAS(abfx, ov_b) && ab_n[ov_b] == ab_n[oa] ->
       ov_same = 1;
       ov_i = 0;
       do
@@ -602,7 +618,7 @@ inline take_effect(ta, tv) {
   :: false -> skip
 #else
   if
-  :: ab_late[ta] -> give_up_ev(ta, tv, !SLOWFOR(ta))
+  :: HAS(ablate, ta) -> give_up_ev(ta, tv, !SLOWFOR(ta))
 #endif
   :: else ->
     if
@@ -623,10 +639,10 @@ inline take_effect(ta, tv) {
       od;
       printf("s%d: abort %d takes effect, victim t%d\n", tv, ta, te_v);
       one_victim(ta);
-      ab_fx[ta] = 1;
+      SETB(abfx, ta, 1);
       ab_rw[ta] = heldat[TS(te_v, tv)];
       ab_rd[ta] = 0;
-      ab_slow[ta] = ab_slow[ta] || SLOWFOR(ta);
+      SETB(abslow, ta, HAS(abslow, ta) || SLOWFOR(ta));
 #ifdef BUG_RELEASE_BEFORE_ABORT
       ab_st[ta] = AB_REL0;
       send_releases(ta, tv);
@@ -686,7 +702,7 @@ inline gc_aborts() {
       ab_o[gc_a] = 0; ab_vic[gc_a] = 0; ab_vw[gc_a] = 0; ab_n[gc_a] = 0;
       ab_h[gc_a * MAXH] = 0; ab_h[gc_a * MAXH + 1] = 0; ab_h[gc_a * MAXH + 2] = 0;
       ab_ask[gc_a] = 0; ab_yes[gc_a] = 0; ab_rw[gc_a] = 0; ab_rd[gc_a] = 0;
-      ab_slow[gc_a] = 0; ab_late[gc_a] = 0; ab_fx[gc_a] = 0;
+      SETB(abslow, gc_a, 0); SETB(ablate, gc_a, 0); SETB(abfx, gc_a, 0);
       reldone[0] = reldone[0] & ~BIT(gc_a);
       reldone[1] = reldone[1] & ~BIT(gc_a);
       reldone[2] = reldone[2] & ~BIT(gc_a)
@@ -781,15 +797,15 @@ inline start_abort(sv) {
       :: else -> ab_ask[sa_a] = ab_ask[sa_a] & ~BIT(0)
       fi;
 #endif
-      ab_slow[sa_a] = SLOWFOR(sa_a);
+      SETB(abslow, sa_a, SLOWFOR(sa_a));
       sa_fail = 0;
       sa_r = 0;
       do
       :: sa_r < NS ->
         if
-        :: HAS(ab_ask[sa_a], sa_r) && lup[LK(sv, sa_r)] ->
+        :: HAS(ab_ask[sa_a], sa_r) && HAS(lupm, LK(sv, sa_r)) ->
           QSEND(LK(sv, sa_r), M_CONFIRM, sa_a, 0, 0, 0, 0)
-        :: HAS(ab_ask[sa_a], sa_r) && !lup[LK(sv, sa_r)] -> sa_fail = 1
+        :: HAS(ab_ask[sa_a], sa_r) && !HAS(lupm, LK(sv, sa_r)) -> sa_fail = 1
         :: else -> skip
         fi;
         sa_r++
@@ -843,7 +859,7 @@ inline closed(cr, cn) {
     :: else -> break
     od;
     start_abort(cr)
-  :: !cy_loc && HS(cy_vh) != cr && lup[LK(cr, HS(cy_vh))] ->
+  :: !cy_loc && HS(cy_vh) != cr && HAS(lupm, LK(cr, HS(cy_vh))) ->
     cy_h1 = (cn > 1 -> pr_path[1] : 0);
     cy_h2 = (cn > 2 -> pr_path[2] : 0);
     if
@@ -926,8 +942,8 @@ inline probe_from(ps, pt) {
         :: !pr_on && pr_s < nsh ->
           if
           :: (pr_s == pr_x && WAITS(pr_b, pr_x)) ||
-             (pr_s != pr_x && ent[pr_x * NTS + TS(pr_b, pr_s)] != 0 && lup[LK(pr_x, pr_s)] &&
-              up[pr_s] && WAITS(pr_b, pr_s) && wseq[TS(pr_b, pr_s)] == ent[pr_x * NTS + TS(pr_b, pr_s)]) ->
+             (pr_s != pr_x && ENT(pr_x, TS(pr_b, pr_s)) != 0 && HAS(lupm, LK(pr_x, pr_s)) &&
+              HAS(upm, pr_s) && WAITS(pr_b, pr_s) && wseq[TS(pr_b, pr_s)] == ENT(pr_x, TS(pr_b, pr_s))) ->
             assert(pw_top < PWN);
             pw_e[pw_top] = pr_b;
             pw_x[pw_top] = pr_s;
@@ -961,7 +977,7 @@ inline probe_from(ps, pt) {
  * those that follow each change at the waiter's shard). A waiter at a shard
  * that is stopped probes when it resumes.
  */
-#define UPMASK ((up[0] -> SHM(0) : 0) | (up[1] -> SHM(1) : 0) | (up[2] -> SHM(2) : 0))
+#define UPMASK ((HAS(upm, 0) -> SHM(0) : 0) | (HAS(upm, 1) -> SHM(1) : 0) | (HAS(upm, 2) -> SHM(2) : 0))
 inline run_probes() {
   rp_n = 0;
   do
@@ -970,7 +986,7 @@ inline run_probes() {
     do
     :: rp_ts < NTS ->
       if
-      :: HAS(reprobe, rp_ts) && up[rp_ts % NS] ->
+      :: HAS(reprobe, rp_ts) && HAS(upm, rp_ts % NS) ->
         reprobe = reprobe & ~BIT(rp_ts);
         probe_from(rp_ts % NS, rp_ts / NS)
       :: else -> skip
@@ -989,15 +1005,15 @@ inline run_probes() {
 
 
 /* The confirmation bound passed (V's timer). */
-#define CONF_LATE(a, s) (ab_st[a] == AB_CONF && ab_o[a] == (s) && ab_late[a])
+#define CONF_LATE(a, s) (ab_st[a] == AB_CONF && ab_o[a] == (s) && HAS(ablate, a))
 /* A pin's bound passed at s: its abort is over (UNPIN lost or on its way),
  * or slow (no renewal came in time). */
-#define LAPSE(a, s) ((ab_st[a] == AB_DONE || ab_late[a]) && ((pinw[a] | frz[a]) & SHM(s)) != 0)
+#define LAPSE(a, s) ((ab_st[a] == AB_DONE || HAS(ablate, a)) && ((pinw[a] | frz[a]) & SHM(s)) != 0)
 /* A session whose end waited may end now. */
 #ifdef BUG_NO_DEFER_END
-#define END_DUE(t, s) (ending[TS(t, s)])
+#define END_DUE(t, s) (HAS(endm, TS(t, s)))
 #else
-#define END_DUE(t, s) (ending[TS(t, s)] && !HAS(ALLPIN | ALLFRZ, TS(t, s)))
+#define END_DUE(t, s) (HAS(endm, TS(t, s)) && !HAS(ALLPIN | ALLFRZ, TS(t, s)))
 #endif
 
 #define W_Q 1    /* + peer: a question on the peer's link to s */
@@ -1009,32 +1025,35 @@ inline run_probes() {
 #define W_CL 19  /* + a: a's confirmation bound passed */
 #define W_LP 23  /* + a: a's pins at s lapse */
 #define W_EN 27  /* + t: t's session at s ends */
+#define W_O 31   /* + peer: a question of a broken link from the peer, read late */
 
 /* handle_question(s, p): a question on p's link to s, in m_*. */
 inline handle_question(hs, hp) {
   printf("s%d gets q%d x%d y%d from s%d\n", hs, m_k, m_x, m_y, hp);
   if
-  :: m_k == M_HELLO ->
+  :: m_orph && (m_k == M_HELLO || m_k == M_BLOCKED || m_k == M_UNBLOCKED) ->
+    skip /* of a link that is no longer p's: what it told is forgotten already */
+  :: !m_orph && m_k == M_HELLO ->
     /* A new link: what p's earlier links told is forgotten. */
     sw_i = 0;
     do
-    :: sw_i < NT -> ent[hs * NTS + TS(sw_i, hp)] = 0; sw_i++
+    :: sw_i < NT -> SETENT(hs, TS(sw_i, hp), 0); sw_i++
     :: else -> break
     od;
     EVENT(hs)
-  :: m_k == M_BLOCKED ->
+  :: !m_orph && m_k == M_BLOCKED ->
     if
-    :: ent[hs * NTS + TS(m_x, hp)] != 0 ->
-      ent[hs * NTS + TS(m_x, hp)] = m_y
+    :: ENT(hs, TS(m_x, hp)) != 0 ->
+      SETENT(hs, TS(m_x, hp), m_y)
     :: else ->
       sw_n = 0;
       sw_i = 0;
       do
-      :: sw_i < NT -> sw_n = sw_n + (ent[hs * NTS + TS(sw_i, hp)] != 0 -> 1 : 0); sw_i++
+      :: sw_i < NT -> sw_n = sw_n + (ENT(hs, TS(sw_i, hp)) != 0 -> 1 : 0); sw_i++
       :: else -> break
       od;
       if
-      :: sw_n < cap -> ent[hs * NTS + TS(m_x, hp)] = m_y
+      :: sw_n < cap -> SETENT(hs, TS(m_x, hp), m_y)
 #ifdef BUG_BLOCKED_DROPPED
       :: else -> skip /* dropped, and +OK */
 #else
@@ -1043,14 +1062,14 @@ inline handle_question(hs, hp) {
       fi
     fi;
     EVENT(hs)
-  :: m_k == M_UNBLOCKED ->
+  :: !m_orph && m_k == M_UNBLOCKED ->
 #ifdef BUG_UNBLOCKED_ANY_SENDER
     /* Matched on (gid, wseq) alone: an entry of another shard goes too. */
     sw_i = 0;
     do
     :: sw_i < NS ->
       if
-      :: ent[hs * NTS + TS(m_x, sw_i)] == m_y -> ent[hs * NTS + TS(m_x, sw_i)] = 0
+      :: ENT(hs, TS(m_x, sw_i)) == m_y -> SETENT(hs, TS(m_x, sw_i), 0)
       :: else -> skip
       fi;
       sw_i++
@@ -1058,7 +1077,7 @@ inline handle_question(hs, hp) {
     od;
 #else
     if
-    :: ent[hs * NTS + TS(m_x, hp)] == m_y -> ent[hs * NTS + TS(m_x, hp)] = 0
+    :: ENT(hs, TS(m_x, hp)) == m_y -> SETENT(hs, TS(m_x, hp), 0)
     :: else -> skip
     fi;
 #endif
@@ -1113,7 +1132,7 @@ inline handle_question(hs, hp) {
       /* (a) A client at work never loses a key it believes it holds. */
       assert(!(cst[rl_t] == C_RUN && (rl_took & bel[rl_t]) != 0));
       if
-      :: rl_took != 0 -> relgone[rl_t] = 1
+      :: rl_took != 0 -> SETB(relg, rl_t, 1)
       :: else -> skip
       fi;
       if
@@ -1128,7 +1147,7 @@ inline handle_question(hs, hp) {
       fi;
       release_at(rl_t, hs);
       if
-      :: sopen[TS(rl_t, hs)] -> mark[TS(rl_t, hs)] = 1
+      :: HAS(sopm, TS(rl_t, hs)) -> SETB(markm, TS(rl_t, hs), 1)
       :: else -> skip
       fi;
       rl_t = 0; rl_took = 0; rl_k = 0;
@@ -1222,12 +1241,12 @@ inline learn_break(ls, lp) {
     sw_i++
   :: else -> break
   od;
-  lbroken[LK(ls, lp)] = 0
+  SETB(lbrm, LK(ls, lp), 0)
 }
 
 /* s dials p again: HELLO, then every RELEASE not yet answered. */
 inline redial(ls, lp) {
-  lup[LK(ls, lp)] = 1;
+  SETB(lupm, LK(ls, lp), 1);
   QSEND(LK(ls, lp), M_HELLO, 0, 0, 0, 0, 0);
   sw_n = 0;
   do
@@ -1256,15 +1275,16 @@ inline end_session(et, es) {
   :: else -> skip
   fi;
   release_at(et, es);
-  sopen[TS(et, es)] = 0;
-  ending[TS(et, es)] = 0;
-  mark[TS(et, es)] = 0;
+  SETB(sopm, TS(et, es), 0);
+  SETB(endm, TS(et, es), 0);
+  SETB(markm, TS(et, es), 0);
   EVENT(es)
 }
 
-#define QG(s, p) :: up[s] && (p) != (s) && (p) < nsh && nempty(lq[LK(p, s)]) -> w = W_Q + (p)
-#define AG(s, p) :: up[s] && (p) != (s) && (p) < nsh && nempty(la[LK(s, p)]) -> w = W_A + (p)
-#define SG(c) :: up[s] && (c) ->
+#define QG(s, p) :: HAS(upm, s) && (p) != (s) && (p) < nsh && nempty(lq[LK(p, s)]) -> w = W_Q + (p)
+#define AG(s, p) :: HAS(upm, s) && (p) != (s) && (p) < nsh && nempty(la[LK(s, p)]) -> w = W_A + (p)
+#define OG(s, p) :: HAS(upm, s) && (p) != (s) && (p) < nsh && nempty(lqo[LK(p, s)]) -> w = W_O + (p)
+#define SG(c) :: HAS(upm, s) && (c) ->
 
 #define CLEAR m_k = 0; m_x = 0; m_y = 0; m_h0 = 0; m_h1 = 0; m_h2 = 0; \
   sw_i = 0; sw_n = 0; w = 0; i = 0
@@ -1281,12 +1301,15 @@ end:
       AG(s, 0)
       AG(s, 1)
       AG(s, 2)
-      SG(s != 0 && lbroken[LK(s, 0)]) w = W_LB + 0
-      SG(s != 1 && lbroken[LK(s, 1)]) w = W_LB + 1
-      SG(s != 2 && lbroken[LK(s, 2)]) w = W_LB + 2
-      SG(s != 0 && 0 < nsh && !lup[LK(s, 0)] && !lbroken[LK(s, 0)]) w = W_RD + 0
-      SG(s != 1 && 1 < nsh && !lup[LK(s, 1)] && !lbroken[LK(s, 1)]) w = W_RD + 1
-      SG(s != 2 && 2 < nsh && !lup[LK(s, 2)] && !lbroken[LK(s, 2)]) w = W_RD + 2
+      OG(s, 0)
+      OG(s, 1)
+      OG(s, 2)
+      SG(s != 0 && HAS(lbrm, LK(s, 0))) w = W_LB + 0
+      SG(s != 1 && HAS(lbrm, LK(s, 1))) w = W_LB + 1
+      SG(s != 2 && HAS(lbrm, LK(s, 2))) w = W_LB + 2
+      SG(s != 0 && 0 < nsh && !HAS(lupm, LK(s, 0)) && !HAS(lbrm, LK(s, 0))) w = W_RD + 0
+      SG(s != 1 && 1 < nsh && !HAS(lupm, LK(s, 1)) && !HAS(lbrm, LK(s, 1))) w = W_RD + 1
+      SG(s != 2 && 2 < nsh && !HAS(lupm, LK(s, 2)) && !HAS(lbrm, LK(s, 2))) w = W_RD + 2
       SG((reprobe & SHM(s)) != 0) w = W_PR
       SG(CONF_LATE(0, s)) w = W_CL + 0
       SG(CONF_LATE(1, s)) w = W_CL + 1
@@ -1327,7 +1350,18 @@ end:
          * over (a resume, a new link), or now if it is over already. */
         d_step { i = w - W_CL; give_up_ev(i, s, !SLOWFOR(i)); CLEAR }
       :: w >= W_LP && w < W_EN -> d_step { unpin_at(s, w - W_LP); CLEAR }
-      :: w >= W_EN -> d_step { end_session(w - W_EN, s); CLEAR }
+      :: w >= W_EN && w < W_O -> d_step { end_session(w - W_EN, s); CLEAR }
+      :: w >= W_O ->
+        d_step {
+          i = w - W_O;
+          lqo[LK(i, s)]?m_hd, m_h0, m_h1, m_h2;
+          UNMSG;
+          if :: QREF(m_k) -> ab_ref[m_x]-- :: else -> skip fi;
+          m_orph = 1;
+          handle_question(s, i);
+          m_orph = 0;
+          CLEAR
+        }
       fi;
       /* What changed makes the waiters concerned probe; what is over is
        * collected. */
@@ -1340,16 +1374,16 @@ end:
 
 /* The client may send t a request at s: s is not stopped, t's session there
  * is not frozen (its requests wait), and not still ending. */
-#define CAN_ASK(t, s) (up[s] && !HAS(ALLFRZ, TS(t, s)) && !ending[TS(t, s)])
+#define CAN_ASK(t, s) (HAS(upm, s) && !HAS(ALLFRZ, TS(t, s)) && !HAS(endm, TS(t, s)))
 #define STEP(t) plan[(t) * NOPS + cop[t]]
 #define STEPSH(t) home[OPK(STEP(t))]
 /* Its give-up: t's LOCK has a deadline, and its shard cannot answer in time
  * (stopped, or an abort of it is slow). The client drops the session. */
-#define LATEW(a, t) (INPROG(a) && ab_late[a] && \
+#define LATEW(a, t) (INPROG(a) && HAS(ablate, a) && \
   ((ab_vic[a] == (t) && ab_o[a] == cws[t]) || HAS(pinw[a], TS(t, cws[t]))))
 #define LATE_ANY(t) (LATEW(0, t) || LATEW(1, t) || LATEW(2, t) || LATEW(3, t))
 #define GIVEUP_OK(t) (cst[t] == C_WAIT && dl[t] && \
-  (!up[cws[t]] || LATE_ANY(t)))
+  (!HAS(upm, cws[t]) || LATE_ANY(t)))
 
 /* The client checks what it believes before each step: (a). */
 inline check_beliefs(ct) {
@@ -1374,7 +1408,7 @@ inline settle(ct) {
   fi;
   if
   :: (cst[ct] == C_FIN || cst[ct] == C_FAIL) && bel[ct] == 0 ->
-    relgone[ct] = 0;
+    SETB(relg, ct, 0);
     cop[ct] = 0;
     if
     :: cst[ct] == C_FAIL && tries[ct] > 0 -> tries[ct]--; cst[ct] = C_RUN
@@ -1410,7 +1444,7 @@ end:
             :: HAS(hold[k], t) ->
               hold[k] = hold[k] & ~BIT(t);
               if
-              :: hold[k] == 0 -> hx[k] = 0
+              :: hold[k] == 0 -> SETB(hxm, k, 0)
               :: else -> skip
               fi;
               regrant(k);
@@ -1420,16 +1454,16 @@ end:
             bel[t] = bel[t] & ~BIT(k);
             cop[t]++
           :: else ->
-            sopen[TS(t, s)] = 1;
+            SETB(sopm, TS(t, s), 1);
             if
-            :: mark[TS(t, s)] ->
+            :: HAS(markm, TS(t, s)) ->
               /* Its keys here went for a cross-shard abort. */
-              mark[TS(t, s)] = 0;
+              SETB(markm, TS(t, s), 0);
               cst[t] = C_FAIL
-            :: !mark[TS(t, s)] && ql[k] == 0 &&
-               ((OPX(STEP(t)) && hold[k] == 0) || (!OPX(STEP(t)) && !(hx[k] && hold[k] != 0))) ->
+            :: !HAS(markm, TS(t, s)) && ql[k] == 0 &&
+               ((OPX(STEP(t)) && hold[k] == 0) || (!OPX(STEP(t)) && !(HAS(hxm, k) && hold[k] != 0))) ->
               hold[k] = hold[k] | BIT(t);
-              hx[k] = OPX(STEP(t));
+              SETB(hxm, k, OPX(STEP(t)));
               bel[t] = bel[t] | BIT(k);
               cop[t]++
             :: else ->
@@ -1437,7 +1471,7 @@ end:
               q[k * QL + ql[k]] = t + 1;
               ql[k]++;
               wkey[TS(t, s)] = k + 1;
-              wx[TS(t, s)] = OPX(STEP(t));
+              SETB(wxm, TS(t, s), OPX(STEP(t)));
               wseq[TS(t, s)]++;
               assert(wseq[TS(t, s)] < 4);
               heldat[TS(t, s)] = 0;
@@ -1474,7 +1508,7 @@ end:
         :: w == 4 ->
           /* Its bound ran out: the session at that shard is dropped (its
            * keys there with it), the rest given back, ORDO_ELEASE. */
-          ending[TS(t, cws[t])] = 1;
+          SETB(endm, TS(t, cws[t]), 1);
           bel[t] = bel[t] & ~keyat[cws[t]];
           cws[t] = 0;
           cst[t] = C_FAIL;
@@ -1501,15 +1535,20 @@ end:
 
 /* ---- Faults ------------------------------------------------------------------- */
 
-/* The link a->b breaks: what it carries either way is lost. */
-inline break_link(ba, bb) {
-  printf("FAULT: link s%d->s%d breaks\n", ba, bb);
-  lup[LK(ba, bb)] = 0;
-  lbroken[LK(ba, bb)] = 1;
+/* The link a->b breaks: the answers on it are lost, and its questions too,
+ * or (late) the peer reads them after all. */
+inline break_link(ba, bb, late) {
+  printf("FAULT: link s%d->s%d breaks (late %d)\n", ba, bb, late);
+  SETB(lupm, LK(ba, bb), 0);
+  SETB(lbrm, LK(ba, bb), 1);
   do
   :: nempty(lq[LK(ba, bb)]) -> lq[LK(ba, bb)]?m_hd, m_h0, m_h1, m_h2;
-    UNMSG;
-    if :: QREF(m_k) -> ab_ref[m_x]-- :: else -> skip fi
+    if
+    :: late -> assert(nfull(lqo[LK(ba, bb)])); lqo[LK(ba, bb)]!m_hd, m_h0, m_h1, m_h2
+    :: else ->
+      UNMSG;
+      if :: QREF(m_k) -> ab_ref[m_x]-- :: else -> skip fi
+    fi
   :: empty(lq[LK(ba, bb)]) -> break
   od;
   do
@@ -1525,7 +1564,7 @@ inline break_link(ba, bb) {
 inline all_slow() {
   sw_i = 0;
   do
-  :: sw_i < MAXAB -> ab_slow[sw_i] = ((INPROG(sw_i) && SLOWFOR(sw_i)) -> 1 : ab_slow[sw_i]); sw_i++
+  :: sw_i < MAXAB -> SETB(abslow, sw_i, ((INPROG(sw_i) && SLOWFOR(sw_i)) -> 1 : HAS(abslow, sw_i))); sw_i++
   :: else -> break
   od;
   sw_i = 0
@@ -1533,28 +1572,30 @@ inline all_slow() {
 
 /* The sender learns of the break at once (a stopped sender, when it
  * resumes): every question unanswered on that link fails. */
-inline break_learn(ba, bb) {
-  break_link(ba, bb);
+inline break_learn(ba, bb, late) {
+  break_link(ba, bb, late);
   if
-  :: up[ba] -> learn_break(ba, bb)
+  :: HAS(upm, ba) -> learn_break(ba, bb)
   :: else -> skip
   fi
 }
 #define BRK(a, b) :: d_step { nfault > 0 && (fmask & F_BREAK) && (a) < nsh && (b) < nsh && \
-  lup[LK(a, b)] -> break_learn(a, b); all_slow(); gc_aborts(); nfault-- }
+  HAS(lupm, LK(a, b)) -> break_learn(a, b, 0); all_slow(); gc_aborts(); nfault-- }
+#define BRKL(a, b) :: d_step { nfault > 0 && (fmask & F_LATE) && (a) < nsh && (b) < nsh && \
+  HAS(lupm, LK(a, b)) -> break_learn(a, b, 1); all_slow(); gc_aborts(); nfault-- }
 #define PART(a, b) :: d_step { nfault > 0 && (fmask & F_PART) && (a) < nsh && (b) < nsh && \
-  lup[LK(a, b)] && lup[LK(b, a)] -> break_learn(a, b); break_learn(b, a); all_slow(); \
+  HAS(lupm, LK(a, b)) && HAS(lupm, LK(b, a)) -> break_learn(a, b, 0); break_learn(b, a, 0); all_slow(); \
   gc_aborts(); nfault-- }
-#define STOP(a) :: d_step { nfault > 0 && (fmask & F_STOP) && (a) < nsh && up[a] -> \
-  up[a] = 0; printf("FAULT: s%d stops\n", a); all_slow(); nfault-- }
-#define RESUME(a) :: d_step { (a) < nsh && !up[a] -> up[a] = 1; EVENT(a); printf("s%d resumes\n", a) }
+#define STOP(a) :: d_step { nfault > 0 && (fmask & F_STOP) && (a) < nsh && HAS(upm, a) -> \
+  SETB(upm, a, 0); printf("FAULT: s%d stops\n", a); all_slow(); nfault-- }
+#define RESUME(a) :: d_step { (a) < nsh && !HAS(upm, a) -> SETB(upm, a, 1); EVENT(a); printf("s%d resumes\n", a) }
 #define CRASH(t) :: d_step { nfault > 0 && (fmask & F_CRASH) && (t) < ntx && \
   cst[t] != C_DONE && cst[t] != C_GONE -> crash(t); nfault-- }
-#define TMO(t, s) :: d_step { nfault > 0 && (fmask & F_TIMEOUT) && dl[t] && up[s] && \
+#define TMO(t, s) :: d_step { nfault > 0 && (fmask & F_TIMEOUT) && dl[t] && HAS(upm, s) && \
   WAITS(t, s) && !HAS(ALLPIN, TS(t, s)) -> \
   if :: LISTENS(t, s) -> ans[t] = A_TIMEOUT :: else -> skip fi; \
   printf("FAULT: t%d times out at s%d\n", t, s); abort_wait(t, s); nfault-- }
-#define LATE(a) :: d_step { INPROG(a) && ab_slow[a] && !ab_late[a] -> ab_late[a] = 1; \
+#define LATE(a) :: d_step { INPROG(a) && HAS(abslow, a) && !HAS(ablate, a) -> SETB(ablate, a, 1); \
   printf("abort %d is late\n", a) }
 
 /* A client dies (or its lease runs out): each of its sessions ends, when
@@ -1565,7 +1606,7 @@ inline crash(ct) {
   do
   :: sw_i < NS ->
     if
-    :: sopen[TS(ct, sw_i)] -> ending[TS(ct, sw_i)] = 1
+    :: HAS(sopm, TS(ct, sw_i)) -> SETB(endm, TS(ct, sw_i), 1)
     :: else -> skip
     fi;
     sw_i++
@@ -1585,6 +1626,12 @@ end:
   BRK(2, 0)
   BRK(1, 2)
   BRK(2, 1)
+  BRKL(0, 1)
+  BRKL(1, 0)
+  BRKL(0, 2)
+  BRKL(2, 0)
+  BRKL(1, 2)
+  BRKL(2, 1)
   PART(0, 1)
   PART(0, 2)
   PART(1, 2)
@@ -1639,7 +1686,7 @@ inline scenario(sc) {
     PL(0, 0, OPL(1, 1)); PL(0, 1, OPL(0, 1)); nops[0] = 2; npre[0] = 1;
     PL(1, 0, OPL(0, 1)); PL(1, 1, OPL(1, 1)); nops[1] = 2; npre[1] = 1;
     dl[0] = 1; dl[1] = 1; tries[1] = TRIES;
-    fmask = F_BREAK | F_PART | F_STOP | F_CRASH | F_TIMEOUT
+    fmask = F_BREAK | F_PART | F_LATE | F_STOP | F_CRASH | F_TIMEOUT
   :: sc == SC_READERS ->
     /* Two readers hold y on s0: R (0), which never lets go, and B (1),
      * which waits for x on s1; V (2) holds x and waits for y in X: V's wait
@@ -1699,7 +1746,7 @@ inline scenario(sc) {
     PL(0, 0, OPL(1, 1)); PL(0, 1, OPL(0, 1)); nops[0] = 2; npre[0] = 1;
     PL(1, 0, OPL(2, 1)); PL(1, 1, OPL(0, 1)); PL(1, 2, OPL(1, 1)); nops[1] = 3; npre[1] = 2;
     dl[1] = 1; tries[1] = TRIES;
-    fmask = F_BREAK | F_PART | F_STOP | F_CRASH | F_TIMEOUT
+    fmask = F_BREAK | F_PART | F_LATE | F_STOP | F_CRASH | F_TIMEOUT
   :: sc == SC_TRIPLE ->
     /* Three txns on three shards: T0 holds k1 on s1 and waits for k0 on s0,
      * T1 holds k2 on s2 and waits for k1, T2 holds k0 and waits for k2. */
@@ -1709,7 +1756,7 @@ inline scenario(sc) {
     PL(1, 0, OPL(2, 1)); PL(1, 1, OPL(1, 1)); nops[1] = 2; npre[1] = 1;
     PL(2, 0, OPL(0, 1)); PL(2, 1, OPL(2, 1)); nops[2] = 2; npre[2] = 1;
     dl[0] = 1; dl[1] = 1; dl[2] = 1; tries[2] = TRIES;
-    fmask = F_BREAK | F_PART | F_STOP | F_CRASH | F_TIMEOUT
+    fmask = F_BREAK | F_PART | F_LATE | F_STOP | F_CRASH | F_TIMEOUT
   fi;
 #ifdef FMASK
   fmask = fmask & FMASK;
@@ -1719,7 +1766,7 @@ inline scenario(sc) {
 
 /* ---- The start, and the end ----------------------------------------------------- */
 
-byte reach[NT];
+hidden byte reach[NT];
 
 init {
   byte sc, t, i, k, s, u;
@@ -1750,8 +1797,8 @@ init {
         :: i < npre[t] ->
           k = OPK(plan[t * NOPS + i]);
           hold[k] = hold[k] | BIT(t);
-          hx[k] = OPX(plan[t * NOPS + i]);
-          sopen[TS(t, home[k])] = 1;
+          SETB(hxm, k, OPX(plan[t * NOPS + i]));
+          SETB(sopm, TS(t, home[k]), 1);
           bel[t] = bel[t] | BIT(k);
           i++
         :: else -> break
@@ -1768,10 +1815,10 @@ init {
       od;
       /* Every shard is up, every link of the shards in use too; the
        * others' links stay down for good (nobody dials them). */
-      up[0] = 1; up[1] = 1; up[2] = 1;
-      lup[LK(0, 1)] = 1; lup[LK(1, 0)] = 1;
-      lup[LK(0, 2)] = (nsh > 2); lup[LK(2, 0)] = (nsh > 2);
-      lup[LK(1, 2)] = (nsh > 2); lup[LK(2, 1)] = (nsh > 2);
+      SETB(upm, 0, 1); SETB(upm, 1, 1); SETB(upm, 2, 1);
+      SETB(lupm, LK(0, 1), 1); SETB(lupm, LK(1, 0), 1);
+      SETB(lupm, LK(0, 2), (nsh > 2)); SETB(lupm, LK(2, 0), (nsh > 2));
+      SETB(lupm, LK(1, 2), (nsh > 2)); SETB(lupm, LK(2, 1), (nsh > 2));
       t = 0; i = 0; k = 0; s = 0; u = 0
     };
     s = 0;
@@ -1818,7 +1865,7 @@ init {
       s = 0;
       do
       :: s < nsh ->
-        assert(!ending[TS(t, s)]);
+        assert(!HAS(endm, TS(t, s)));
         if
         :: WAITS(t, s) ->
           blockers(t, s);
@@ -1832,10 +1879,10 @@ init {
               sw_n = 0;
               i = 0;
               do
-              :: i < NT -> sw_n = sw_n + (ent[u * NTS + TS(i, s)] != 0 -> 1 : 0); i++
+              :: i < NT -> sw_n = sw_n + (ENT(u, TS(i, s)) != 0 -> 1 : 0); i++
               :: else -> break
               od;
-              assert(ent[u * NTS + TS(t, s)] == wseq[TS(t, s)] || sw_n >= cap)
+              assert(ENT(u, TS(t, s)) == wseq[TS(t, s)] || sw_n >= cap)
             :: else -> skip
             fi;
             u++
@@ -1847,7 +1894,7 @@ init {
         u = 0;
         do
         :: u < nsh ->
-          assert(ent[u * NTS + TS(t, s)] == 0 || ent[u * NTS + TS(t, s)] == wseq[TS(t, s)] && WAITS(t, s));
+          assert(ENT(u, TS(t, s)) == 0 || ENT(u, TS(t, s)) == wseq[TS(t, s)] && WAITS(t, s));
           u++
         :: else -> break
         od;
