@@ -1,14 +1,223 @@
 /*
- * probe.pml -- HEADER TO COME
+ * probe.pml -- a Promela model of the probe protocol between ordod shards:
+ * cross-shard deadlock detection by edge chasing (Chandy, Misra and Haas,
+ * AND model) with a confirmation round, as docs/distributed.md, "The
+ * servers' side", specifies it (the messages, steps 1-7, "Why it finds
+ * every cycle that lasts", "Why it aborts nothing that is not a cycle").
+ * It models the protocol as it is to be, not src/server/probe.c as it was
+ * (issue 30 lists that file's defects; each is a deliberate bug below).
+ * See src/server/README.md, "The model".
+ *
+ * What it models, step by step of the spec:
+ *   engines       each shard's lock table: a key's holders (X, or S by
+ *                 several) and its queue, granted in order; a wait at shard
+ *                 s has a wseq, and waits for every conflicting holder and
+ *                 every txn queued ahead of it (every one: no cap)
+ *   sessions      a txn's session on each shard: open, its end deferred
+ *                 (a disconnect or a lease's end waits while the session
+ *                 has a pin or a freeze), the -DEADLOCK mark a RELEASE
+ *                 leaves on it
+ *   1. BLOCKED    a wait tells each shard of its HELDAT where it waits;
+ *                 told state per (wait, shard), reset when the link breaks;
+ *                 -BUSY past --peer-blocked-max entries per peer (said
+ *                 again when that peer has room); UNBLOCKED at the wait's
+ *                 end to the shards told, matched on (gid, wseq, sender);
+ *                 a peer's entries dropped at its new link's HELLO
+ *   2. PROBE      a waiter follows its edges through the waits of its
+ *                 shard and, by the entries, to the shards where the txns
+ *                 it waits for are blocked (stale if that wait is over); an
+ *                 edge back to it closes a cycle
+ *   3. victim     lowest PRIORITY, then youngest gid; ABORT to its shard V
+ *   4. CONFIRM    V starts abort (V, id) unless the victim's wait is over
+ *                 or being aborted; it pins its own hops, then asks each
+ *                 other shard of the cycle once; a shard pins each hop's
+ *                 wait, checks its edge and freezes the txn it waits for,
+ *                 all under (V, id): :1, or :0 and nothing stays. Pins and
+ *                 freezes are per abort; they lapse after PR_PIN_MS unless
+ *                 renewed (PIN)
+ *   5. effect     every :1 within the bound (V's clock, not only its
+ *                 timer), unless another abort in progress pins the
+ *                 victim's wait; the engine's abort at V, which fails if
+ *                 the wait is over
+ *   6. RELEASE    to each shard of the victim's HELDAT, again on each new
+ *                 link until answered, done once per (V, id); it lets go
+ *                 of the victim's keys there, ends a wait of it there, and
+ *                 marks its session (its next LOCK hears -DEADLOCK)
+ *   7. answer     -DEADLOCK once every RELEASE is answered, then UNPIN
+ * Clients follow a plan of LOCKs and UNLOCKs (HELDAT what they believe
+ * they hold elsewhere), give everything back after -DEADLOCK, a time-out
+ * or ORDO_ELEASE, and may try again under the same gid (ordo_retry).
+ *
+ * Faults (each scenario allows some families; FAULTS of them in a run):
+ *   - a link breaks one way (F_BREAK), or both ways between two shards
+ *     (F_PART): what it carries is lost, and the sender learns at once:
+ *     its unanswered questions fail (a CONFIRM: the abort gives up; a
+ *     BLOCKED: not told; a RELEASE: sent again on the new link), and the
+ *     link is dialled again at some later moment (HELLO first);
+ *   - a link breaks after the peer got what it carried (F_LATE): the peer
+ *     reads those questions after all, maybe after the new link's, and
+ *     their answers are lost;
+ *   - a shard stops and resumes (F_STOP): it does nothing meanwhile, and
+ *     its timers fire late: an abort that needs a stopped shard or a link
+ *     that is down is slow, and then its bounds may pass (late): its
+ *     confirmation gives up, its pins lapse (unrenewed), its victim's
+ *     client, whose LOCK has a deadline, may give up on V (its bound runs
+ *     out: it drops the session there, gives the rest back, ORDO_ELEASE);
+ *   - a client's sessions end (F_CRASH): it died, or its lease ran out;
+ *   - a wait's deadline passes at its shard (F_TIMEOUT), unless pinned.
+ * Messages on different links arrive in any order; each link is FIFO, as
+ * TCP is.
+ *
+ * Abstracted away, and why:
+ *   - A probe's messages. A probe walks its whole path in one step, over
+ *     the state of that moment; a hop into a stopped shard or over a link
+ *     that is down is lost. What a real probe may see that this one cannot
+ *     (edges that stood at different moments) reaches V as an ABORT for a
+ *     cycle that does not stand, and the ABORTs of the model are delayed,
+ *     reordered and lost at will: the confirmation must refuse them all.
+ *   - Periodic probing. A waiter probes at once after each change at its
+ *     shard (an edge, an entry, a pin gone, a shard resumed); the spec's
+ *     "a BLOCKED that arrives makes R's waiters probe at once" is the case
+ *     the liveness argument rests on, and the timer's other probes only
+ *     repeat these. A victim whose abort gave way to another's pin probes
+ *     again when that pin goes; one that gave up for want of a link or a
+ *     shard, when it is back.
+ *   - Time. Bounds are events: an abort is slow once a shard or link it
+ *     needs was down while it ran, and only a slow abort can be late (its
+ *     confirmation bound, 1 s, and then its pins' bound, 2 s, passed).
+ *     --probe-delay is 0 (the BLOCKED goes with the wait; its own delay in
+ *     the link covers a longer one). PIN renewals are not messages: a pin
+ *     lasts while its abort runs and is not late.
+ *   - Answers that change nothing where they arrive: +OK to BLOCKED (told
+ *     is set when it is sent, and cleared by -BUSY or a break), +OK to
+ *     UNBLOCKED unless its sender heard -BUSY from there, +OK to PROBE,
+ *     ABORT, PIN, UNPIN, HELLO.
+ *   - The engine's own detector (every cycle here crosses shards), lock
+ *     objects, hold counts, upgrades, statistics, INFO.
+ *   - Ids: an abort is a slot, used again once nothing names it (no pin,
+ *     no freeze, no message): as good as a fresh (V, id). An ABORT for
+ *     which no slot is free, or whose links have no room, is as lost.
+ *
+ * The bounds. Shards, txns and their plans come from a scenario (SCEN):
+ *   SC_PAIR     the sketch of docs/distributed.md: A holds x on s1 and
+ *               waits for y on s0, B holds y and waits for x; B, the
+ *               victim, has a deadline and may retry (TRIES)
+ *   SC_READERS  two readers hold y, one for ever; V holds x and waits for
+ *               y in X (two edges), the other reader waits for x
+ *   SC_STAR0/1  two cycles sharing a centre C: C waits for k, held in S by
+ *               P and Q, which wait for keys C holds; STAR0: C is the
+ *               oldest, may time out, and is in neither victim's place;
+ *               STAR1: C is the first cycle's victim
+ *   SC_CAP      --peer-blocked-max 1: two waits of one shard owe a peer a
+ *               BLOCKED each; one ends, the other lasts for ever
+ *   SC_SEQ      a txn waits on s1, then on s2, both with wseq 1, holding a
+ *               key on s0; the second wait lasts
+ *   SC_THIRD    the pair, and the victim also holds z on s2, outside the
+ *               cycle, and retries taking z first
+ *   SC_TRIPLE   3 txns on 3 shards in one cycle (TRIPLE_DL: who has a
+ *               deadline)
+ * The default bound covers: -DSCEN=1 -DSCEN=2 -DSCEN=3 -DSCEN=4 -DSCEN=5 -DSCEN=6 -DSCEN=7
+ * make test runs SCEN=0, every scenario but SC_TRIPLE, each with one
+ * fault of its families (480,000 states, 6 s), and each deliberate bug at
+ * its scenario; make verify runs SCEN=8, SC_TRIPLE with one fault of any
+ * family (9.8 million states, 3.5 GB, 2.5 minutes).
+ * Other knobs: FAULTS (faults per run), TRIES, LQ (a link's buffer),
+ * FMASK (the fault families allowed, within the scenario's).
+ *
+ * Properties:
+ *   (a) Never two holders of a key. The engines never grant X beside a
+ *       holder (assert at each grant). A client's beliefs are true before
+ *       each step it takes and at the end: every key it believes it holds,
+ *       its session holds (so nobody else holds it in X); a RELEASE never
+ *       takes a key from a client at work that believes it holds it; and a
+ *       LOCK whose txn lost a key of its attempt to a RELEASE is never
+ *       answered as a grant (the victim's LOCK is never granted after its
+ *       keys went elsewhere).
+ *   (b) No phantom: when an abort takes effect (step 5), every edge of its
+ *       cycle stands (assert at that step).
+ *   (c) No missed cycle, encoded for a safety search: at quiescence
+ *       (timeout: no process can move; faults are bounded, and a run may
+ *       renounce the rest at any moment), no cycle stands in the wait-for
+ *       graph, no abort runs, nothing is pinned, frozen or ending, every
+ *       wait left is known (its BLOCKED in place) at each shard of its
+ *       HELDAT unless that shard holds --peer-blocked-max entries of the
+ *       waiter's shard, no entry names a wait that is over, and every
+ *       client is done, gone, holds for ever, or waits (then, there being
+ *       no cycle, for a txn that holds for ever). In the scenarios without
+ *       such a holder, every wait has ended.
+ *   (d) One victim per cycle: no two aborts that take effect name the same
+ *       waits (assert at step 5).
+ *
+ * Deliberate bugs (each must make spin report an error at the scenario it
+ * names; tests/spin/run_spin.sh checks that each does, and checks the
+ * model without the bug at those defines too):
+ *   -DBUG_RELEASE_BEFORE_ABORT (with -DSCEN=1)  issue 30 defect 1: RELEASE
+ *       before the abort at V, which then finds the wait granted
+ *   -DBUG_ONE_PIN (with -DSCEN=3)  defect 2: a pin is one deadline per wait,
+ *       and any UNPIN lifts it
+ *   -DBUG_TOLD_WHEN_DROPPED (with -DSCEN=1)  defect 3: told is set although
+ *       the BLOCKED was dropped (its link down) or its link broke
+ *   -DBUG_EDGE_CAP (with -DSCEN=2)  defect 4: a probe follows only the first
+ *       blocker of a wait
+ *   -DBUG_CONFIRM_SKIPS_SHARD (with -DSCEN=1)  defect 5: one shard of the
+ *       cycle is never asked to confirm
+ *   -DBUG_BLOCKED_DROPPED (with -DSCEN=5)  defect 6's wrong fix: a BLOCKED
+ *       past the cap is dropped and answered +OK, not -BUSY
+ *   -DBUG_UNBLOCKED_ANY_SENDER (with -DSCEN=6)  defect 7: UNBLOCKED matches
+ *       (gid, wseq) alone and erases another shard's entry
+ *   -DBUG_NO_DEFER_END (with -DSCEN=1)  a disconnect ends a session at once,
+ *       pinned or frozen
+ *   -DBUG_NO_PIN_CHECK (with -DSCEN=4)  step 5 ignores another abort's pin
+ *       on its victim's wait
+ *   -DBUG_ANSWER_BEFORE_RELEASED (with -DSCEN=7)  the victim hears -DEADLOCK
+ *       right after the abort at V, before the RELEASEs are answered
+ *   -DBUG_RELEASE_TWICE (with -DSCEN=1 -DTRIES=2)  RELEASE is not
+ *       deduplicated per (V, id): a late copy takes a key the victim took
+ *       again after its -DEADLOCK
+ *   -DBUG_BOUND_BY_TIMER (with -DSCEN=1)  step 5 trusts the confirmation's
+ *       timer, not the clock: a V that was stopped acts on :1s whose pins
+ *       lapsed meanwhile
+ *
+ * What the model found in the spec (docs/distributed.md as of 84909a3):
+ *   RETRY_AFTER_GIVEUP. A client whose bound ran out before V's answer
+ *   (a stopped or slow shard) gives everything back and returns
+ *   ORDO_ELEASE, which ordo_retry retries under the same gid. A RELEASE of
+ *   the abort of its earlier attempt can still be on its way to a shard of
+ *   its HELDAT (slow, resent on a new link, or not yet sent by a stopped
+ *   V), and it lets go of every key the gid holds there: the keys the
+ *   retry took since, which its client believes it holds. The -DEADLOCK
+ *   mark comes with that RELEASE, too late. -DRETRY_AFTER_GIVEUP lets the
+ *   model's clients retry after a give-up, and spin then reports it (with
+ *   -DSCEN=1: "a client at work lost a key it believes it holds"); by
+ *   default a client that gave up does not retry. src/server/README.md,
+ *   "The model", has the trail.
+ *
+ * Run (what tests/spin/run_spin.sh does, in a temporary folder):
+ *   spin -a probe.pml && cc -DSAFETY -DNOCLAIM -DCOLLAPSE -o pan pan.c && ./pan -m1000000
+ * and expect "errors: 0". A trail replays with spin -t -DSCEN=... probe.pml;
+ * the model's printf lines tell the story (q<kind>/a<kind>: the M_ and R_
+ * numbers below; FAULT: lines; "abort N takes effect").
  */
 
 /* ---- Bounds --------------------------------------------------------------- */
+
+#define SC_PAIR 1
+#define SC_READERS 2
+#define SC_STAR0 3
+#define SC_STAR1 4
+#define SC_CAP 5
+#define SC_SEQ 6
+#define SC_THIRD 7
+#define SC_TRIPLE 8
 
 #ifndef SCEN
 #define SCEN 0 /* 0: every scenario of the small bound, chosen at the start */
 #endif
 #ifndef FAULTS
 #define FAULTS 1 /* faults of the scenario's families, at most */
+#endif
+#ifndef TRIPLE_DL
+#define TRIPLE_DL 4 /* SC_TRIPLE: the txns whose LOCKs have a deadline, a bit each */
 #endif
 #ifndef TRIES
 #define TRIES 1 /* how often a txn the scenario lets retry may retry */
@@ -369,6 +578,8 @@ inline regrant(rk) {
     :: (HAS(wxm, TS(rg_t, rg_s)) && hold[rk] == 0) ||
        (!HAS(wxm, TS(rg_t, rg_s)) && !(HAS(hxm, rk) && hold[rk] != 0)) ->
       printf("s%d grants k%d to t%d\n", rg_s, rk, rg_t);
+      /* (a) never X beside a holder, never S beside an X holder */
+      assert(hold[rk] == 0 || (!HAS(wxm, TS(rg_t, rg_s)) && !HAS(hxm, rk)));
       hold[rk] = hold[rk] | BIT(rg_t);
       SETB(hxm, rk, HAS(wxm, TS(rg_t, rg_s)));
       qremove(rk, rg_t);
@@ -1462,6 +1673,7 @@ end:
               cst[t] = C_FAIL
             :: !HAS(markm, TS(t, s)) && ql[k] == 0 &&
                ((OPX(STEP(t)) && hold[k] == 0) || (!OPX(STEP(t)) && !(HAS(hxm, k) && hold[k] != 0))) ->
+              assert(hold[k] == 0 || (!OPX(STEP(t)) && !HAS(hxm, k))); /* (a) */
               hold[k] = hold[k] | BIT(t);
               SETB(hxm, k, OPX(STEP(t)));
               bel[t] = bel[t] | BIT(k);
@@ -1509,6 +1721,7 @@ end:
           /* Its bound ran out: the session at that shard is dropped (its
            * keys there with it), the rest given back, ORDO_ELEASE. */
           SETB(endm, TS(t, cws[t]), 1);
+          ans[t] = 0; /* an answer that came too late is not read */
           bel[t] = bel[t] & ~keyat[cws[t]];
           cws[t] = 0;
           cst[t] = C_FAIL;
@@ -1663,14 +1876,6 @@ end:
 
 /* ---- Scenarios ------------------------------------------------------------------ */
 
-#define SC_PAIR 1
-#define SC_READERS 2
-#define SC_STAR0 3
-#define SC_STAR1 4
-#define SC_CAP 5
-#define SC_SEQ 6
-#define SC_THIRD 7
-#define SC_TRIPLE 8
 
 /* plan step i of txn t. */
 #define PL(t, i, o) plan[(t) * NOPS + (i)] = o
@@ -1755,7 +1960,8 @@ inline scenario(sc) {
     PL(0, 0, OPL(1, 1)); PL(0, 1, OPL(0, 1)); nops[0] = 2; npre[0] = 1;
     PL(1, 0, OPL(2, 1)); PL(1, 1, OPL(1, 1)); nops[1] = 2; npre[1] = 1;
     PL(2, 0, OPL(0, 1)); PL(2, 1, OPL(2, 1)); nops[2] = 2; npre[2] = 1;
-    dl[0] = 1; dl[1] = 1; dl[2] = 1; tries[2] = TRIES;
+    dl[0] = HAS(TRIPLE_DL, 0); dl[1] = HAS(TRIPLE_DL, 1); dl[2] = HAS(TRIPLE_DL, 2);
+    tries[2] = TRIES;
     fmask = F_BREAK | F_PART | F_LATE | F_STOP | F_CRASH | F_TIMEOUT
   fi;
 #ifdef FMASK
