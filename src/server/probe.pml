@@ -122,7 +122,9 @@
  * its scenario; make verify runs SCEN=8, SC_TRIPLE with one fault of any
  * family (9.8 million states, 3.5 GB, 2.5 minutes).
  * Other knobs: FAULTS (faults per run), TRIES, LQ (a link's buffer),
- * FMASK (the fault families allowed, within the scenario's).
+ * FMASK (the fault families allowed, within the scenario's), FALL (every
+ * family in any scenario: -DSCEN=3 -DFALL and -DSCEN=4 -DFALL are about 10
+ * million states each, 2 minutes, errors: 0 today).
  *
  * Properties:
  *   (a) Never two holders of a key. The engines never grant X beside a
@@ -1535,13 +1537,21 @@ end:
       SG(END_DUE(2, s)) w = W_EN + 2
       fi;
       if
-      :: w >= W_Q && w < W_A ->
+      :: (w >= W_Q && w < W_A) || w >= W_O ->
         d_step {
-          i = w - W_Q;
-          lq[LK(i, s)]?m_hd, m_h0, m_h1, m_h2;
+          if
+          :: w >= W_O ->
+            i = w - W_O;
+            lqo[LK(i, s)]?m_hd, m_h0, m_h1, m_h2;
+            m_orph = 1
+          :: else ->
+            i = w - W_Q;
+            lq[LK(i, s)]?m_hd, m_h0, m_h1, m_h2
+          fi;
           UNMSG;
           if :: QREF(m_k) -> ab_ref[m_x]-- :: else -> skip fi;
           handle_question(s, i);
+          m_orph = 0;
           CLEAR
         }
       :: w >= W_A && w < W_LB ->
@@ -1562,17 +1572,7 @@ end:
         d_step { i = w - W_CL; give_up_ev(i, s, !SLOWFOR(i)); CLEAR }
       :: w >= W_LP && w < W_EN -> d_step { unpin_at(s, w - W_LP); CLEAR }
       :: w >= W_EN && w < W_O -> d_step { end_session(w - W_EN, s); CLEAR }
-      :: w >= W_O ->
-        d_step {
-          i = w - W_O;
-          lqo[LK(i, s)]?m_hd, m_h0, m_h1, m_h2;
-          UNMSG;
-          if :: QREF(m_k) -> ab_ref[m_x]-- :: else -> skip fi;
-          m_orph = 1;
-          handle_question(s, i);
-          m_orph = 0;
-          CLEAR
-        }
+
       fi;
       /* What changed makes the waiters concerned probe; what is over is
        * collected. */
@@ -1792,24 +1792,25 @@ inline break_learn(ba, bb, late) {
   :: else -> skip
   fi
 }
-#define BRK(a, b) :: d_step { nfault > 0 && (fmask & F_BREAK) && (a) < nsh && (b) < nsh && \
-  HAS(lupm, LK(a, b)) -> break_learn(a, b, 0); all_slow(); gc_aborts(); nfault-- }
-#define BRKL(a, b) :: d_step { nfault > 0 && (fmask & F_LATE) && (a) < nsh && (b) < nsh && \
-  HAS(lupm, LK(a, b)) -> break_learn(a, b, 1); all_slow(); gc_aborts(); nfault-- }
-#define PART(a, b) :: d_step { nfault > 0 && (fmask & F_PART) && (a) < nsh && (b) < nsh && \
-  HAS(lupm, LK(a, b)) && HAS(lupm, LK(b, a)) -> break_learn(a, b, 0); break_learn(b, a, 0); all_slow(); \
-  gc_aborts(); nfault-- }
-#define STOP(a) :: d_step { nfault > 0 && (fmask & F_STOP) && (a) < nsh && HAS(upm, a) -> \
-  SETB(upm, a, 0); printf("FAULT: s%d stops\n", a); all_slow(); nfault-- }
-#define RESUME(a) :: d_step { (a) < nsh && !HAS(upm, a) -> SETB(upm, a, 1); EVENT(a); printf("s%d resumes\n", a) }
-#define CRASH(t) :: d_step { nfault > 0 && (fmask & F_CRASH) && (t) < ntx && \
-  cst[t] != C_DONE && cst[t] != C_GONE -> crash(t); nfault-- }
-#define TMO(t, s) :: d_step { nfault > 0 && (fmask & F_TIMEOUT) && dl[t] && HAS(upm, s) && \
-  WAITS(t, s) && !HAS(ALLPIN, TS(t, s)) -> \
-  if :: LISTENS(t, s) -> ans[t] = A_TIMEOUT :: else -> skip fi; \
-  printf("FAULT: t%d times out at s%d\n", t, s); abort_wait(t, s); nfault-- }
-#define LATE(a) :: d_step { INPROG(a) && HAS(abslow, a) && !HAS(ablate, a) -> SETB(ablate, a, 1); \
-  printf("abort %d is late\n", a) }
+/* The fault process picks a fault (F_*) and its shards or txn, then does
+ * it in one step: each kind's code once. */
+#define BRK(a, b) :: nfault > 0 && (fmask & F_BREAK) && (a) < nsh && (b) < nsh && \
+  HAS(lupm, LK(a, b)) -> fk = F_BREAK; fa = a; fb = b
+#define BRKL(a, b) :: nfault > 0 && (fmask & F_LATE) && (a) < nsh && (b) < nsh && \
+  HAS(lupm, LK(a, b)) -> fk = F_LATE; fa = a; fb = b
+#define PART(a, b) :: nfault > 0 && (fmask & F_PART) && (a) < nsh && (b) < nsh && \
+  HAS(lupm, LK(a, b)) && HAS(lupm, LK(b, a)) -> fk = F_PART; fa = a; fb = b
+#define STOP(a) :: nfault > 0 && (fmask & F_STOP) && (a) < nsh && HAS(upm, a) -> \
+  fk = F_STOP; fa = a
+#define RESUME(a) :: (a) < nsh && !HAS(upm, a) -> fk = FX_RESUME; fa = a
+#define CRASH(t) :: nfault > 0 && (fmask & F_CRASH) && (t) < ntx && \
+  cst[t] != C_DONE && cst[t] != C_GONE -> fk = F_CRASH; fa = t
+#define TMO(t, s) :: nfault > 0 && (fmask & F_TIMEOUT) && dl[t] && HAS(upm, s) && \
+  WAITS(t, s) && !HAS(ALLPIN, TS(t, s)) -> fk = F_TIMEOUT; fa = t; fb = s
+#define LATE(a) :: INPROG(a) && HAS(abslow, a) && !HAS(ablate, a) -> fk = FX_LATE; fa = a
+#define FX_RESUME 64
+#define FX_LATE 128
+#define FX_NOMORE 129
 
 /* A client dies (or its lease runs out): each of its sessions ends, when
  * nothing holds the end back. */
@@ -1831,8 +1832,11 @@ inline crash(ct) {
 }
 
 proctype faults() {
+  byte fk, fa, fb;
 end:
   do
+  :: atomic {
+    if
   BRK(0, 1)
   BRK(1, 0)
   BRK(0, 2)
@@ -1870,7 +1874,45 @@ end:
   LATE(1)
   LATE(2)
   LATE(3)
-  :: d_step { nfault > 0 -> nfault = 0 } /* no more faults */
+  :: nfault > 0 -> fk = FX_NOMORE /* no more faults */
+    fi;
+    d_step {
+      if
+      :: fk == F_BREAK || fk == F_LATE || fk == F_PART ->
+        break_learn(fa, fb, fk == F_LATE);
+        if
+        :: fk == F_PART -> break_learn(fb, fa, 0)
+        :: else -> skip
+        fi;
+        all_slow();
+        gc_aborts();
+        nfault--
+      :: fk == F_STOP ->
+        SETB(upm, fa, 0);
+        printf("FAULT: s%d stops\n", fa);
+        all_slow();
+        nfault--
+      :: fk == FX_RESUME ->
+        SETB(upm, fa, 1);
+        EVENT(fa);
+        printf("s%d resumes\n", fa)
+      :: fk == F_CRASH -> crash(fa); nfault--
+      :: fk == F_TIMEOUT ->
+        if
+        :: LISTENS(fa, fb) -> ans[fa] = A_TIMEOUT
+        :: else -> skip
+        fi;
+        printf("FAULT: t%d times out at s%d\n", fa, fb);
+        abort_wait(fa, fb);
+        nfault--
+      :: fk == FX_LATE -> SETB(ablate, fa, 1); printf("abort %d is late\n", fa)
+      :: fk == FX_NOMORE -> nfault = 0
+      fi;
+      fk = 0;
+      fa = 0;
+      fb = 0
+    }
+    }
   od
 }
 
@@ -1964,6 +2006,9 @@ inline scenario(sc) {
     tries[2] = TRIES;
     fmask = F_BREAK | F_PART | F_LATE | F_STOP | F_CRASH | F_TIMEOUT
   fi;
+#ifdef FALL
+  fmask = F_BREAK | F_PART | F_LATE | F_STOP | F_CRASH | F_TIMEOUT;
+#endif
 #ifdef FMASK
   fmask = fmask & FMASK;
 #endif
