@@ -56,7 +56,11 @@
  *     link is dialled again at some later moment (HELLO first);
  *   - a link breaks after the peer got what it carried (F_LATE): the peer
  *     reads those questions after all, maybe after the new link's, and
- *     their answers are lost;
+ *     their answers are lost. It ignores the BLOCKED and UNBLOCKED of a
+ *     link that is no longer the sender's (the spec's "entries go with
+ *     their link" read per link: a late BLOCKED would leave an entry that
+ *     nothing removes, and dropping "all of a peer's entries" when an old
+ *     link's close is read late would drop the new link's);
  *   - a shard stops and resumes (F_STOP): it does nothing meanwhile, and
  *     its timers fire late: an abort that needs a stopped shard or a link
  *     that is down is slow, and then its bounds may pass (late): its
@@ -419,7 +423,7 @@ hidden byte hs_ok;
 hidden byte pw_e[PWN], pw_x[PWN], pw_n[PWN], pw_h[PWN * MAXH], pw_top;
 hidden byte pr_cur, pr_x, pr_n, pr_init, pr_bl, pr_b, pr_i, pr_s, pr_path[MAXH];
 hidden byte pr_on;
-hidden byte cy_i, cy_v, cy_vh, cy_loc, cy_h1, cy_h2;
+hidden byte cy_i, cy_vh, cy_loc, cy_h1, cy_h2;
 hidden byte gc_a, rp_n, rp_ts, sb_r;
 hidden short up_m;
 hidden byte sa_v, sa_vw, sa_n, sa_h[MAXH], sa_a, sa_i, sa_r;
@@ -1233,8 +1237,7 @@ inline run_probes() {
 #define W_A 4    /* + peer: an answer on s's link to the peer */
 #define W_LB 7   /* + peer: s learns its link to the peer broke */
 #define W_RD 10  /* + peer: s dials the peer again */
-#define W_BL 13  /* + t: BLOCKED of t's wait */
-#define W_PR 16  /* + t: t's wait probes */
+#define W_PR 16  /* the waits of s with a probe left over (a fault's step) */
 #define W_CL 19  /* + a: a's confirmation bound passed */
 #define W_LP 23  /* + a: a's pins at s lapse */
 #define W_EN 27  /* + t: t's session at s ends */
@@ -1564,7 +1567,7 @@ end:
           CLEAR
         }
       :: w >= W_LB && w < W_RD -> d_step { learn_break(s, w - W_LB); CLEAR }
-      :: w >= W_RD && w < W_BL -> d_step { redial(s, w - W_RD); CLEAR }
+      :: w >= W_RD && w < W_PR -> d_step { redial(s, w - W_RD); CLEAR }
       :: w >= W_PR && w < W_CL -> d_step { CLEAR }
       :: w >= W_CL && w < W_LP ->
         /* V's timer: probed again when the fault that made it late is
