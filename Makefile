@@ -40,8 +40,12 @@ model: bootstrap
 # The model check of the grant protocol at its larger bound, 3 threads and
 # 2 keys (src/core/README.md, "The models"): about 35 million states and 2 GB,
 # 4 minutes with its deliberate bugs. make test runs it with 2 threads.
+# Then the probe protocol between shards at 3 txns on 3 shards in one cycle
+# with one fault of any kind (src/server/README.md, "The model"): about 10
+# million states, 3.5 GB, 3 minutes; its bugs run in make test.
 verify: bootstrap
 	tests/spin/run_spin.sh src/core/grant.pml
+	tests/spin/run_spin.sh --no-bugs --hash 25 -D SCEN=8 src/server/probe.pml
 
 # The fault harness at 10^6 locks granted per backend (tests/faults/run.sh,
 # docs/reliability.md): ordod, redis, redlock, postgres, each under the four

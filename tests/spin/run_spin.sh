@@ -13,6 +13,13 @@
 # passes when spin reports at least one error for it (an assertion or an
 # invalid end state); a bug line that says "(pan -A)" is checked with
 # pan's assertions off, so that what it must show is the invalid end state.
+# A bug line that says "(with -DNAME=VALUE ...)" (on its first line) is
+# checked with those defines added to the bound's: the bound at which that
+# bug shows (src/server/probe.pml's scenarios); the model itself is then
+# checked at each such set of defines too, so that every bug is caught
+# where the model without it passes, unless the set is one define that the
+# header's line " * The default bound covers: -DA=1 -DA=2 ..." names (a
+# bound that the default one includes: its run checked it already).
 #
 # Options:
 #   -D NAME[=VALUE]  a define for spin (the bound: -D ROUNDS=2, -D ALL_ABORTS)
@@ -138,11 +145,42 @@ if [ "$PAN_RC" -ne 0 ] || [ "$ERRS" != "errors: 0" ] || [ -n "$BAD" ]; then
 fi
 echo "$NAME ${DEFS[*]:-(default bound)}: $(states_of "$D") states, $ERRS, ${SECS} s"
 
+# with_of BUG: the defines its header line adds, "(with -DA=1 -DB)".
+with_of() {
+  grep -E "^ \*   -D$1\b" "$MODEL" | head -1 |
+    grep -oE '\(with( -D[A-Za-z0-9_]+(=[^ )]+)?)+\)' |
+    grep -oE -- '-D[A-Za-z0-9_]+(=[^ )]+)?' | tr '\n' ' ' | sed 's/ $//' || true
+}
+
 # The deliberate bugs: each must be caught.
 if [ "$BUGS" -eq 1 ]; then
   bugs=$(grep -E '^ \*   -DBUG_[A-Z0-9_]+' "$MODEL" |
     sed -E 's/^ \*   -D(BUG_[A-Z0-9_]+).*/\1/')
   [ -n "$bugs" ] || fail "its header lists no deliberate bug (-DBUG_...)"
+  # The model without the bugs at each bound a bug line names.
+  withs=$(for b in $bugs; do with_of "$b"; echo; done | sort -u | grep -v '^ *$' || true)
+  covered=" $(grep -m1 -E '^ \* The default bound covers:' "$MODEL" |
+    grep -oE -- '-D[A-Za-z0-9_]+(=[^ ]+)?' | tr '\n' ' ' || true)"
+  nw=0
+  while IFS= read -r w; do
+    [ -n "$w" ] || continue
+    if [ "${#DEFS[@]}" -eq 0 ] && [ "$(echo "$w" | wc -w)" -eq 1 ] &&
+      [[ "$covered" == *" $w "* ]]; then
+      continue
+    fi
+    nw=$((nw + 1))
+    # shellcheck disable=SC2086 # w is a list of defines
+    verify "$TMP/with$nw" "" "${DEFS[@]}" $w
+    D=$TMP/with$nw
+    ERRS=$(errors_of "$D")
+    BAD=$(grep -E '^pan:[0-9]+: |Search not completed|max search depth too small|reached -DMEMLIM|out of memory' \
+      "$D/report" | head -3 || true)
+    if [ "$PAN_RC" -ne 0 ] || [ "$ERRS" != "errors: 0" ] || [ -n "$BAD" ]; then
+      show "$D"
+      fail "spin reports an error at $w (pan exit $PAN_RC, '${ERRS:-no errors line}'): ${BAD:-see above}"
+    fi
+    echo "  $NAME $w: $(states_of "$D") states, $ERRS, ${SECS} s"
+  done <<<"$withs"
   nb=0
   for b in $bugs; do
     grep -qE "^#if(n?def)? .*\b$b\b|^#if(n?def)? $b\$" "$MODEL" ||
@@ -151,7 +189,9 @@ if [ "$BUGS" -eq 1 ]; then
     if grep -E "^ \*   -D$b\b" "$MODEL" | grep -q '(pan -A)'; then
       flags="-A"
     fi
-    verify "$TMP/$b" "$flags" "${DEFS[@]}" "-D$b"
+    w=$(with_of "$b")
+    # shellcheck disable=SC2086 # w is a list of defines
+    verify "$TMP/$b" "$flags" "${DEFS[@]}" $w "-D$b"
     D=$TMP/$b
     ERRS=$(errors_of "$D")
     what=$(grep -m1 -E '^pan:[0-9]+: ' "$D/report" | cut -c1-160 || true)
@@ -169,7 +209,7 @@ if [ "$BUGS" -eq 1 ]; then
       show "$D"
       fail "$b: with assertions off it must show an invalid end state"
     fi
-    echo "  caught $b${flags:+ (pan $flags)}: $what (${SECS} s)"
+    echo "  caught $b${flags:+ (pan $flags)}${w:+ ($w)}: $what (${SECS} s)"
     nb=$((nb + 1))
   done
   echo "$NAME: all $nb deliberate bugs caught"

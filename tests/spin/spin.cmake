@@ -1,11 +1,16 @@
 # spin.cmake -- the model checks of the engine's two protocols
-# (src/core/fast.pml, src/core/grant.pml; src/core/README.md, "The models").
+# (src/core/fast.pml, src/core/grant.pml; src/core/README.md, "The models")
+# and of the probe protocol between shards (src/server/probe.pml;
+# src/server/README.md, "The model").
 # tests/spin/run_spin.sh runs spin and pan on each, and then checks that each
 # deliberate bug the model lists is caught. make test runs the fast path at
 # its full bound (3 threads, 2 keys, 2 lock objects, any number of calls) and
 # the grant protocol at 2 threads (and again with every thread allowed to
 # time out and cancel); `make verify` runs the grant protocol at 3 threads
-# (about 35 million states). The models do not run our C code, so
+# (about 35 million states). make test runs the probe protocol's small
+# bound (every scenario but 3 txns on 3 shards, one fault each, about half a
+# million states, and each deliberate bug at its scenario: about a minute);
+# make verify runs 3 txns on 3 shards. The models do not run our C code, so
 # the sanitizer builds do not run them again. Included from
 # tests/CMakeLists.txt.
 if(NOT ORDO_SANITIZE)
@@ -22,6 +27,10 @@ if(NOT ORDO_SANITIZE)
   add_test(NAME spin_grant_aborts
            COMMAND bash ${ORDO_SPIN_RUN} --no-bugs -D NT=2 -D ALL_ABORTS
                    ${ORDO_CORE_DIR}/grant.pml)
+  # The probe protocol: its default bound, and its bugs at their scenarios.
+  add_test(NAME spin_probe_quick
+           COMMAND bash ${ORDO_SPIN_RUN}
+                   ${CMAKE_CURRENT_LIST_DIR}/../../src/server/probe.pml)
   set_tests_properties(spin_fast spin_grant_quick spin_grant_aborts
-                       PROPERTIES TIMEOUT 600)
+                       spin_probe_quick PROPERTIES TIMEOUT 600)
 endif()
