@@ -987,10 +987,11 @@ long ordo__od_shard_bound(ordo_t *o, uint64_t deadline_ns, long *wait_ms) {
  * always recorded.
  */
 static int od_lock(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
-                   uint64_t deadline_ns, const char *heldat, bool sharded) {
+                   uint64_t deadline_ns, const char *heldat, uint32_t attempt,
+                   bool sharded) {
   od_txn *t = ot(tx);
   od_place *p = op(tx->o);
-  size_t argc = 2 + 2 * n + 6;
+  size_t argc = 2 + 2 * n + 8;
   const char **av = malloc(argc * sizeof *av);
   size_t *al = malloc(argc * sizeof *al);
   uint8_t **copies = calloc(n, sizeof *copies);
@@ -1015,7 +1016,7 @@ static int od_lock(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
                         sharded ? ordo__od_shard_bound(tx->o, deadline_ns, NULL)
                                 : p->u.timeout_ms)) != 0)
     goto out;
-  char nbuf[24], wbuf[24], pbuf[24];
+  char nbuf[24], wbuf[24], pbuf[24], abuf[24];
   size_t a = 0;
   av[a] = "LOCK";
   al[a++] = 4;
@@ -1055,6 +1056,12 @@ static int od_lock(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     al[a++] = 6;
     av[a] = heldat;
     al[a++] = strlen(heldat);
+  }
+  if (attempt) {
+    av[a] = "ATTEMPT";
+    al[a++] = 7;
+    av[a] = abuf;
+    al[a++] = (size_t)snprintf(abuf, sizeof abuf, "%u", attempt);
   }
   bool was_holding = t->nh > 0;
   t->unanswered = false;
@@ -1109,13 +1116,14 @@ out:
 }
 
 int ordo__od_lock_heldat(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
-                         uint64_t deadline_ns, const char *heldat) {
-  return od_lock(tx, r, n, deadline_ns, heldat, true);
+                         uint64_t deadline_ns, const char *heldat,
+                         uint32_t attempt) {
+  return od_lock(tx, r, n, deadline_ns, heldat, attempt, true);
 }
 
 static int od_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
                        uint64_t deadline_ns) {
-  return od_lock(tx, r, n, deadline_ns, NULL, false);
+  return od_lock(tx, r, n, deadline_ns, NULL, 0, false);
 }
 
 static int od_unlock(ordo_txn_t *tx, const void *key, size_t len) {

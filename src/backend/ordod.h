@@ -47,10 +47,14 @@ long ordo__od_shard_bound(ordo_t *o, uint64_t deadline_ns, long *wait_ms);
 /*
  * ordo__od_lock_heldat -- the vtable's lock_all for a shard of a sharded
  * place: `HELDAT heldat` appended to the LOCK when heldat is not NULL or ""
- * (a comma-separated list of shard names), and the reconnect and the reply
- * bounded by the deadline (ordo__od_shard_bound).
+ * (a comma-separated list of shard names), `ATTEMPT attempt` (the sharded
+ * txn's attempt: one more each time it gave every key back, so a RELEASE
+ * of an earlier attempt's cross-shard abort takes nothing of a later one:
+ * docs/distributed.md, step 6), and the reconnect and the reply bounded by
+ * the deadline (ordo__od_shard_bound).
  */
 int ordo__od_lock_heldat(ordo_txn_t *t, const ordo_req_t *sorted, size_t n,
-                         uint64_t deadline_ns, const char *heldat);
+                         uint64_t deadline_ns, const char *heldat,
+                         uint32_t attempt);
 
 #endif

@@ -98,6 +98,11 @@ typedef struct sh_place {
 typedef struct sh_txn {
   struct ordo_txn_s base;
   char gid[ORDO__OD_GID_LEN + 1]; /* 32 hex digits; read-only after begin */
+  /* The attempt its LOCKs carry (ATTEMPT): one more each time it gives
+   * every key back (unlock_all, a victim's or a lost LOCK's give-back), so
+   * that a RELEASE of an abort of an earlier attempt, late on its way,
+   * takes nothing this attempt took. The txn's own thread only. */
+  uint32_t attempt;
   /* Each shard's sub-txn (an ordod.c txn), NULL until the first call that
    * touches the shard. Written by the txn's own thread; atomic because the
    * lease-lost callback may call ordo_held from a renewal thread. */
@@ -296,6 +301,7 @@ static int sh_txn_begin(ordo_t *o, ordo_txn_t **out, int priority) {
   for (size_t i = 0; i < p->n; i++)
     atomic_init(&t->sub[i], NULL);
   make_gid(t->gid);
+  t->attempt = 1;
   t->base.id = atomic_fetch_add(&p->next_id, 1);
   *out = &t->base;
   return 0;
@@ -409,7 +415,8 @@ static int sh_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
       break;
     held_at(p, t, i, heldat);
     sent_heldat = heldat[0] != 0;
-    if ((rc = ordo__od_lock_heldat(s, g + first[i], m, deadline_ns, heldat)))
+    if ((rc = ordo__od_lock_heldat(s, g + first[i], m, deadline_ns, heldat,
+                                   t->attempt)))
       break;
   }
   /* A LOCK that went unanswered (a shard stopped or cut off) while the
@@ -434,6 +441,8 @@ static int sh_lock_all(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
     }
     if (lost)
       rc = ORDO_ELEASE;
+    if (rc == ORDO_EDEADLK || lost)
+      t->attempt++; /* every key given back: a new attempt */
   }
 out:
   free(sh);
@@ -455,6 +464,7 @@ static int sh_unlock_all(ordo_txn_t *tx) {
   sh_txn *t = st(tx);
   sh_place *p = sp(tx->o);
   int total = 0, err = 0;
+  t->attempt++; /* what it takes next is a new attempt's */
   for (size_t i = 0; i < p->n; i++) {
     ordo_txn_t *s = atomic_load(&t->sub[i]);
     if (!s)

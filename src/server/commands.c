@@ -229,10 +229,6 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
   srv *s = c->s;
   sess *ss = c->sess;
   long long nk;
-  /* A cross-shard abort let this txn's keys here go while its client may
-   * still count them: it hears so before it takes more (probe.c). */
-  if (!srv_probe_lock_check(s, c, ss))
-    return;
   if (!arg_num(&argv[1], 1, (long long)s->cfg.max_keys, &nk)) {
     if (arg_num(&argv[1], 1, LLONG_MAX, &nk))
       ordo__out_error(&c->out, "LIMIT",
@@ -252,7 +248,7 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
                     nk, argc - 2);
     return;
   }
-  long long wait = -1, lease = -1, prio = 0;
+  long long wait = -1, lease = -1, prio = 0, attempt = 0;
   bool have_prio = false;
   const ordo__resp_arg *heldat = NULL;
   for (size_t i = 2 + 2 * (size_t)nk; i < argc; i += 2) {
@@ -272,6 +268,9 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
       have_prio = true;
       continue;
     }
+    if (arg_is(&argv[i], "ATTEMPT") &&
+        arg_num(&argv[i + 1], 1, 4294967295LL, &attempt))
+      continue;
     if (arg_is(&argv[i], "HELDAT") && argv[i + 1].len > 0 &&
         argv[i + 1].len <= ORDOD_HELDAT_MAX &&
         !memchr(argv[i + 1].ptr, 0, argv[i + 1].len)) {
@@ -281,11 +280,18 @@ static void cmd_lock(conn *c, size_t argc, ordo__resp_arg *argv) {
     ordo__out_error(&c->out, "ERR",
                     "bad LOCK option '%.*s %.*s': WAIT ms (0 tries once), "
                     "LEASE ms (10..86400000), PRIORITY n, HELDAT "
-                    "shard[,shard...] (1..%d bytes)",
+                    "shard[,shard...] (1..%d bytes), ATTEMPT n (1..2^32-1)",
                     (int)argv[i].len, argv[i].ptr, (int)argv[i + 1].len,
                     argv[i + 1].ptr, ORDOD_HELDAT_MAX);
     return;
   }
+  /* A cross-shard abort let this txn's keys here go while its client may
+   * still count them: it hears so before it takes more (probe.c), unless
+   * the LOCK is of a later attempt (its client gave everything back). */
+  if (!srv_probe_lock_check(s, c, ss, (uint32_t)attempt))
+    return;
+  if ((uint32_t)attempt > ss->attempt)
+    ss->attempt = (uint32_t)attempt;
   /* Each LOCK says anew where else the txn holds keys (none without it). */
   char *where = heldat ? strndup(heldat->ptr, heldat->len) : NULL;
   if (heldat && !where) {

@@ -144,6 +144,7 @@ struct srv_psess {
   uint64_t walk; /* the walk that last visited it */
   /* A RELEASE let its keys go: its next LOCK hears -DEADLOCK. */
   bool xreleased;
+  uint32_t xreleased_attempt; /* a LOCK of a later attempt is not told */
   char xreleased_by[ORDOD_SHARD_NAME];
 };
 typedef struct srv_psess psess;
@@ -153,6 +154,7 @@ enum { AB_CONFIRMING, AB_RELEASING };
 typedef struct pr_abort {
   uint64_t id;
   uint64_t vsess; /* the victim's session id here */
+  uint32_t attempt; /* its LOCK's ATTEMPT (0: none) */
   uint8_t victim[ORDOD_GID_BYTES];
   uint64_t wseq;
   pr_hop hop[PR_MAX_HOPS];
@@ -1280,6 +1282,7 @@ static void abort_begin(srv_probe *p, const pr_hop *h, int n, int v) {
   a->asked = asked;
   a->rel = rel;
   a->vsess = vs->id;
+  a->attempt = vs->attempt;
   memcpy(a->victim, h[v].gid, ORDOD_GID_BYTES);
   a->wseq = h[v].wseq;
   memcpy(a->hop, h, (size_t)n * sizeof *h);
@@ -1321,10 +1324,11 @@ static void abort_begin(srv_probe *p, const pr_hop *h, int n, int v) {
 
 static void release_send(srv_probe *p, pr_abort *a, int sh) {
   ordo__out o = {0};
-  msg_head(&o, 5, "RELEASE");
+  msg_head(&o, 6, "RELEASE");
   out_u64(&o, a->id);
   out_gid(&o, a->victim);
   out_u64(&o, a->wseq);
+  out_u64(&o, a->attempt);
   if (link_send(p, sh, &o, (pr_ask){ASK_RELEASE, a->id, 0}))
     a->rel[sh] = 2;
   ordo__out_free(&o);
@@ -1788,13 +1792,16 @@ void srv_probe_unlocked(srv *s, sess *ss, bool all) {
     ss->pr->xreleased = false; /* its client knows it holds nothing here */
 }
 
-bool srv_probe_lock_check(srv *s, conn *c, sess *ss) {
+bool srv_probe_lock_check(srv *s, conn *c, sess *ss, uint32_t attempt) {
   if (!s->probe || !ss->pr)
     return true;
   sess_acts(s->probe, ss);
   if (!ss->pr->xreleased)
     return true;
   ss->pr->xreleased = false;
+  if (attempt && ss->pr->xreleased_attempt &&
+      attempt > ss->pr->xreleased_attempt)
+    return true; /* its client gave everything back since: nothing to say */
   ordo__out_error(&c->out, "DEADLOCK",
                   "this txn was the victim of a cross-shard deadlock at %s, "
                   "and its keys on this shard were released; retry",
@@ -1818,12 +1825,24 @@ static bool seen_release(peer *pe, uint64_t id) {
   return false;
 }
 
-/* RELEASE of abort (origin, id): every key the victim's sessions here
- * hold goes (a wait of it here, which its client should not have, ends
- * first), and each such session's next LOCK hears -DEADLOCK. */
+/*
+ * release_victim -- RELEASE of abort (origin, id) of txn gid, whose wait
+ * at origin was wseq in its attempt `attempt` (0: its LOCK named none).
+ * Every key goes of each of the victim's sessions here that is still in
+ * that attempt (a session whose LOCKs named a later one belongs to a
+ * retry: its client gave everything back, and what it holds now is not
+ * the victim's); a session whose LOCKs named no attempt lets its keys go
+ * only while the peer's entry of that very wait stands untouched by a LOCK
+ * or UNLOCK of the txn here since (entry_ok). A wait of it here, which its
+ * client should not have, ends first; each session released hears
+ * -DEADLOCK at its next LOCK of that attempt. Returns the keys let go, or
+ * -1 when nothing of the victim's was here to release.
+ */
 static long release_victim(srv_probe *p, int origin, uint64_t id,
-                           const uint8_t *gid) {
+                           const uint8_t *gid, uint32_t attempt,
+                           bool entry_ok) {
   long n = 0;
+  bool any = false;
   if (!p->gmap)
     return 0;
   psess *x = p->gmap[gid_slot(gid, p->gmap_cap)];
@@ -1832,6 +1851,9 @@ static long release_victim(srv_probe *p, int origin, uint64_t id,
     sess *ss = x->ss;
     if (memcmp(x->gid, gid, ORDOD_GID_BYTES) != 0 || !ss->txn || ss->closing)
       continue;
+    if (ss->attempt ? ss->attempt > attempt : !entry_ok)
+      continue; /* a later attempt's, or a client that acted here since */
+    any = true;
     if (ss->waiting) {
       snprintf(ss->xcycle, sizeof ss->xcycle,
                "its keys on this shard were released for a cross-shard "
@@ -1844,13 +1866,14 @@ static long release_victim(srv_probe *p, int origin, uint64_t id,
     if (k > 0)
       n += k;
     x->xreleased = true;
+    x->xreleased_attempt = attempt;
     snprintf(x->xreleased_by, sizeof x->xreleased_by, "%s",
              p->shard[origin].name);
     /* Its keys are gone: a freeze of this abort on it holds nothing back
      * any more, and would only keep its client's UNLOCK waiting. */
     pin_drop(p, x, origin, id, false, 0);
   }
-  return n;
+  return any ? n : -1;
 }
 
 void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
@@ -1866,7 +1889,7 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
   pr_hop h[PR_MAX_HOPS];
   int nh = 0;
   uint8_t gid[ORDOD_GID_BYTES], g2[ORDOD_GID_BYTES];
-  uint64_t a, b;
+  uint64_t a, b, att;
   if (is(&argv[1], "HELLO") && n == 1) {
     int sh = shard_by_name(p, v[0].ptr, v[0].len);
     if (sh <= 0) {
@@ -1983,21 +2006,23 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
     tick_arm(p);
   } else if (is(&argv[1], "UNPIN") && n == 1 && arg_u64(&v[0], &a)) {
     unpin_here(p, from, a);
-  } else if (is(&argv[1], "RELEASE") && n == 3 && arg_u64(&v[0], &a) &&
-             srv_gid_parse(v[1].ptr, v[1].len, gid) && arg_u64(&v[2], &b)) {
-    /* Only for the wait the peer told us of, while its client has not
-     * acted here since (a LOCK or UNLOCK here says it is no longer blocked
-     * there: its keys here are its own business again), and once. */
+  } else if (is(&argv[1], "RELEASE") && n == 4 && arg_u64(&v[0], &a) &&
+             srv_gid_parse(v[1].ptr, v[1].len, gid) && arg_u64(&v[2], &b) &&
+             arg_u64(&v[3], &att) && att <= UINT32_MAX) {
+    /* Once per abort; only what the victim's attempt holds here (a late
+     * RELEASE must take nothing of a retry: docs/distributed.md, step 6). */
     pr_remote *r = remote_of(p, gid, from);
     if (seen_release(pe, a)) {
       p->releases_repeated++;
       ordo__out_int(&c->out, 0);
-    } else if (!r || r->wseq != b || r->touched) {
-      p->releases_stale++;
-      ordo__out_int(&c->out, 0);
     } else {
-      p->releases_done++;
-      ordo__out_int(&c->out, release_victim(p, from, a, gid));
+      long k = release_victim(p, from, a, gid, (uint32_t)att,
+                              r && r->wseq == b && !r->touched);
+      if (k < 0)
+        p->releases_stale++;
+      else
+        p->releases_done++;
+      ordo__out_int(&c->out, k < 0 ? 0 : k);
     }
     return;
   } else {

@@ -212,6 +212,8 @@ struct sess {
    * probed next and how often; the cycle its -DEADLOCK names (empty: the
    * engine's). */
   struct srv_psess *pr;
+  /* The latest ATTEMPT its LOCKs gave (0: none): what a RELEASE may take. */
+  uint32_t attempt;
   bool probe_listed, probe_aborting;
   /* A confirmed cycle waits for it here: its requests wait (a release
    * would break the cycle between the confirmation and the abort) until
@@ -445,7 +447,7 @@ bool srv_probe_holds_sess(srv *s, sess *ss);
 bool srv_probe_victim_hold(srv *s, sess *vs);
 /* A LOCK may go on: false (with -DEADLOCK written) once, after a RELEASE
  * let the session's keys here go. */
-bool srv_probe_lock_check(srv *s, conn *c, sess *ss);
+bool srv_probe_lock_check(srv *s, conn *c, sess *ss, uint32_t attempt);
 /* An UNLOCK (all: of every key, so the client knows it holds nothing
  * here). */
 void srv_probe_unlocked(srv *s, sess *ss, bool all);

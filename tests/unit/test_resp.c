@@ -726,10 +726,11 @@ void srv_probe_gid_set(srv *s, sess *ss) {
   (void)ss;
 }
 
-bool srv_probe_lock_check(srv *s, conn *c, sess *ss) {
+bool srv_probe_lock_check(srv *s, conn *c, sess *ss, uint32_t attempt) {
   (void)s;
   (void)c;
   (void)ss;
+  (void)attempt;
   return true;
 }
 
