@@ -269,7 +269,7 @@ struct od_txn {
   size_t nh ORDO_GUARDED_BY(mu), caph ORDO_GUARDED_BY(mu);
   /* Written under mu, read by the renewer without it: atomics, which the
    * analysis does not check. */
-  _Atomic bool lease_lost;     /* the next call returns ORDO_ELEASE */
+  _Atomic bool lease_lost; /* the next call returns ORDO_ELEASE */
   /* The last LOCK was sent and its answer never came (the txn's thread
    * only): the server may have acted on it (ordo__od_txn_unanswered). */
   bool unanswered;

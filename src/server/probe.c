@@ -38,11 +38,11 @@
 #define PR_PIN_MS 2000        /* a pin's or a freeze's bound, unless renewed */
 #define PR_PIN_RENEW_MS 500   /* renewal while releases are outstanding */
 #define PR_BACKOFF_MAX_MS 1000
-#define PR_PINS_PER_SESS 64  /* pins and freezes on one session */
-#define PR_RELEASE_SEEN 1024 /* RELEASE ids remembered per peer */
-#define PR_LINE_MAX 512      /* an answer line kept (the rest is skipped) */
-#define PR_UNPIN_PENDING 256 /* UNPINs kept to say again per peer */
-#define PR_PEER_CONNS 8      /* a peer's open links remembered */
+#define PR_PINS_PER_SESS 64      /* pins and freezes on one session */
+#define PR_RELEASE_SEEN 1024     /* RELEASE ids remembered per peer */
+#define PR_LINE_MAX 512          /* an answer line kept (the rest is skipped) */
+#define PR_UNPIN_PENDING 256     /* UNPINs kept to say again per peer */
+#define PR_PEER_CONNS 8          /* a peer's open links remembered */
 #define PR_LINK_QUEUE (4u << 20) /* bytes queued on a link, at most */
 
 /* One hop of a probe's path: txn gid, waiting at shard with wseq, waits
@@ -122,7 +122,7 @@ typedef struct pr_pin {
   uint64_t id;
   uint64_t until_ms;
   uint64_t since_ms; /* renewals never take it past a lease from here */
-  uint64_t wseq; /* PIN_WAIT: the wait pinned */
+  uint64_t wseq;     /* PIN_WAIT: the wait pinned */
   int kind;
 } pr_pin;
 
@@ -153,7 +153,7 @@ typedef struct srv_psess psess;
 enum { AB_CONFIRMING, AB_RELEASING };
 typedef struct pr_abort {
   uint64_t id;
-  uint64_t vsess; /* the victim's session id here */
+  uint64_t vsess;   /* the victim's session id here */
   uint32_t attempt; /* its LOCK's ATTEMPT (0: none) */
   uint8_t victim[ORDOD_GID_BYTES];
   uint64_t wseq;
@@ -413,8 +413,7 @@ static bool ask_push(peer *pe, pr_ask a) {
 static bool link_send(srv_probe *p, int shard, ordo__out *o, pr_ask a) {
   peer *pe = &p->shard[shard];
   if (shard <= 0 || !pe->up || o->oom ||
-      uv_stream_get_write_queue_size((uv_stream_t *)&pe->tcp) >
-          PR_LINK_QUEUE) {
+      uv_stream_get_write_queue_size((uv_stream_t *)&pe->tcp) > PR_LINK_QUEUE) {
     /* Down, or a peer that does not read (stopped): what was not sent is
      * said again later by whoever needs it; memory stays bounded. */
     p->messages_dropped++;
@@ -716,8 +715,8 @@ static void frozen_update(psess *x) {
   x->ss->frozen = f;
 }
 
-static bool pin_add(srv_probe *p, psess *x, int origin, uint64_t id,
-                    int kind, uint64_t wseq, uint64_t until_ms) {
+static bool pin_add(srv_probe *p, psess *x, int origin, uint64_t id, int kind,
+                    uint64_t wseq, uint64_t until_ms) {
   for (int i = 0; i < x->npins; i++)
     if (x->pins[i].origin == origin && x->pins[i].id == id &&
         x->pins[i].kind == kind && x->pins[i].wseq == wseq) {
@@ -734,8 +733,8 @@ static bool pin_add(srv_probe *p, psess *x, int origin, uint64_t id,
     x->pins = v;
     x->cpins = nc;
   }
-  x->pins[x->npins++] = (pr_pin){origin, id, until_ms, srv_now_ms(), wseq,
-                                 kind};
+  x->pins[x->npins++] =
+      (pr_pin){origin, id, until_ms, srv_now_ms(), wseq, kind};
   if (!x->on_pinlist) {
     x->on_pinlist = true;
     TAILQ_INSERT_TAIL(&p->pinned, x, pinlink);
@@ -794,8 +793,8 @@ static void renew_here(srv_probe *p, int origin, uint64_t id,
         /* The origin renews while the victim's answer waits, for a lease
          * at most; past that this shard stops listening (a peer that
          * kept renewing would hold a wait and a holder for good). */
-        uint64_t cap = x->pins[i].since_ms + (uint64_t)p->s->cfg.lease_ms +
-                       PR_PIN_MS;
+        uint64_t cap =
+            x->pins[i].since_ms + (uint64_t)p->s->cfg.lease_ms + PR_PIN_MS;
         x->pins[i].until_ms = until_ms < cap ? until_ms : cap;
         wait |= (x->pins[i].kind & PIN_WAIT) != 0;
       }
@@ -826,8 +825,8 @@ static bool pinned_by_other(psess *x, int origin, uint64_t id) {
  * the session it waits for. All stand: true, with the records in place.
  * Else false, and nothing of (origin, id) stays here.
  */
-static bool confirm_hops(srv_probe *p, int origin, uint64_t id,
-                         const pr_hop *h, int n) {
+static bool confirm_hops(srv_probe *p, int origin, uint64_t id, const pr_hop *h,
+                         int n) {
   uint64_t until = srv_now_ms() + PR_PIN_MS;
   for (int i = 0; i < n; i++) {
     if (h[i].shard != 0)
@@ -907,8 +906,7 @@ void srv_probe_conn_closed(srv *s, conn *c) {
 static void sess_acts(srv_probe *p, sess *ss) {
   if (!p->rmap || !ss->have_gid)
     return;
-  for (pr_remote *r = p->rmap[gid_slot(ss->gid, p->rmap_cap)]; r;
-       r = r->hnext)
+  for (pr_remote *r = p->rmap[gid_slot(ss->gid, p->rmap_cap)]; r; r = r->hnext)
     if (memcmp(r->gid, ss->gid, ORDOD_GID_BYTES) == 0)
       r->touched = true;
 }
@@ -1389,9 +1387,8 @@ static void abort_effect(srv_probe *p, pr_abort *a) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   char vg[ORDOD_GID_HEX + 1];
   srv_gid_hex(a->victim, vg);
-  srv_log(s, 1,
-          "xabort victim=%s wseq=%llu shard=%s t_mono_ns=%llu hops=%s", vg,
-          (unsigned long long)a->wseq, p->shard[0].name,
+  srv_log(s, 1, "xabort victim=%s wseq=%llu shard=%s t_mono_ns=%llu hops=%s",
+          vg, (unsigned long long)a->wseq, p->shard[0].name,
           (unsigned long long)ts.tv_sec * 1000000000ull +
               (unsigned long long)ts.tv_nsec,
           hops);
@@ -1429,10 +1426,10 @@ static void note_unconfirmed(srv_probe *p, pr_abort *a, sess *vs) {
   for (int sh = 1; sh < p->nshard; sh++) {
     if (a->rel[sh] != 4)
       continue;
-    int w = snprintf(vs->xcycle + used, sizeof vs->xcycle - used, "%s%s",
-                     first ? "; its keys were not confirmed released on "
-                           : ", ",
-                     p->shard[sh].name);
+    int w =
+        snprintf(vs->xcycle + used, sizeof vs->xcycle - used, "%s%s",
+                 first ? "; its keys were not confirmed released on " : ", ",
+                 p->shard[sh].name);
     first = false;
     if (w > 0 && (size_t)w < sizeof vs->xcycle - used)
       used += (size_t)w;
@@ -1542,8 +1539,8 @@ static void answer(peer *pe, const char *line, size_t len) {
     break;
   }
   case ASK_CONFIRM:
-    confirm_answer(p, a.a, !err && len == 2 && line[0] == ':' &&
-                               line[1] == '1');
+    confirm_answer(p, a.a,
+                   !err && len == 2 && line[0] == ':' && line[1] == '1');
     break;
   case ASK_RELEASE:
     /* An error answer means the peer let nothing go (a peer that refuses
@@ -1926,10 +1923,9 @@ void srv_probe_cmd(conn *c, size_t argc, ordo__resp_arg *argv) {
   if ((is(&argv[1], "BLOCKED") || is(&argv[1], "UNBLOCKED")) && n == 3 &&
       srv_gid_parse(v[0].ptr, v[0].len, gid) && arg_u64(&v[1], &a)) {
     if (shard_by_name(p, v[2].ptr, v[2].len) != from) {
-      ordo__out_error(&c->out, "ERR",
-                      "%.*s names shard '%.*s' on the link of '%s'",
-                      (int)argv[1].len, argv[1].ptr, (int)v[2].len, v[2].ptr,
-                      pe->name);
+      ordo__out_error(
+          &c->out, "ERR", "%.*s names shard '%.*s' on the link of '%s'",
+          (int)argv[1].len, argv[1].ptr, (int)v[2].len, v[2].ptr, pe->name);
       return;
     }
     pr_remote *r = remote_of(p, gid, from);

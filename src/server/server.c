@@ -1015,8 +1015,8 @@ static void conn_process(conn *c) {
     }
     c->need = 0;
     if (frozen && n > 0 &&
-        !(argc > 0 && (arg_eq(&s->argv[0], "EXTEND") ||
-                       arg_eq(&s->argv[0], "PING"))))
+        !(argc > 0 &&
+          (arg_eq(&s->argv[0], "EXTEND") || arg_eq(&s->argv[0], "PING"))))
       break; /* parsed, not consumed: it runs once the freeze ends */
     if (n < 0) {
       /* A connection that breaks the protocol is told why and closed;

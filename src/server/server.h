@@ -310,7 +310,7 @@ struct srv {
   uv_check_t recheck_h;
   uint64_t next_conn_id, next_sess_id;
   uint64_t next_wseq; /* a LOCK's number, unique on the server (sess.gen) */
-  sess **smap; /* open hash of sessions by id */
+  sess **smap;        /* open hash of sessions by id */
   size_t smap_cap, nsess;
   sess **tmap; /* chained hash of resumable sessions by token */
   size_t tmap_cap, ntok;

@@ -286,8 +286,7 @@ static void *worker_multi(worker_t *w) {
       uint64_t rs = mono_ns();
       int rrc = freg_read(&g_reg[k], &v, NULL);
       if (rrc < 0) {
-        fprintf(stderr, "fclient: register %d: read: %s\n", k,
-                strerror(-rrc));
+        fprintf(stderr, "fclient: register %d: read: %s\n", k, strerror(-rrc));
         exit(2);
       }
       hist(w, "read", rs, mono_ns(), 0, k, tokens[i], v, txn, gid);
@@ -296,8 +295,7 @@ static void *worker_multi(worker_t *w) {
       uint64_t ws = mono_ns(), we;
       int wrc = freg_write(&g_reg[k], tokens[i], v, v + 1, &we);
       if (wrc < 0) {
-        fprintf(stderr, "fclient: register %d: write: %s\n", k,
-                strerror(-wrc));
+        fprintf(stderr, "fclient: register %d: write: %s\n", k, strerror(-wrc));
         exit(2);
       }
       hist(w, "write", ws, we, wrc, k, tokens[i], v + 1, txn, gid);
