@@ -26,10 +26,17 @@ set_tests_properties(integration_probes_faults PROPERTIES TIMEOUT 180
 # refused RELEASE, pins and the victim's answer under a stopped or killed
 # shard, hot keys, a peer that does not read, and what a connection with
 # PEER rights can forge).
-add_test(NAME integration_probes_review
-  COMMAND /usr/bin/python3 ${ORDO_IT}/test_probes_review.py $<TARGET_FILE:ordod>)
-set_tests_properties(integration_probes_review PROPERTIES TIMEOUT 300
-  LABELS server)
+# Not in the TSan build: its cases drive the loop thread's protocol logic
+# (which the plain and ASan builds check), through long waits on stopped
+# shards that TSan's slowdown only stretches; the server's threads meet
+# the engine's under TSan in integration_probes and _faults.
+if(NOT ORDO_SANITIZE STREQUAL "thread")
+  add_test(NAME integration_probes_review
+    COMMAND /usr/bin/python3 ${ORDO_IT}/test_probes_review.py
+            $<TARGET_FILE:ordod>)
+  set_tests_properties(integration_probes_review PROPERTIES TIMEOUT 300
+    LABELS server)
+endif()
 # The admin commands: CLIENT KILL, SESSION KILL, LOCKWAITS, CONFIG.
 add_test(NAME integration_admin
   COMMAND /usr/bin/python3 ${ORDO_IT}/test_admin.py $<TARGET_FILE:ordod>)

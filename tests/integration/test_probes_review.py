@@ -515,7 +515,7 @@ def case_forged_abort_chain():
     try:
         w, v = Txn(c), Txn(c)
         w.lock_ok(0, "fa:k")
-        v.lock_send(0, "fa:k", 5000)
+        v.lock_send(0, "fa:k", int(T(5000)))
         wait_until(lambda: info(c, 0, "locks", "lock_waiting") == "1", 5,
                    "V never waited")
         h = Sess(c.ports[0])
