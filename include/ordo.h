@@ -516,8 +516,9 @@ ORDO_EXTERN int ordo_exec_submit(ordo_exec_t *e, ordo_task_fn fn, void *arg,
 ORDO_EXTERN int ordo_future_wait(ordo_future_t *f, long timeout_ms,
                                  void **value);
 /* A queued task is taken off its queue and never runs; its waiters return
- * ORDO_ECANCELED. A running task cannot be stopped: ORDO_EBUSY. A done one:
- * 0, nothing changes. */
+ * ORDO_ECANCELED. A running task cannot be stopped, but the waits on it in
+ * flight can: they return ORDO_ECANCELED, the task runs on to its end, and
+ * the call returns ORDO_EBUSY. A done one: 0, nothing changes. */
 ORDO_EXTERN int ordo_future_cancel(ordo_future_t *f);
 /* 1 when the task is done or cancelled, else 0. */
 ORDO_EXTERN int ordo_future_done(const ordo_future_t *f);

@@ -265,7 +265,11 @@ static __attribute__((noinline)) int
 mem_lock_wait(ordo_txn_t *tx, const ordo_req_t *r, size_t n,
               uint64_t deadline_ns, bool busy) {
   uint64_t spin_ns = ((mem_place *)tx->o)->spin_ns;
-  if (busy && spin_ns && yield_retry(mt(tx), r, n, deadline_ns, spin_ns) == 0)
+  /* A key the caller holds itself (a re-lock, an upgrade) is not let go
+   * by waiting for it: no spin and no yield, straight to the slow path,
+   * which grants a re-lock at once and an upgrade when it can. */
+  if (busy && spin_ns && !ordo__owner_holds_any(&mt(tx)->ow, r, n) &&
+      yield_retry(mt(tx), r, n, deadline_ns, spin_ns) == 0)
     return 0;
   mem_txn *t = mt(tx);
   if (n == 1 && ordo__try_one(&t->ow, r) == 0)

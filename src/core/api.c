@@ -353,7 +353,10 @@ void ordo_txn_end(ordo_txn_t *t) {
   /* The checker's state goes after the txn: ending it cancels a pending
    * async request, whose callback (ordo__order_async_done) still uses it. */
   void *order_state = t->order_state;
-  if (ordo__exec_cur)
+  /* A txn a task began is forgotten by its task whatever thread ends it:
+   * ordo.h allows ending one with an async request pending from anywhere
+   * (issue 31, defect 2). */
+  if (ordo__exec_cur || atomic_load_explicit(&t->o->exec, memory_order_relaxed))
     ordo__exec_txn_ending(t);
   remote_released(t->o);
   t->o->be->txn_end(t);

@@ -1747,6 +1747,28 @@ void ordo__owner_each_hold(ordo__owner *w, ordo__hold_fn fn, void *arg) {
   ordo__mutex_unlock(&w->tab->wait_mu);
 }
 
+bool ordo__owner_holds_any(ordo__owner *w, const ordo_req_t *r, size_t n) {
+  /* Its own thread, waiting for nothing: nobody else changes its holds
+   * (only a waiting owner is ever made a victim), and a held key's lock
+   * object is not evicted. A few holds are walked; past them each key is
+   * looked up (one stripe mutex a key), so the cost stays O(n). */
+  if (w->nholds == 0)
+    return false;
+  if (w->nholds > 16) {
+    for (size_t i = 0; i < n; i++)
+      if (ordo__held(w, r[i].key, r[i].len, NULL, NULL) > 0)
+        return true;
+    return false;
+  }
+  ordo__hold *h;
+  TAILQ_FOREACH(h, &w->holds, tlink)
+  for (size_t i = 0; i < n; i++)
+    if (h->lock->klen == r[i].len &&
+        memcmp(h->lock->key, r[i].key, r[i].len) == 0)
+      return true;
+  return false;
+}
+
 size_t ordo__owner_nholds(ordo__owner *w) {
   ordo__mutex_lock(&w->tab->wait_mu);
   size_t n = w->nholds;

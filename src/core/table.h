@@ -155,9 +155,10 @@ struct ordo__owner {
   _Atomic uint64_t cost; /* declared work, ORDO_VICTIM_LEAST_WORK */
   uint32_t sample;       /* hold-time sampling counter */
   /* The executor's task this owner's txn belongs to (src/exec), or NULL:
-   * written and read under the executor's mutex alone; the engine never
-   * reads it. */
-  void *ext_task;
+   * written under the executor's mutex; read under it, but for
+   * ordo_txn_end's look (atomic) at whether it must be forgotten, whatever
+   * thread ends the txn. The engine never reads it. */
+  void *_Atomic ext_task;
 };
 
 int ordo__table_create(ordo__table **out, const ordo_options_t *opts);
@@ -315,6 +316,13 @@ bool ordo__table_ext_search(ordo__table *tab, ordo__ext_search_fn fn,
                             void *arg);
 /* Under wait_mu (the hook, or fn): whether w waits in the engine now. */
 bool ordo__owner_waiting(const ordo__owner *w);
+/* Under wait_mu: whether w waits in the engine with its thread asleep on
+ * it (a blocking ordo_lock or ordo_lock_all): an asynchronous request that
+ * waits (ordo_lock_all_async) blocks no thread, which runs on. */
+bool ordo__owner_thread_waits(const ordo__owner *w);
+/* On the owner's own thread, while it waits for nothing: whether it holds
+ * one of the keys of r[0..n) (a re-lock or an upgrade). */
+bool ordo__owner_holds_any(ordo__owner *w, const ordo_req_t *r, size_t n);
 /* Under wait_mu: the owners w waits for (every holder of a key it asks in
  * a conflicting mode, and those queued ahead of it whom it waits for, as
  * the engine's own search counts them), each once, into out[0..max);

@@ -1127,6 +1127,10 @@ bool ordo__owner_waiting(const ordo__owner *w) {
   return waiting(w);
 }
 
+bool ordo__owner_thread_waits(const ordo__owner *w) {
+  return waiting(w) && w->pokeable; /* ORDO__WAIT_THREAD: a thread sleeps */
+}
+
 /* Adds u to out[0..*n) unless it is there; counts past max. */
 static void blocker_add(ordo__owner **out, size_t max, size_t *n,
                         ordo__owner *u) {

@@ -30,6 +30,11 @@
 #define XWORKERS_MAX 1024
 /* Looks at a running task's state before a wait sleeps (a few us). */
 #define WAIT_SPIN 200
+/* A worker's future wait in a saturated pool with a queue looks again for a
+ * pool deadlock after 1 ms, doubling to this: one can form with no block
+ * event (a holder outside the pool lets go of a lock a worker waits for,
+ * which then waits for the other workers alone: issue 31, defect 3). */
+#define XRECHECK_MAX_MS 100
 
 /* The id scheme of records and dumps (README, "Ids"): txn ids as the
  * engine gives them (bit 63 clear), tasks with bit 63 set, threads that
@@ -88,6 +93,8 @@ struct xwait {
   bool rec_set;           /* rec holds a record to add */
   bool reported;          /* a REPORT detection picked it; it waits on */
   bool counted;           /* counted in xplace.nwaits */
+  bool cancelled;         /* ordo_future_cancel of its running target */
+  uint64_t seq;           /* its registration's number (xplace.next_wait) */
   LIST_ENTRY(xwait) link; /* the target's executor's waits */
   xwait *tnext;           /* a foreign waiter's own waits (thread-local) */
   ordo_deadlock_t rec;
@@ -108,6 +115,11 @@ struct ordo_exec_s {
   unsigned nalive;           /* workers alive or reserved (spares too) */
   unsigned nspare;
   unsigned nidle; /* workers in work_cv */
+  /* The last pool deadlock a REPORT detection recorded, by the waits that
+   * made it (pool_sig); 0 once a search found the pool not deadlocked. A
+   * search that finds the same waits stuck again says nothing; another
+   * formation, even of the same workers, is reported again. */
+  uint64_t rep_sig;
   bool shut;
   pthread_cond_t work_cv;   /* workers wait for tasks */
   pthread_cond_t idle_cv;   /* shutdown and destroy wait for the workers */
@@ -146,7 +158,7 @@ struct ordo__xplace {
    * engine or ordo_* lock function with mu held. */
   ordo__mutex mu;
   LIST_HEAD(, ordo_exec_s) execs;
-  uint64_t next_task, next_pool, next_thread, epoch;
+  uint64_t next_task, next_pool, next_thread, epoch, next_wait;
   /* Future waits in flight on pools with detection on: read without mu
    * by the block hook to skip a place with none. */
   _Atomic unsigned nwaits;
@@ -346,7 +358,9 @@ static void owner_forget_locked(xplace *xp, ordo__owner *w)
 void ordo__exec_txn_ending(ordo_txn_t *t) {
   ordo__owner *w = ordo__engine_owner(t);
   xplace *xp = atomic_load(&t->o->exec);
-  if (!w || !xp)
+  /* A txn no task began (the common case on a place with executors) costs
+   * one atomic look, no mutex. */
+  if (!w || !xp || !atomic_load_explicit(&w->ext_task, memory_order_relaxed))
     return;
   ordo__mutex_lock(&xp->mu);
   owner_forget_locked(xp, w);
@@ -533,11 +547,15 @@ static uint64_t waiter_id(const xwait *w) {
   return w->self ? w->self->id : w->tid;
 }
 
-/* A waiting txn among the chain's of top t, or NULL. */
+/* A txn among the chain's of top t whose wait holds the thread asleep
+ * (a blocking ordo_lock or ordo_lock_all), or NULL. A pending
+ * ordo_lock_all_async request waits, but its thread runs on: it is no
+ * blocked worker (issue 31, defects 4 and 5), and the txn's wait is the
+ * engine's to judge. */
 static ordo__owner *chain_lock_wait(ordo_future_t *top) {
   for (ordo_future_t *c = top; c; c = c->child)
     for (unsigned i = 0; i < c->nown; i++)
-      if (ordo__owner_waiting(c->own[i]))
+      if (ordo__owner_thread_waits(c->own[i]))
         return c->own[i];
   return NULL;
 }
@@ -633,12 +651,44 @@ static void pool_record(xplace *xp, ordo_exec_t *p, ordo_deadlock_t *r)
  * wait on a queued task, and gives it the record and the policy's action
  * (README, "Policies"). Under wait_mu and mu; allocates nothing.
  */
+static uint64_t sig_mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+/* The waits that hold p's workers, as one number: each top's future wait
+ * (its registration) or lock wait (its owner and the time it queued). */
+static uint64_t pool_sig(ordo_exec_t *p) ORDO_REQUIRES(p->xp->mu) {
+  uint64_t h = 0x84222325cbf29ce4ull;
+  ordo_future_t *t;
+  TAILQ_FOREACH(t, &p->running, qlink) {
+    ordo_future_t *in = innermost(t);
+    if (in->wait) {
+      h = sig_mix(h, in->wait->seq);
+      continue;
+    }
+    ordo__owner *ow = chain_lock_wait(t);
+    if (ow)
+      h = sig_mix(sig_mix(h, ow->id), ow->enq_ns);
+  }
+  return h ? h : 1;
+}
+
 static void pool_check(xplace *xp, ordo_exec_t *p, xwait *closer)
     ORDO_REQUIRES(xp->mu) {
-  if (!p->opts.detect || p->nbusy < p->nalive || p->nqueued == 0)
+  if (!p->opts.detect || p->nbusy < p->nalive || p->nqueued == 0) {
+    p->rep_sig = 0;
     return;
-  uint64_t ep = ++xp->epoch;
+  }
   ordo_future_t *t;
+  /* A detection's action not yet taken: that formation is being dealt
+   * with, and what it leaves is judged once it is. */
+  TAILQ_FOREACH(t, &p->running, qlink) {
+    ordo_future_t *in = innermost(t);
+    if (in->wait && in->wait->action != XA_NONE)
+      return;
+  }
+  uint64_t ep = ++xp->epoch;
   TAILQ_FOREACH(t, &p->running, qlink) t->mark = ep;
   for (bool changed = true; changed;) {
     changed = false;
@@ -651,22 +701,28 @@ static void pool_check(xplace *xp, ordo_exec_t *p, xwait *closer)
   }
   xwait *actor = NULL;
   TAILQ_FOREACH(t, &p->running, qlink) {
-    if (t->mark != ep)
+    if (t->mark != ep) {
+      p->rep_sig = 0; /* not deadlocked: a later formation is a new one */
       return;
+    }
     ordo_future_t *in = innermost(t);
     if (!in->wait)
       continue;
-    /* Reported already, and that wait still waits: the same deadlock,
-     * seen by a later search of its formation. */
-    if (in->wait->reported)
-      return;
     if (in->wait == closer)
       actor = closer;
     else if (!actor && fstate(in->wait->target) == X_QUEUED)
       actor = in->wait;
   }
-  if (!actor || !help_for(p, actor))
+  if (!actor || !help_for(p, actor)) {
+    p->rep_sig = 0;
     return; /* no queued task holds it up: not a pool deadlock */
+  }
+  /* Reported already, and the same waits still hold it: the same deadlock,
+   * seen by a later search of its formation (issue 31, defect 6: a mark on
+   * one wait for its whole life missed a formation that came again). */
+  uint64_t sig = pool_sig(p);
+  if (p->opts.policy == ORDO_EXEC_REPORT && sig == p->rep_sig)
+    return;
   pool_record(xp, p, &actor->rec);
   actor->rec_set = true;
   ordo_exec_policy_t pol = p->opts.policy;
@@ -686,13 +742,20 @@ static void pool_check(xplace *xp, ordo_exec_t *p, xwait *closer)
     break; /* the spare is reserved above */
   case ORDO_EXEC_INLINE:
     actor->action = XA_INLINE;
+    /* The actor acts after it lets mu go (flush_record), when the task may
+     * have been cancelled, released or started meanwhile: a reference
+     * keeps its memory, and act_locked runs it only if it is still queued
+     * (issue 31, defect 1). */
     actor->help = help_for(p, actor);
+    if (actor->help)
+      fut_ref(actor->help);
     break;
   case ORDO_EXEC_FAIL:
     actor->action = XA_FAIL;
     break;
   case ORDO_EXEC_REPORT:
     actor->action = XA_REPORT;
+    p->rep_sig = sig;
     break;
   }
   if (actor != closer)
@@ -884,6 +947,8 @@ static void wait_register_locked(xplace *xp, xwait *w) ORDO_REQUIRES(xp->mu) {
   w->help = NULL;
   w->rec_set = false;
   w->reported = false;
+  w->cancelled = false;
+  w->seq = ++xp->next_wait;
   if (!w->self)
     w->tid = ID_THREAD | ++xp->next_thread;
   else
@@ -896,6 +961,10 @@ static void wait_register_locked(xplace *xp, xwait *w) ORDO_REQUIRES(xp->mu) {
 }
 
 static void wait_unregister_locked(xplace *xp, xwait *w) ORDO_REQUIRES(xp->mu) {
+  if (w->help) {
+    fut_unref(w->help); /* an INLINE action the wait ended before taking */
+    w->help = NULL;
+  }
   LIST_REMOVE(w, link);
   w->target->nwaiters--;
   if (w->target->e->shut)
@@ -924,7 +993,7 @@ static int act_locked(xplace *xp, xwait *w) ORDO_REQUIRES(xp->mu) {
   int a = w->action;
   w->reported = w->reported || a == XA_REPORT;
   flush_record(xp, w);
-  ordo_future_t *help = w->help;
+  ordo_future_t *help = w->help, *held = w->help;
   w->help = NULL;
   if (a == XA_FAIL)
     return ORDO_EDEADLK; /* the caller unregisters w, action and all */
@@ -944,6 +1013,8 @@ static int act_locked(xplace *xp, xwait *w) ORDO_REQUIRES(xp->mu) {
     w->action = XA_NONE;
     run_started_locked(xp, help);
   }
+  if (held)
+    fut_unref(held); /* the detection's reference (pool_check) */
   w->action = XA_NONE;
   return 0;
 }
@@ -953,11 +1024,12 @@ static int act_locked(xplace *xp, xwait *w) ORDO_REQUIRES(xp->mu) {
 static int wait_loop(xplace *xp, xwait *w, uint64_t deadline_ns)
     ORDO_REQUIRES(xp->mu) {
   bool searched = false;
+  uint64_t recheck_ms = 0;
   for (;;) {
     int st = fstate(w->target);
     if (st == X_DONE)
       return 0;
-    if (st == X_CANCELED)
+    if (st == X_CANCELED || w->cancelled)
       return ORDO_ECANCELED;
     if (w->action != XA_NONE) {
       int a = w->action;
@@ -978,9 +1050,28 @@ static int wait_loop(xplace *xp, xwait *w, uint64_t deadline_ns)
         continue;
       }
     }
-    if (deadline_ns != ORDO_NO_DEADLINE && mono_ns() >= deadline_ns)
+    uint64_t now = mono_ns();
+    if (deadline_ns != ORDO_NO_DEADLINE && now >= deadline_ns)
       return ORDO_ETIMEDOUT;
-    cond_until(&w->target->cv, &xp->mu, deadline_ns);
+    /* A wait that could be part of a pool deadlock (its pool saturated,
+     * with a queue) looks again after a while: one can form without a
+     * block event (a holder outside the pool lets go of a lock a worker
+     * waits for). 1 ms, doubling to XRECHECK_MAX_MS. */
+    uint64_t until = deadline_ns;
+    bool recheck = need_search_locked(xp, w);
+    if (recheck) {
+      recheck_ms = recheck_ms ? recheck_ms * 2 : 1;
+      if (recheck_ms > XRECHECK_MAX_MS)
+        recheck_ms = XRECHECK_MAX_MS;
+      uint64_t r = now + recheck_ms * 1000000u;
+      if (r < until)
+        until = r;
+    } else {
+      recheck_ms = 0;
+    }
+    cond_until(&w->target->cv, &xp->mu, until);
+    if (recheck && until != deadline_ns && mono_ns() >= until)
+      searched = false; /* the recheck's time: search again */
   }
 }
 
@@ -1038,6 +1129,15 @@ int ordo_future_cancel(ordo_future_t *f) {
   ordo__mutex_lock(&xp->mu);
   st = fstate(f);
   if (st == X_RUNNING) {
+    /* A running task cannot be stopped, but every wait on it can: the
+     * waits in flight end with ORDO_ECANCELED, the task runs on (ordo.h:
+     * every wait is cancellable), and EBUSY says it runs on. */
+    xwait *w;
+    LIST_FOREACH(w, &f->e->waits, link)
+    if (w->target == f)
+      w->cancelled = true;
+    if (f->nwaiters)
+      pthread_cond_broadcast(&f->cv);
     rc = ORDO_EBUSY;
   } else if (st == X_QUEUED && !f->e->foreign) {
     dequeue_locked(xp, f);
