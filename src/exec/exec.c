@@ -658,7 +658,8 @@ static uint64_t sig_mix(uint64_t h, uint64_t v) {
 
 /* The waits that hold p's workers, as one number: each top's future wait
  * (its registration) or lock wait (its owner and the time it queued). */
-static uint64_t pool_sig(ordo_exec_t *p) ORDO_REQUIRES(p->xp->mu) {
+static uint64_t pool_sig(xplace *xp, ordo_exec_t *p) ORDO_REQUIRES(xp->mu) {
+  (void)xp;
   uint64_t h = 0x84222325cbf29ce4ull;
   ordo_future_t *t;
   TAILQ_FOREACH(t, &p->running, qlink) {
@@ -720,7 +721,7 @@ static void pool_check(xplace *xp, ordo_exec_t *p, xwait *closer)
   /* Reported already, and the same waits still hold it: the same deadlock,
    * seen by a later search of its formation (issue 31, defect 6: a mark on
    * one wait for its whole life missed a formation that came again). */
-  uint64_t sig = pool_sig(p);
+  uint64_t sig = pool_sig(xp, p);
   if (p->opts.policy == ORDO_EXEC_REPORT && sig == p->rep_sig)
     return;
   pool_record(xp, p, &actor->rec);

@@ -695,7 +695,7 @@ static void test_cancel(void **state) {
   gate_open();
   void *v = NULL;
   assert_int_equal(ordo_future_wait(g, (long)tu_ms(10000), &v), 0);
-  assert_int_equal((uintptr_t)v, 7); /* it ran to its end */
+  assert_int_equal((uintptr_t)v, 7);          /* it ran to its end */
   assert_int_equal(ordo_future_cancel(g), 0); /* done: nothing changes */
   assert_int_equal(ordo_future_wait(g, 0, NULL), 0);
   ordo_exec_destroy(E);
