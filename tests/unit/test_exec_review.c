@@ -28,7 +28,9 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <signal.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 
 static ordo_t *O;
 static ordo_exec_t *E;
@@ -808,6 +810,157 @@ static void test_foreign_release_forms(void **state) {
   wd_stop();
 }
 
+/* ---- 8. INLINE's nested help has no bound but the worker's stack ----------
+ * A chain of joins (each task submits the next and waits for it) on a
+ * pool of one worker: each level is a pool deadlock that INLINE resolves by
+ * running the queued task on the waiting worker's stack, "so nested joins
+ * recurse" (README, "Policies"). Each level costs about 1.8 KB of stack
+ * (an xwait holds a whole ordo_deadlock_t, 1584 bytes), and nothing bounds
+ * the depth: past about 4,500 levels the worker's 8 MB stack overflows and
+ * the process dies (SIGSEGV) instead of a wait failing or a spare starting.
+ * The chain runs in a child process, so that the crash is a result. */
+
+#define DEEP_N 10000
+static ordo_exec_t *DE;
+
+static void *deep_link(void *arg) {
+  uintptr_t d = (uintptr_t)arg;
+  if (d == 0)
+    return (void *)1;
+  ordo_future_t *f;
+  if (ordo_exec_submit(DE, deep_link, (void *)(d - 1), &f))
+    return NULL;
+  void *v = NULL;
+  int rc = ordo_future_wait(f, ORDO_FOREVER, &v);
+  ordo_future_release(f);
+  return rc ? NULL : (void *)((uintptr_t)v + 1);
+}
+
+static void test_inline_depth(void **state) {
+  (void)state;
+  wd_start(120, "INLINE depth");
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    ordo_t *o;
+    ordo_future_t *f;
+    void *v = NULL;
+    if (ordo_open(&o, "mem://", NULL) || ordo_exec_create(&DE, o, 1, NULL) ||
+        ordo_exec_submit(DE, deep_link, (void *)(uintptr_t)DEEP_N, &f) ||
+        ordo_future_wait(f, ORDO_FOREVER, &v))
+      _exit(2);
+    _exit(0);
+  }
+  int st = 0;
+  uint64_t end = deadline_in(60000);
+  pid_t got;
+  while ((got = waitpid(pid, &st, WNOHANG)) == 0 && tu_now_ns() < end)
+    tu_sleep_us(1000);
+  if (got == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+  }
+  EXPECT(got == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+         "a chain of %d joins on one INLINE worker: the process %s %d", DEEP_N,
+         got != pid        ? "did not end within 60 s; killed, status"
+         : WIFSIGNALED(st) ? "died of signal"
+                           : "exited with",
+         got != pid || WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+  wd_stop();
+}
+
+/* ---- 9. A mixed cycle's victim ignores the place's victim policy ----------
+ * The place is opened with ORDO_VICTIM_OLDEST. T1's txn waits for L1 (T2
+ * holds it), T2's waits for L2 (T3 holds it), and T3 waits on T1's future.
+ * Two txns on the cycle wait on locks; the engine would abort the older,
+ * T1's (detect.c's victim rule: priority, then the policy). mixed_search
+ * always takes the youngest, and record_ext writes the place's policy into
+ * the record and counts the victim under it (stats.victims[OLDEST]). */
+
+static ordo_future_t *vp_f1;
+static _Atomic int vp_stage, vp_rc1 = 1, vp_rc2 = 1, vp_rc3 = 1;
+static _Atomic uint64_t vp_id1, vp_id2;
+
+static void *vp_t1(void *arg) {
+  (void)arg;
+  ordo_txn_t *t;
+  assert_int_equal(ordo_txn_begin(O, &t, NULL), 0);
+  atomic_store(&vp_id1, ordo_txn_id(t));
+  while (atomic_load(&vp_stage) < 2)
+    sched_yield();
+  atomic_store(&vp_rc1, ordo_lock(t, "L1", 2, ORDO_MODE_X, (long)tu_ms(10000)));
+  ordo_txn_end(t);
+  return NULL;
+}
+
+static void *vp_t2(void *arg) {
+  (void)arg;
+  ordo_txn_t *t;
+  assert_int_equal(ordo_txn_begin(O, &t, NULL), 0);
+  atomic_store(&vp_id2, ordo_txn_id(t));
+  assert_int_equal(ordo_lock(t, "L1", 2, ORDO_MODE_X, 0), 0);
+  atomic_store(&vp_stage, 2);
+  while (atomic_load(&vp_stage) < 3)
+    sched_yield();
+  atomic_store(&vp_rc2, ordo_lock(t, "L2", 2, ORDO_MODE_X, (long)tu_ms(10000)));
+  ordo_txn_end(t);
+  return NULL;
+}
+
+static void *vp_t3(void *arg) {
+  (void)arg;
+  ordo_txn_t *t;
+  assert_int_equal(ordo_txn_begin(O, &t, NULL), 0);
+  assert_int_equal(ordo_lock(t, "L2", 2, ORDO_MODE_X, 0), 0);
+  atomic_store(&vp_stage, 1);
+  while (atomic_load(&vp_stage) < 4)
+    sched_yield();
+  atomic_store(&vp_rc3, ordo_future_wait(vp_f1, (long)tu_ms(10000), NULL));
+  ordo_txn_end(t);
+  return NULL;
+}
+
+static void test_mixed_victim_policy(void **state) {
+  (void)state;
+  ordo_close(O);
+  ordo_options_t oo;
+  ordo_options_init(&oo);
+  oo.victim = ORDO_VICTIM_OLDEST;
+  assert_int_equal(ordo_open(&O, "mem://", &oo), 0);
+  wd_start(60, "mixed victim policy");
+  assert_int_equal(ordo_exec_create(&E, O, 3, NULL), 0);
+  ordo_future_t *f2, *f3;
+  assert_int_equal(ordo_exec_submit(E, vp_t3, NULL, &f3), 0);
+  while (atomic_load(&vp_stage) < 1)
+    sched_yield(); /* T3 holds L2 */
+  assert_int_equal(ordo_exec_submit(E, vp_t1, NULL, &vp_f1), 0);
+  while (!atomic_load(&vp_id1))
+    sched_yield(); /* T1's txn is the older */
+  assert_int_equal(ordo_exec_submit(E, vp_t2, NULL, &f2), 0);
+  assert_true(tu_wait_waiting(O, 1)); /* T1 waits for L1 */
+  atomic_store(&vp_stage, 3);
+  assert_true(tu_wait_waiting(O, 2)); /* T2 waits for L2 */
+  atomic_store(&vp_stage, 4);         /* T3 waits on T1: the cycle */
+  EXPECT(ordo_future_wait(vp_f1, (long)tu_ms(10000), NULL) == 0, "T1 ended");
+  EXPECT(ordo_future_wait(f2, (long)tu_ms(10000), NULL) == 0, "T2 ended");
+  EXPECT(ordo_future_wait(f3, (long)tu_ms(10000), NULL) == 0, "T3 ended");
+  ordo_deadlock_t r[4];
+  int n = ordo_deadlocks(O, r, 4);
+  EXPECT(n == 1 && r[0].kind == ORDO_DL_MIXED, "one mixed record: %d", n);
+  EXPECT(r[0].victim == atomic_load(&vp_id1),
+         "victim policy OLDEST (the record says policy %d): the victim was "
+         "txn %" PRIu64 " (T2's, the younger; its lock %s), not txn %" PRIu64
+         " (T1's, the older; its lock %s)",
+         (int)r[0].policy, r[0].victim, ordo_err_name(atomic_load(&vp_rc2)),
+         atomic_load(&vp_id1), ordo_err_name(atomic_load(&vp_rc1)));
+  ordo_exec_destroy(E);
+  ordo_future_release(vp_f1);
+  ordo_future_release(f2);
+  ordo_future_release(f3);
+  wd_stop();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_spawn_reservation_leaks, setup,
@@ -821,6 +974,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_idle_recheck_cpu, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cross_pool_cycle, setup, teardown),
       cmocka_unit_test_setup_teardown(test_foreign_release_forms, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_inline_depth, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_mixed_victim_policy, setup,
                                       teardown),
   };
   return tu_exit(cmocka_run_group_tests(tests, NULL, NULL));
