@@ -836,6 +836,18 @@ static void *deep_link(void *arg) {
   return rc ? NULL : (void *)((uintptr_t)v + 1);
 }
 
+/* The child: the chain, then exit 0 whatever its wait returned. */
+static int inline_depth_child(void) {
+  ordo_t *o;
+  ordo_future_t *f;
+  void *v = NULL;
+  if (ordo_open(&o, "mem://", NULL) || ordo_exec_create(&DE, o, 1, NULL) ||
+      ordo_exec_submit(DE, deep_link, (void *)(uintptr_t)DEEP_N, &f))
+    return 2;
+  (void)ordo_future_wait(f, ORDO_FOREVER, &v);
+  return 0;
+}
+
 static void test_inline_depth(void **state) {
   (void)state;
   wd_start(120, "INLINE depth");
@@ -843,14 +855,10 @@ static void test_inline_depth(void **state) {
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
-    ordo_t *o;
-    ordo_future_t *f;
-    void *v = NULL;
-    if (ordo_open(&o, "mem://", NULL) || ordo_exec_create(&DE, o, 1, NULL) ||
-        ordo_exec_submit(DE, deep_link, (void *)(uintptr_t)DEEP_N, &f) ||
-        ordo_future_wait(f, ORDO_FOREVER, &v))
-      _exit(2);
-    _exit(0);
+    /* A fresh process (exec: a sanitizer's runtime starts clean). */
+    execl("/proc/self/exe", "unit_exec_review", "--inline-depth-child",
+          (char *)NULL);
+    _exit(3);
   }
   int st = 0;
   uint64_t end = deadline_in(60000);
@@ -961,7 +969,9 @@ static void test_mixed_victim_policy(void **state) {
   wd_stop();
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--inline-depth-child") == 0)
+    return inline_depth_child();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_spawn_reservation_leaks, setup,
                                       teardown),
