@@ -676,6 +676,89 @@ static void test_idle_recheck_cpu(void **state) {
   wd_stop();
 }
 
+/* ---- 5b. A pool with free workers rechecks too ------------------------------
+ * src/exec/README.md: "An idle pool, or a pool with a free worker, never
+ * rechecks". wait_loop rechecks whenever need_search_locked says so, and it
+ * says so for a chain that holds a txn or is waited on, whatever the pool:
+ * here a task holding one txn waits on a running task in a pool of 4 with
+ * 2 workers free and an empty queue, and its thread wakes for a search
+ * (wait_mu, a mixed search) every 100 ms for as long as it waits. */
+
+static _Atomic int rk_tid, rk_waiting;
+static pthread_mutex_t rk_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rk_cv = PTHREAD_COND_INITIALIZER;
+static bool rk_open;
+
+static void *rk_busy(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&rk_mu);
+  while (!rk_open)
+    pthread_cond_wait(&rk_cv, &rk_mu);
+  pthread_mutex_unlock(&rk_mu);
+  return NULL;
+}
+
+static void *rk_holder(void *arg) {
+  ordo_future_t *busy = arg;
+  ordo_txn_t *t;
+  assert_int_equal(ordo_txn_begin(O, &t, NULL), 0);
+  assert_int_equal(ordo_lock(t, "K", 1, ORDO_MODE_X, 0), 0);
+  atomic_store(&rk_tid, my_tid());
+  atomic_store(&rk_waiting, 1);
+  int rc = ordo_future_wait(busy, (long)tu_ms(30000), NULL);
+  ordo_txn_end(t);
+  return (void *)(intptr_t)rc;
+}
+
+/* The voluntary context switches of thread tid so far. */
+static long ctx_switches(int tid) {
+  char path[64], line[128];
+  snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
+  FILE *f = fopen(path, "r");
+  long n = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return n;
+}
+
+static void test_free_worker_rechecks(void **state) {
+  (void)state;
+  wd_start(60, "free worker rechecks");
+  rk_open = false;
+  assert_int_equal(ordo_exec_create(&E, O, 4, NULL), 0);
+  ordo_future_t *busy, *holder;
+  assert_int_equal(ordo_exec_submit(E, rk_busy, NULL, &busy), 0);
+  assert_int_equal(ordo_exec_submit(E, rk_holder, busy, &holder), 0);
+  assert_true(spin_until(&rk_waiting));
+  EXPECT(wait_waits(1), "the holder's wait");
+  /* Past the first 127 ms of doubling, then one second. */
+  tu_sleep_us(300000);
+  int tid = atomic_load(&rk_tid);
+  long s0 = ctx_switches(tid);
+  uint64_t t0 = tu_now_ns();
+  tu_sleep_us(1000000);
+  long woke = ctx_switches(tid) - s0;
+  double ms = (double)(tu_now_ns() - t0) / 1e6;
+  pthread_mutex_lock(&rk_mu);
+  rk_open = true;
+  pthread_cond_broadcast(&rk_cv);
+  pthread_mutex_unlock(&rk_mu);
+  void *v = NULL;
+  EXPECT(ordo_future_wait(holder, (long)tu_ms(10000), &v) == 0 && v == NULL,
+         "the holder's wait ended well");
+  ordo_exec_destroy(E);
+  ordo_future_release(busy);
+  ordo_future_release(holder);
+  EXPECT(woke <= 2,
+         "a wait in a pool of 4 with 2 workers free and no queue (its task "
+         "holds a txn) woke %ld times in %.0f ms while nothing changed",
+         woke, ms);
+  wd_stop();
+}
+
 /* ---- 6. Two pools waiting on each other ------------------------------------
  * P's one worker waits on a task queued on Q, Q's one worker on a task
  * queued on P. In ordo.h's graph a queued task waits for a worker of its
@@ -982,6 +1065,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(test_future_cycle_recorded_once, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_idle_recheck_cpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_free_worker_rechecks, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_cross_pool_cycle, setup, teardown),
       cmocka_unit_test_setup_teardown(test_foreign_release_forms, setup,
                                       teardown),
