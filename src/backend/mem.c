@@ -246,6 +246,7 @@ static int yield_retry(mem_txn *t, const ordo_req_t *r, size_t n,
   if (atomic_fetch_add_explicit(&p->spinners, 1, memory_order_relaxed) <
       p->max_spinners) {
     for (int i = 0; i < FAST_SPINS && rc == ORDO__FAST_BUSY; i++) {
+      ADD(t->ow.tab->fast_waits, 1);
       for (int k = 0; k < FAST_SPIN_PAUSES; k++)
         ordo__cpu_relax();
       rc = ordo__fast_acquire(&t->ow, r, n);
@@ -253,6 +254,7 @@ static int yield_retry(mem_txn *t, const ordo_req_t *r, size_t n,
   }
   atomic_fetch_sub_explicit(&p->spinners, 1, memory_order_relaxed);
   for (int i = 0; i < FAST_YIELDS && rc == ORDO__FAST_BUSY; i++) {
+    ADD(t->ow.tab->fast_waits, 1);
     sched_yield();
     rc = ordo__fast_acquire(&t->ow, r, n);
   }

@@ -170,6 +170,10 @@ struct ordo__table {
   /* Waiters asked whether they can go (wake_one's calls): what a wake-up
    * costs, which test_regress checks does not grow with the queue. */
   _Atomic uint64_t wake_asks;
+  /* The hot-key spin's rounds and yields (yield_retry, src/backend/mem.c)
+   * made before a busy request queues: none for a key the asker holds
+   * itself, which test_exec_defects checks (issue 31, defect 7). */
+  _Atomic uint64_t fast_waits;
   _Atomic uint64_t wait_hist[ORDO_HIST_BUCKETS];
   _Atomic uint64_t hold_hist[ORDO_HIST_BUCKETS]; /* atomic adds, any thread */
 

@@ -3,9 +3,10 @@
  * workers each submit a leaf and wait for it) under each policy, joins
  * nested three deep, the mixed lock/future cycle and its one victim, no
  * false report over many waits on running tasks, cancel and shutdown with
- * waits in flight, the graph dump, and a foreign pthread pool annotated
- * with the note_* calls. Every case runs under the watchdog of
- * tests/common/testutil.h, which dumps the wait-for graph on a hang.
+ * waits in flight (a running task's waits cancelled), the graph dump, and
+ * a foreign pthread pool annotated with the note_* calls. Every case runs
+ * under the watchdog of tests/common/testutil.h, which dumps the wait-for
+ * graph on a hang. argv[1], if given, runs the cases it matches.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -660,6 +661,16 @@ static void waiter_start(waiter *w, ordo_future_t *f) {
   pthread_create(&w->thr, NULL, waiter_main, w);
 }
 
+/* Joins thr if it ends within ms (times tu_mult()): whether it did. */
+static bool join_within(pthread_t thr, uint64_t ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t ns = (uint64_t)ts.tv_nsec + tu_ms(ms) * 1000000u;
+  ts.tv_sec += (time_t)(ns / 1000000000u);
+  ts.tv_nsec = (long)(ns % 1000000000u);
+  return pthread_timedjoin_np(thr, NULL, &ts) == 0;
+}
+
 /* One worker running a gated task g (arrived at the gate) and a leaf q
  * queued behind it, with nwait threads waiting: q first, then g. */
 static void gated_pair(ordo_future_t **g, ordo_future_t **q, waiter *w,
@@ -706,6 +717,68 @@ static void test_cancel(void **state) {
   tu_watchdog_stop();
 }
 
+/* A task that waits on the future arg and returns the wait's code. */
+static void *wait_task(void *arg) {
+  return (void *)(intptr_t)ordo_future_wait(arg, (long)tu_ms(20000), NULL);
+}
+
+/* ordo_future_cancel of a running task: the task cannot be stopped, but
+ * every wait on it in flight ends with ORDO_ECANCELED (ordo.h: every wait
+ * is cancellable), a thread's outside tasks and a worker's alike, and the
+ * call says ORDO_EBUSY. The task runs on to its end, and a wait begun
+ * after the cancel waits for that end. */
+static void test_cancel_running(void **state) {
+  (void)state;
+  tu_watchdog_start(O, 60, "cancel of a running task's waits");
+  gate_reset();
+  exec_make(ORDO_EXEC_INLINE, 2);
+  ordo_future_t *g, *wt;
+  assert_int_equal(ordo_exec_submit(E, gated, (void *)7, &g), 0);
+  gate_wait_arrived(1); /* g runs */
+  assert_int_equal(ordo_exec_submit(E, wait_task, g, &wt), 0);
+  waiter w;
+  waiter_start(&w, g);
+  wait_waiters(2); /* the worker's and the thread's waits on g */
+  assert_int_equal(ordo_future_cancel(g), ORDO_EBUSY);
+  /* Both waits end now, g still running. */
+  bool thread_ended = join_within(w.thr, 5000);
+  void *wv = NULL;
+  int task_rc = ordo_future_wait(wt, (long)tu_ms(5000), &wv);
+  int g_done = ordo_future_done(g);
+  /* A wait begun after the cancel is not cancelled. */
+  waiter later;
+  waiter_start(&later, g);
+  wait_waiters(1);
+  gate_open(); /* g runs to its end */
+  void *v = NULL;
+  assert_int_equal(ordo_future_wait(g, (long)tu_ms(10000), &v), 0);
+  if (!thread_ended)
+    pthread_join(w.thr, NULL); /* g's end ended it */
+  pthread_join(later.thr, NULL);
+  if (task_rc == ORDO_ETIMEDOUT)
+    assert_int_equal(ordo_future_wait(wt, (long)tu_ms(10000), &wv), 0);
+  if (!thread_ended || task_rc != 0)
+    fail_msg("the waits on a running task did not end on ordo_future_cancel: "
+             "the thread's %s, the worker's %s within 5 s",
+             thread_ended ? "ended" : "went on",
+             task_rc == 0 ? "ended" : "went on");
+  assert_int_equal(w.rc, ORDO_ECANCELED);
+  assert_int_equal((intptr_t)wv, ORDO_ECANCELED);
+  assert_int_equal(g_done, 0);       /* it ran on */
+  assert_int_equal((uintptr_t)v, 7); /* to its end */
+  assert_int_equal(later.rc, 0);
+  assert_int_equal((uintptr_t)later.v, 7);
+  ordo_exec_destroy(E);
+  ordo_future_release(g);
+  ordo_future_release(wt);
+  tu_watchdog_stop();
+}
+
+static void *destroy_main(void *arg) {
+  ordo_exec_destroy(arg);
+  return NULL;
+}
+
 static void shutdown_case(ordo_exec_shutdown_t how) {
   ordo_future_t *g, *q;
   waiter w[2];
@@ -737,14 +810,25 @@ static void test_shutdown(void **state) {
   tu_watchdog_start(O, 60, "shutdown");
   shutdown_case(ORDO_EXEC_NOW);
   shutdown_case(ORDO_EXEC_DRAIN);
-  /* Destroy with tasks queued and a wait in flight: cancelled, bounded. */
+  /* Destroy with a task queued and a wait on it in flight: destroy shuts
+   * down NOW, which cancels the queued task (ordo.h), so the wait returns
+   * ORDO_ECANCELED; then it joins the worker, whose running task ends.
+   * The gate opens only once that wait has ended, so the queued task
+   * cannot have run first. */
   ordo_future_t *g, *q;
   waiter wq;
   gated_pair(&g, &q, &wq, 1);
+  pthread_t d;
+  pthread_create(&d, NULL, destroy_main, E);
+  bool cancelled = join_within(wq.thr, 20000);
   gate_open();
-  ordo_exec_destroy(E);
-  pthread_join(wq.thr, NULL);
-  assert_true(wq.rc == 0 || wq.rc == ORDO_ECANCELED);
+  assert_true(cancelled);
+  assert_int_equal(wq.rc, ORDO_ECANCELED);
+  assert_true(join_within(d, 20000)); /* destroy returned */
+  void *v = NULL;
+  assert_int_equal(ordo_future_wait(g, 0, &v), 0); /* ran to its end */
+  assert_int_equal((uintptr_t)v, 7);
+  assert_int_equal(ordo_future_wait(q, 0, NULL), ORDO_ECANCELED);
   ordo_future_release(g);
   ordo_future_release(q);
   tu_watchdog_stop();
@@ -928,11 +1012,19 @@ static void *fp_parent(ftask *t) {
   return NULL;
 }
 
-static void fp_wait_done(ftask *t) {
+/* Waits until the pool's task t is done, at most until end_ns
+ * (CLOCK_MONOTONIC, t->cv's clock); a task not done by then fails the
+ * case. */
+static void fp_wait_done(ftask *t, uint64_t end_ns, const char *what, int i) {
+  struct timespec ts = {(time_t)(end_ns / 1000000000u),
+                        (long)(end_ns % 1000000000u)};
   pthread_mutex_lock(&t->mu);
-  while (!t->done)
-    pthread_cond_wait(&t->cv, &t->mu);
+  while (!t->done && pthread_cond_timedwait(&t->cv, &t->mu, &ts) == 0)
+    ;
+  bool done = t->done;
   pthread_mutex_unlock(&t->mu);
+  if (!done)
+    fail_msg("foreign pool: %s %d not done within its bound", what, i);
 }
 
 static void run_foreign(ordo_exec_policy_t pol, long timeout_ms, int *dl,
@@ -944,8 +1036,10 @@ static void run_foreign(ordo_exec_policy_t pol, long timeout_ms, int *dl,
   assert_int_equal(ordo_exec_declare(&FP.e, O, FP_N, &eo), 0);
   FP.stop = false;
   pthread_barrier_init(&fp_bar, NULL, FP_N);
-  fp_timeout = (long)tu_ms(300);
-  (void)timeout_ms;
+  /* Each join waits at most timeout_ms; each of the pool's tasks, whose
+   * joins are so bounded, is then done well within the case's bound. */
+  fp_timeout = (long)tu_ms((uint64_t)timeout_ms);
+  uint64_t end = tu_now_ns() + tu_ms((uint64_t)timeout_ms + 10000) * 1000000u;
   for (int i = 0; i < FP_N; i++)
     pthread_create(&FP.thr[i], NULL, fp_worker, NULL);
   ftask p[FP_N];
@@ -957,7 +1051,7 @@ static void run_foreign(ordo_exec_policy_t pol, long timeout_ms, int *dl,
   }
   *dl = *to = 0;
   for (int i = 0; i < FP_N; i++) {
-    fp_wait_done(&p[i]);
+    fp_wait_done(&p[i], end, "parent", i);
     if (p[i].rc == ORDO_EDEADLK)
       (*dl)++;
     else if (p[i].rc == ORDO_ETIMEDOUT)
@@ -966,7 +1060,7 @@ static void run_foreign(ordo_exec_policy_t pol, long timeout_ms, int *dl,
       assert_int_equal(p[i].rc, 0);
   }
   for (int i = 0; i < FP_N; i++)
-    fp_wait_done(&fp_leaves[i]);
+    fp_wait_done(&fp_leaves[i], end, "leaf", i);
   pthread_mutex_lock(&FP.mu);
   FP.stop = true;
   pthread_cond_broadcast(&FP.cv);
@@ -1007,7 +1101,9 @@ static void test_foreign(void **state) {
   tu_watchdog_stop();
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1)
+    cmocka_set_test_filter(argv[1]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_seed_inline, setup, teardown),
       cmocka_unit_test_setup_teardown(test_seed_compensate, setup, teardown),
@@ -1020,6 +1116,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_future_cycle, setup, teardown),
       cmocka_unit_test_setup_teardown(test_no_false_report, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_cancel_running, setup, teardown),
       cmocka_unit_test_setup_teardown(test_shutdown, setup, teardown),
       cmocka_unit_test_setup_teardown(test_args, setup, teardown),
       cmocka_unit_test_setup_teardown(test_dump, setup, teardown),
