@@ -468,8 +468,11 @@ ORDO_EXTERN uint64_t ordo_pool_available(ordo_pool_t *p);
  * A pool deadlock (every worker blocked, on futures of tasks queued on the
  * same pool or on locks held by such waiters, while the tasks that would
  * unblock them sit in its queue) is found at the block event that forms it,
- * as is a mixed cycle (a task that holds lock L waits on future F, and F's
- * task waits for L). The pool's policy says what happens then. Every
+ * or, when a holder outside the pool lets go and leaves it (no block
+ * event), within about 100 ms; so is a mixed cycle (a task that holds lock
+ * L waits on future F, and F's task waits for L). Not found: a deadlock
+ * across two pools (each one's workers wait on the other's queue), which
+ * only the waits' timeouts end. The pool's policy says what happens then. Every
  * detection leaves a record (ordo_deadlocks, ordo_on_deadlock) and shows in
  * ordo_graph_dump. Every wait is bounded and cancellable; errors come from
  * the one list above.
@@ -539,8 +542,10 @@ ORDO_EXTERN int ordo_exec_shutdown(ordo_exec_t *e, ordo_exec_shutdown_t how,
 ORDO_EXTERN void ordo_exec_destroy(ordo_exec_t *e);
 
 /* Foreign pools: a program's own thread pool declares itself and reports
- * its events, and gets the same detection and records (the policies
- * FAIL and REPORT: ordo cannot run or start its threads). A task is named
+ * its events, and gets the same detection and records at its block events
+ * (the policies FAIL and REPORT: ordo cannot run or start its threads; its
+ * threads wait in its own code, so a deadlock that a release forms, with no
+ * block event, is not found). A task is named
  * by any nonzero id unique within the pool (its pointer, say). */
 ORDO_EXTERN int ordo_exec_declare(ordo_exec_t **out, ordo_t *o,
                                   unsigned nworkers,

@@ -330,6 +330,15 @@ bool ordo__owner_holds_any(ordo__owner *w, const ordo_req_t *r, size_t n);
  * waiting. */
 size_t ordo__owner_blockers_locked(ordo__owner *w, ordo__owner **out,
                                    size_t max);
+/* Under wait_mu: as ordo__owner_blockers_locked, the holders alone (the
+ * hard edges; the queue ahead is a soft edge, which the engine grants past
+ * or reorders, never a reason to abort). */
+size_t ordo__owner_holders_locked(ordo__owner *w, ordo__owner **out,
+                                  size_t max);
+/* Under wait_mu: the member of c[0..n) that the place's victim policy
+ * (opts.victim) aborts, as the engine's own detection would choose it among
+ * the same members (pins aside: only ordod pins); NULL when n is 0. */
+ordo__owner *ordo__victim_pick(ordo__table *tab, ordo__owner **c, size_t n);
 /* Records rec (kind ORDO_DL_POOL: no txn is aborted) as a deadlock record
  * and hands it to ordo_on_deadlock's callback: the executor's pool
  * deadlocks. Takes wait_mu: call it with no executor mutex held. */

@@ -1142,8 +1142,8 @@ static void blocker_add(ordo__owner **out, size_t max, size_t *n,
   (*n)++;
 }
 
-size_t ordo__owner_blockers_locked(ordo__owner *w, ordo__owner **out,
-                                   size_t max) {
+static size_t blockers(ordo__owner *w, ordo__owner **out, size_t max,
+                       bool queued_too) {
   ordo__table *tab = w->tab;
   size_t n = 0;
   if (!waiting(w))
@@ -1159,12 +1159,54 @@ size_t ordo__owner_blockers_locked(ordo__owner *w, ordo__owner **out,
       if (ordo__waits_for_hold(e, h) && h->owner != w)
         blocker_add(out, max, &n, h->owner);
     pthread_mutex_unlock(&st->mu);
+    if (!queued_too)
+      continue;
     for (ordo__entry *q = e->covered ? NULL : ordo__queue_prev(l, e); q;
          q = ordo__queue_prev(l, q))
       if (ordo__waits_for_queued(e, q) && q->owner != w)
         blocker_add(out, max, &n, q->owner);
   }
   return n;
+}
+
+size_t ordo__owner_blockers_locked(ordo__owner *w, ordo__owner **out,
+                                   size_t max) {
+  return blockers(w, out, max, true);
+}
+
+size_t ordo__owner_holders_locked(ordo__owner *w, ordo__owner **out,
+                                  size_t max) {
+  return blockers(w, out, max, false);
+}
+
+ordo__owner *ordo__victim_pick(ordo__table *tab, ordo__owner **c, size_t n) {
+  ordo_victim_t policy = tab->opts.victim;
+  if (n == 0)
+    return NULL;
+  if (policy == ORDO_VICTIM_RANDOM) {
+    /* Uniform among the members of the lowest effective priority, as
+     * choose_victim. */
+    long best = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+      long p = (long)c[i]->priority + (long)c[i]->aborts;
+      if (k == 0 || p < best) {
+        best = p;
+        k = 0;
+      }
+      if (p == best)
+        k++;
+    }
+    size_t pick = (size_t)(ordo__rand64() % k);
+    for (size_t i = 0; i < n; i++)
+      if ((long)c[i]->priority + (long)c[i]->aborts == best && pick-- == 0)
+        return c[i];
+  }
+  ordo__owner *v = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (!v || worse(tab, c[i], v, policy))
+      v = c[i];
+  return v;
 }
 
 void ordo__table_add_record(ordo__table *tab, const ordo_deadlock_t *rec) {

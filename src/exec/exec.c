@@ -35,6 +35,10 @@
  * event (a holder outside the pool lets go of a lock a worker waits for,
  * which then waits for the other workers alone: issue 31, defect 3). */
 #define XRECHECK_MAX_MS 100
+/* INLINE helps on the actor's own stack, one level per nested help (about
+ * 2 KB each): past this depth the wait fails with ORDO_EDEADLK instead of
+ * overflowing the worker's stack (README, "Policies"). */
+#define XINLINE_MAX_DEPTH 256
 
 /* The id scheme of records and dumps (README, "Ids"): txn ids as the
  * engine gives them (bit 63 clear), tasks with bit 63 set, threads that
@@ -120,6 +124,11 @@ struct ordo_exec_s {
    * search that finds the same waits stuck again says nothing; another
    * formation, even of the same workers, is reported again. */
   uint64_t rep_sig;
+  /* The one future wait of a worker of this pool that looks again for a
+   * pool deadlock while the pool is saturated (README, "When the search
+   * runs"): the others sleep until their deadline. NULL when none has the
+   * duty; it passes on when that wait ends. */
+  struct xwait *rechecker;
   bool shut;
   pthread_cond_t work_cv;   /* workers wait for tasks */
   pthread_cond_t idle_cv;   /* shutdown and destroy wait for the workers */
@@ -170,6 +179,7 @@ struct ordo__xplace {
   xnode visited[XVISIT];
   size_t nvisited;
   ordo__owner *blk[XBLOCK];
+  ordo__owner *cand[XFRAMES]; /* a mixed cycle's txns that wait on locks */
 };
 
 _Thread_local ordo_future_t *ordo__exec_cur;
@@ -265,6 +275,8 @@ static bool running_on(const ordo_future_t *t, const ordo_exec_t *p) {
 /* ---- The place's executor state ------------------------------------------ */
 
 static ordo__owner *on_block(void *arg, ordo__owner *w, ordo_deadlock_t *rec);
+static void recheck_pass_locked(xplace *xp, ordo_exec_t *p, const xwait *skip)
+    ORDO_REQUIRES(xp->mu);
 
 /* The place's executor state, made by its first executor. */
 static xplace *place_get(ordo_t *o) {
@@ -443,14 +455,6 @@ static void run_started_locked(xplace *xp, ordo_future_t *f)
   fut_unref(f); /* the executor's reference */
 }
 
-/* Runs f (just taken off its queue) on this thread, inline on parent's
- * stack when parent is not NULL. */
-static void run_locked(xplace *xp, ordo_future_t *f, ordo_future_t *parent)
-    ORDO_REQUIRES(xp->mu) {
-  start_locked(xp, f, parent);
-  run_started_locked(xp, f);
-}
-
 typedef struct xworker {
   ordo_exec_t *e;
   bool spare;
@@ -466,7 +470,9 @@ static void *worker_main(void *arg) {
     ordo_future_t *f = TAILQ_FIRST(&e->queue);
     if (f) {
       dequeue_locked(xp, f);
-      run_locked(xp, f, NULL);
+      start_locked(xp, f, NULL);
+      recheck_pass_locked(xp, e, NULL); /* the last free worker is busy */
+      run_started_locked(xp, f);
       continue;
     }
     /* A spare leaves once the queue is empty: the pool is back to its
@@ -562,16 +568,16 @@ static ordo__owner *chain_lock_wait(ordo_future_t *top) {
 
 /* Whether the worker running top t can make no progress while every
  * worker of p still marked with ep cannot: its innermost task waits on a
- * task queued on p, on a task running on such a worker, or on a lock
- * whose every blocker is a txn of such a worker. Under wait_mu and mu. */
+ * task queued on p, on a task running on such a worker, or on a lock one
+ * of whose holders is a txn of such a worker. Under wait_mu and mu. */
 static bool stuck(xplace *xp, ordo_exec_t *p, ordo_future_t *t, uint64_t ep)
     ORDO_REQUIRES(xp->mu) {
   ordo_future_t *in = innermost(t);
   if (in->wait) {
     xwait *w = in->wait;
     ordo_future_t *x = w->target;
-    if (w->action != XA_NONE)
-      return false; /* about to act on an earlier detection */
+    if (w->action != XA_NONE || w->cancelled)
+      return false; /* about to act on an earlier detection, or ending */
     int st = fstate(x);
     if (st == X_QUEUED)
       return x->e == p;
@@ -580,15 +586,16 @@ static bool stuck(xplace *xp, ordo_exec_t *p, ordo_future_t *t, uint64_t ep)
   ordo__owner *ow = chain_lock_wait(t);
   if (!ow)
     return false;
-  size_t n = ordo__owner_blockers_locked(ow, xp->blk, XBLOCK);
-  if (n == 0 || n > XBLOCK)
-    return false;
-  for (size_t i = 0; i < n; i++) {
+  /* A lock wait is granted only once every conflicting holder lets go:
+   * one holder that is a stuck worker's txn holds it for good. (The queue
+   * ahead is a soft edge the engine may grant past: not counted.) */
+  size_t n = ordo__owner_holders_locked(ow, xp->blk, XBLOCK);
+  for (size_t i = 0; i < n && i < XBLOCK; i++) {
     ordo_future_t *b = xp->blk[i]->ext_task;
-    if (!b || !running_on(b, p) || b->top->mark != ep)
-      return false;
+    if (b && running_on(b, p) && b->top->mark == ep)
+      return true;
   }
-  return true;
+  return false;
 }
 
 /* The queued task of p at the end of the chain of waits from wait w, or
@@ -738,6 +745,13 @@ static void pool_check(xplace *xp, ordo_exec_t *p, xwait *closer)
       pol = ORDO_EXEC_INLINE; /* no spare left: help as INLINE does */
     }
   }
+  if (pol == ORDO_EXEC_INLINE) {
+    unsigned depth = 0;
+    for (ordo_future_t *c = actor->self; c && c->parent; c = c->parent)
+      depth++;
+    if (depth >= XINLINE_MAX_DEPTH)
+      pol = ORDO_EXEC_FAIL; /* no stack left to help on: fail the wait */
+  }
   switch (pol) {
   case ORDO_EXEC_COMPENSATE:
     break; /* the spare is reserved above */
@@ -796,7 +810,8 @@ static bool expand(xplace *xp, xnode n, size_t *pos) ORDO_REQUIRES(xp->mu) {
     ordo_future_t *in = innermost(n.top);
     if (in->wait) {
       ordo_future_t *x = in->wait->target;
-      if (in->wait->action != XA_NONE || fstate(x) != X_RUNNING || !x->top)
+      if (in->wait->action != XA_NONE || in->wait->cancelled ||
+          fstate(x) != X_RUNNING || !x->top)
         return true;
       if (*pos == XARENA)
         return false;
@@ -807,7 +822,9 @@ static bool expand(xplace *xp, xnode n, size_t *pos) ORDO_REQUIRES(xp->mu) {
   }
   if (!ow || !ordo__owner_waiting(ow))
     return true;
-  size_t k = ordo__owner_blockers_locked(ow, xp->blk, XBLOCK);
+  /* The holders alone: a request queued ahead is a soft edge, which the
+   * engine grants past or reorders, never a reason to abort a txn. */
+  size_t k = ordo__owner_holders_locked(ow, xp->blk, XBLOCK);
   for (size_t i = 0; i < k && i < XBLOCK; i++) {
     if (*pos == XARENA)
       return false;
@@ -819,11 +836,12 @@ static bool expand(xplace *xp, xnode n, size_t *pos) ORDO_REQUIRES(xp->mu) {
 
 /*
  * mixed_search -- a depth-first search from start for a path back to it
- * through future waits on running tasks and lock waits. On a cycle it
- * fills rec (kind ORDO_DL_MIXED) and returns true with *victim the txn to
- * abort: among the cycle's txns that wait on a lock, the lowest priority,
- * then the youngest (the engine's default rule); NULL when no lock wait is
- * on it (a cycle of futures alone). Under wait_mu and mu.
+ * through future waits on running tasks and lock waits (their holders:
+ * hard edges only). On a cycle it fills rec (kind ORDO_DL_MIXED) and
+ * returns true with *victim the txn to abort: the one the place's victim
+ * policy picks among the cycle's txns that wait on a lock
+ * (ordo__victim_pick); NULL when no lock wait is on it (a cycle of futures
+ * alone). Under wait_mu and mu.
  */
 static bool mixed_search(xplace *xp, xnode start, ordo_deadlock_t *rec,
                          ordo__owner **victim) ORDO_REQUIRES(xp->mu) {
@@ -854,22 +872,26 @@ static bool mixed_search(xplace *xp, xnode start, ordo_deadlock_t *rec,
     xp->frames[++depth] = (xframe){e->to, b, 0, pos - b};
   }
   rec_init(rec, ORDO_DL_MIXED);
-  *victim = NULL;
+  size_t ncand = 0;
   for (size_t i = 0; i <= depth; i++) {
     xframe *fr = &xp->frames[i];
     xedge *e = &xp->arena[fr->begin + fr->next - 1];
     if (e->waiter) {
       rec_edge(rec, e->from_id, e->to_id, "lock", ORDO_MODE_X);
-      ordo__owner *v = *victim;
-      if (!v || e->waiter->priority < v->priority ||
-          (e->waiter->priority == v->priority && e->waiter->id > v->id))
-        *victim = e->waiter;
+      bool dup = false;
+      for (size_t j = 0; j < ncand; j++)
+        dup = dup || xp->cand[j] == e->waiter;
+      if (!dup)
+        xp->cand[ncand++] = e->waiter;
     } else {
       char k[48];
       snprintf(k, sizeof k, "future:%" PRIu64, e->to_id & ~ID_TASK);
       rec_edge(rec, e->from_id, e->to_id, k, ORDO_MODE_X);
     }
   }
+  /* The place's victim policy among the txns that wait on a lock, as the
+   * engine's own detection would choose (NULL: futures alone). */
+  *victim = ordo__victim_pick(xp->tab, xp->cand, ncand);
   return true;
 }
 
@@ -897,14 +919,20 @@ static ordo__owner *on_wait(void *arg, ordo_deadlock_t *rec) {
   ordo__owner *victim = NULL;
   ordo__mutex_lock(&xp->mu);
   ordo_future_t *top = w->self->top;
-  if (top && fstate(w->target) != X_DONE && w->action == XA_NONE) {
+  if (top && fstate(w->target) != X_DONE && w->action == XA_NONE &&
+      !w->cancelled) {
     if (mixed_search(xp, (xnode){top, NULL}, rec, &victim)) {
       if (!victim) {
         /* A cycle of future waits alone: no txn to abort, so the wait
-         * that closed it is its only way out (README, "Mixed cycles"). */
-        w->rec = *rec;
-        w->rec_set = true;
-        w->action = top->e->opts.policy == ORDO_EXEC_FAIL ? XA_FAIL : XA_REPORT;
+         * that closed it is its only way out (README, "Mixed cycles").
+         * Recorded once per wait: a recheck of the same wait finds the
+         * same cycle. */
+        bool fail = top->e->opts.policy == ORDO_EXEC_FAIL;
+        if (fail || !w->reported) {
+          w->rec = *rec;
+          w->rec_set = true;
+          w->action = fail ? XA_FAIL : XA_REPORT;
+        }
       }
     } else {
       pool_check(xp, top->e, w);
@@ -933,6 +961,30 @@ static bool need_search_locked(xplace *xp, xwait *w) ORDO_REQUIRES(xp->mu) {
 }
 
 /* ---- Waits ------------------------------------------------------------- */
+
+/* No free worker, none reserved, and a queue: the only state in which a
+ * pool deadlock can form without a block event of the pool. */
+static bool saturated(const ordo_exec_t *p) {
+  return !p->foreign && p->opts.detect && p->nbusy >= p->nalive &&
+         p->nqueued > 0;
+}
+
+/* Gives the recheck duty of saturated pool p to a worker's future wait
+ * other than skip (woken, it takes the duty in wait_loop): called when the
+ * pool becomes saturated, or when the wait that had the duty ends. */
+static void recheck_pass_locked(xplace *xp, ordo_exec_t *p, const xwait *skip)
+    ORDO_REQUIRES(xp->mu) {
+  if (p->rechecker || !saturated(p) || atomic_load(&xp->nwaits) == 0)
+    return;
+  ordo_future_t *t;
+  TAILQ_FOREACH(t, &p->running, qlink) {
+    ordo_future_t *in = innermost(t);
+    if (in->wait && in->wait != skip && !in->wait->cancelled) {
+      pthread_cond_broadcast(&in->wait->target->cv);
+      return;
+    }
+  }
+}
 
 /* The thread's current task, if it is a task of xp's place: a task of
  * another place is under another mutex, and its waits are not this
@@ -965,6 +1017,22 @@ static void wait_unregister_locked(xplace *xp, xwait *w) ORDO_REQUIRES(xp->mu) {
   if (w->help) {
     fut_unref(w->help); /* an INLINE action the wait ended before taking */
     w->help = NULL;
+  }
+  if (w->action == XA_SPAWN) {
+    /* A spare reserved for this wait, which ended (done, cancelled, timed
+     * out) before it acted: the reservation is given back, or nalive
+     * would stay one too high for good (destroy would wait for a worker
+     * that never comes). */
+    ordo_exec_t *p = w->self->top->e;
+    p->nalive--;
+    p->nspare--;
+    pthread_cond_broadcast(&p->idle_cv);
+  }
+  w->action = XA_NONE;
+  ordo_exec_t *rp = w->self && w->self->top ? w->self->top->e : NULL;
+  if (rp && rp->rechecker == w) {
+    rp->rechecker = NULL;
+    recheck_pass_locked(xp, rp, w);
   }
   LIST_REMOVE(w, link);
   w->target->nwaiters--;
@@ -1059,8 +1127,12 @@ static int wait_loop(xplace *xp, xwait *w, uint64_t deadline_ns)
      * block event (a holder outside the pool lets go of a lock a worker
      * waits for). 1 ms, doubling to XRECHECK_MAX_MS. */
     uint64_t until = deadline_ns;
-    bool recheck = need_search_locked(xp, w);
+    ordo_exec_t *own = w->self && w->self->top ? w->self->top->e : NULL;
+    bool recheck = own && saturated(own) &&
+                   (!own->rechecker || own->rechecker == w) &&
+                   need_search_locked(xp, w);
     if (recheck) {
+      own->rechecker = w;
       recheck_ms = recheck_ms ? recheck_ms * 2 : 1;
       if (recheck_ms > XRECHECK_MAX_MS)
         recheck_ms = XRECHECK_MAX_MS;
@@ -1069,6 +1141,8 @@ static int wait_loop(xplace *xp, xwait *w, uint64_t deadline_ns)
         until = r;
     } else {
       recheck_ms = 0;
+      if (own && own->rechecker == w)
+        own->rechecker = NULL; /* the pool is no longer saturated */
     }
     cond_until(&w->target->cv, &xp->mu, until);
     if (recheck && until != deadline_ns && mono_ns() >= until)
@@ -1286,6 +1360,8 @@ int ordo_exec_submit(ordo_exec_t *e, ordo_task_fn fn, void *arg,
   e->nqueued++;
   if (e->nidle)
     pthread_cond_signal(&e->work_cv);
+  else
+    recheck_pass_locked(xp, e, NULL);
   ordo__mutex_unlock(&xp->mu);
   *fut = f;
   return 0;

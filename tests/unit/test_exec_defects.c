@@ -523,12 +523,18 @@ static void test_d2_txn_ended_elsewhere(void **state) {
 /* ---- Defect 3: a pool deadlock that a release forms ----------------------
  * Pool P (two workers, INLINE). main and task B hold L in S; task A asks L
  * in X and waits; B submits Y (queued: both workers busy) and waits on it.
- * No deadlock yet: A waits for main too. Then main lets L go: now A waits
- * on B alone, B on Y, and no worker is free, but nothing blocked, so no
- * search ran. At the parent B's wait lasted to its timeout with no record.
- * Under INLINE B runs Y: its wait ends within a bound (D3_BOUND_MS, far
- * above the executor's look again, at most 100 ms apart), and a pool record
- * is made. */
+ * The issue read this as "no deadlock yet: A waits for main too", and main's
+ * release as what forms it. But an X request is granted only once every
+ * holder lets go, and B, stuck on Y, never will: the pool is deadlocked
+ * already when B's wait begins, whatever main does (the defect tests'
+ * author found it; the pool check now counts a lock wait stuck when one
+ * holder is a stuck worker's txn). So the case runs twice: main lets L go
+ * at once (the issue's order), or only after B's result (d3_join_first: at
+ * the first fix, which rechecked after a release, B's wait then ran out).
+ * At the parent B's wait lasted to its timeout with no record, both ways.
+ * Under INLINE B runs Y: its wait ends within a bound (D3_BOUND_MS), and one
+ * pool record is made. A formation that a release does make (a grant to a
+ * stuck worker's async request) is test_d3_grant_forms_deadlock. */
 
 #define D3_BOUND_MS 2000
 static _Atomic int d3_a_rc, d3_b_rc, d3_y_on_b;
@@ -583,8 +589,9 @@ static void *d3_b(void *arg) {
   return NULL;
 }
 
-static void test_d3_release_forms_deadlock(void **state) {
-  (void)state;
+static bool d3_join_first;
+
+static void d3_run(void) {
   wd_start(60, "defect 3: a pool deadlock a release forms");
   atomic_store(&d3_a_rc, 1);
   atomic_store(&d3_b_rc, 1);
@@ -599,11 +606,14 @@ static void test_d3_release_forms_deadlock(void **state) {
   assert_int_equal(ordo_exec_submit(E, d3_a, NULL, &fa), 0);
   assert_true(tu_wait_waiting(O, 1)); /* A waits for L, behind main and B */
   sig_add(&S_go, 1);
-  assert_true(task_waits_shown(1));                 /* B waits on Y, queued */
-  assert_int_equal(records(ORDO_DL_POOL, NULL), 0); /* no deadlock yet */
   uint64_t t0 = tu_now_ns();
-  assert_int_equal(ordo_unlock_all(m), 1); /* A now waits on B alone */
-  assert_int_equal(fut_wait(fb, NULL), 0);
+  if (d3_join_first) {
+    assert_int_equal(fut_wait(fb, NULL), 0); /* main keeps L meanwhile */
+    assert_int_equal(ordo_unlock_all(m), 1);
+  } else {
+    assert_int_equal(ordo_unlock_all(m), 1);
+    assert_int_equal(fut_wait(fb, NULL), 0);
+  }
   uint64_t ms = (tu_now_ns() - t0) / 1000000u;
   assert_int_equal(fut_wait(fa, NULL), 0);
   ordo_future_release(fa);
@@ -611,13 +621,17 @@ static void test_d3_release_forms_deadlock(void **state) {
   ordo_exec_destroy(E);
   ordo_txn_end(m);
   check_tasks();
-  printf("defect 3: B's wait ended %" PRIu64 " ms after main let L go\n", ms);
+  printf("defect 3%s: B's wait ended %" PRIu64 " ms after main %s\n",
+         d3_join_first ? " (main joins B first)" : "", ms,
+         d3_join_first ? "began to join B" : "let L go");
   int rc = atomic_load(&d3_b_rc);
   if (rc != 0)
-    fail_msg("B's wait on Y returned %s %" PRIu64 " ms after main let L go: "
-             "the pool deadlock that release formed (A on B, B on Y, queued, "
-             "no worker free) was never found (%d pool record(s))",
-             ordo_err_name(rc), ms, records(ORDO_DL_POOL, NULL));
+    fail_msg("B's wait on Y returned %s %" PRIu64 " ms after main %s: "
+             "the pool deadlock (A on B's L, B on Y, queued, no worker free) "
+             "was never found (%d pool record(s))",
+             ordo_err_name(rc), ms,
+             d3_join_first ? "began to join B, L still held" : "let L go",
+             records(ORDO_DL_POOL, NULL));
   assert_int_equal(atomic_load(&d3_b_v), 33);
   assert_int_equal(atomic_load(&d3_y_on_b), 1); /* B ran Y itself */
   assert_int_equal(atomic_load(&d3_a_rc), 0);   /* L, once B let it go */
@@ -626,6 +640,135 @@ static void test_d3_release_forms_deadlock(void **state) {
   assert_true(rec_has_key(&d, "lock"));
   assert_true(rec_has_key(&d, "future:"));
   assert_true(rec_has_key(&d, "worker:pool"));
+  wd_stop();
+}
+
+static void test_d3_release_forms_deadlock(void **state) {
+  (void)state;
+  d3_join_first = false;
+  d3_run();
+}
+
+static void test_d3_join_before_release(void **state) {
+  (void)state;
+  d3_join_first = true;
+  d3_run();
+}
+
+/* ---- Defect 3, the grant: a pool deadlock a release does form ------------
+ * Pool P (two workers, INLINE). main holds L in X. Task W asks L in S with
+ * ordo_lock_all_async (pending: its thread runs on), submits Y (queued:
+ * both workers busy) and waits on it; task A asks L in X and waits, behind
+ * main and W's request. No deadlock: A waits for main, which can move.
+ * main lets L go: the engine grants it to W's request (first in the
+ * queue), so A now waits for W's hold, and W waits on Y, queued, with no
+ * worker free. No worker blocked: only the saturated pool's recheck can
+ * find it. Under INLINE W runs Y: its wait ends within D3_BOUND_MS, with
+ * one pool record. */
+
+static _Atomic int d3g_w_rc, d3g_a_rc, d3g_cb, d3g_y_on_w;
+static _Thread_local bool d3g_in_w_wait;
+
+static void d3g_cbf(ordo_txn_t *t, int status, void *arg) {
+  (void)t;
+  (void)arg;
+  atomic_store(&d3g_cb, status == 0 ? 1 : 2);
+}
+
+static void *d3g_y(void *arg) {
+  atomic_store(&d3g_y_on_w, d3g_in_w_wait);
+  return arg;
+}
+
+static void *d3g_w(void *arg) {
+  (void)arg;
+  ordo_txn_t *t;
+  if (ordo_txn_begin(O, &t, NULL) != 0) {
+    task_fail("W could not begin its txn");
+    return NULL;
+  }
+  ordo_req_t r = ORDO_REQ_S("L", 1);
+  if (ordo_lock_all_async(t, &r, 1, (long)tu_ms(WAIT_MS), d3g_cbf, NULL) !=
+      ORDO_PENDING) {
+    task_fail("W's request for L did not wait");
+    ordo_txn_end(t);
+    return NULL;
+  }
+  sig_add(&S_arrive, 1);
+  if (!sig_wait(&S_go, 1, WAIT_MS)) {
+    task_fail("W was never let go on");
+    ordo_txn_end(t);
+    return NULL;
+  }
+  ordo_future_t *y;
+  if (ordo_exec_submit(E, d3g_y, (void *)44, &y) != 0) {
+    task_fail("W could not submit Y");
+    ordo_txn_end(t);
+    return NULL;
+  }
+  d3g_in_w_wait = true;
+  atomic_store(&d3g_w_rc, ordo_future_wait(y, (long)tu_ms(D3_BOUND_MS), NULL));
+  d3g_in_w_wait = false;
+  ordo_future_release(y);
+  ordo_txn_end(t); /* L goes: A takes it */
+  return NULL;
+}
+
+static void *d3g_a(void *arg) {
+  (void)arg;
+  ordo_txn_t *t;
+  if (ordo_txn_begin(O, &t, NULL) != 0) {
+    task_fail("A could not begin its txn");
+    return NULL;
+  }
+  atomic_store(&d3g_a_rc,
+               ordo_lock(t, "L", 1, ORDO_MODE_X, (long)tu_ms(WAIT_MS)));
+  ordo_txn_end(t);
+  return NULL;
+}
+
+static void test_d3_grant_forms_deadlock(void **state) {
+  (void)state;
+  wd_start(60, "defect 3: a pool deadlock a grant forms");
+  atomic_store(&d3g_w_rc, 1);
+  atomic_store(&d3g_a_rc, 1);
+  atomic_store(&d3g_cb, 0);
+  atomic_store(&d3g_y_on_w, 0);
+  exec_make(&E, ORDO_EXEC_INLINE, 2, "pool");
+  ordo_txn_t *m;
+  assert_int_equal(ordo_txn_begin(O, &m, NULL), 0);
+  assert_int_equal(ordo_lock(m, "L", 1, ORDO_MODE_X, 1000), 0);
+  ordo_future_t *fw, *fa;
+  assert_int_equal(ordo_exec_submit(E, d3g_w, NULL, &fw), 0);
+  assert_true(sig_wait(&S_arrive, 1, WAIT_MS)); /* W's request waits */
+  assert_int_equal(ordo_exec_submit(E, d3g_a, NULL, &fa), 0);
+  assert_true(tu_wait_waiting(O, 2)); /* A waits too, behind W's request */
+  sig_add(&S_go, 1);
+  assert_true(task_waits_shown(1));                 /* W waits on Y, queued */
+  assert_int_equal(records(ORDO_DL_POOL, NULL), 0); /* A waits for main */
+  uint64_t t0 = tu_now_ns();
+  assert_int_equal(ordo_unlock_all(m), 1); /* granted to W: A waits on W */
+  assert_int_equal(fut_wait(fw, NULL), 0);
+  uint64_t ms = (tu_now_ns() - t0) / 1000000u;
+  assert_int_equal(fut_wait(fa, NULL), 0);
+  ordo_future_release(fw);
+  ordo_future_release(fa);
+  ordo_exec_destroy(E);
+  ordo_txn_end(m);
+  check_tasks();
+  printf("defect 3 (grant): W's wait ended %" PRIu64 " ms after main let L "
+         "go\n",
+         ms);
+  int rc = atomic_load(&d3g_w_rc);
+  if (rc != 0)
+    fail_msg("W's wait on Y returned %s %" PRIu64 " ms after main let L go: "
+             "the pool deadlock the grant formed (A on W's L, W on Y, "
+             "queued, no worker free) was never found (%d pool record(s))",
+             ordo_err_name(rc), ms, records(ORDO_DL_POOL, NULL));
+  assert_int_equal(atomic_load(&d3g_cb), 1);     /* W's request: granted */
+  assert_int_equal(atomic_load(&d3g_y_on_w), 1); /* W ran Y itself */
+  assert_int_equal(atomic_load(&d3g_a_rc), 0);   /* L, once W let it go */
+  assert_int_equal(records(ORDO_DL_POOL, NULL), 1);
   wd_stop();
 }
 
@@ -1006,6 +1149,8 @@ int main(int argc, char **argv) {
       CASE(test_d1_inline_help_freed),
       CASE(test_d2_txn_ended_elsewhere),
       CASE(test_d3_release_forms_deadlock),
+      CASE(test_d3_join_before_release),
+      CASE(test_d3_grant_forms_deadlock),
       CASE(test_d4_async_not_blocked_worker),
       CASE(test_d5_async_no_false_victim),
       CASE(test_d6_report_again),
