@@ -175,14 +175,17 @@ typedef void (*ordo__hold_fn)(void *arg, const void *key, size_t len,
  * waiter's thread before it tries its set again, so the tester can order
  * those tries. ordo__mem_wait_state says where a blocking call of tx is:
  * its W_* state (0 spinning or not waiting, 1 done, 2 asleep) with
- * ORDO__MEM_POKED, ORDO__MEM_QUEUED and ORDO__MEM_NAPPING (inside the
- * condition wait at this moment) or'ed in.
+ * ORDO__MEM_POKED, ORDO__MEM_QUEUED and ORDO__MEM_NAPPING (idle in its
+ * wait at this moment: inside the condition wait, or spinning with no
+ * event or poke to act on) or'ed in. A poke answered while spinning runs
+ * ordo__mem_before_retry too; on the manual clock a spin also ends after a
+ * bounded number of rounds.
  */
 enum {
   ORDO__MEM_SLEEP = 2,
   ORDO__MEM_POKED = 4,
   ORDO__MEM_QUEUED = 8,
-  ORDO__MEM_NAPPING = 16 /* inside its condition wait right now */
+  ORDO__MEM_NAPPING = 16 /* idle in its wait (asleep or spinning) now */
 };
 extern void (*ordo__mem_before_retry)(ordo_txn_t *t);
 int ordo__mem_wait_state(ordo_txn_t *t);

@@ -10,6 +10,7 @@
 #include "ordo_tsa.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stddef.h>
 #include <string.h>
@@ -49,7 +50,7 @@ typedef struct mem_txn {
   pthread_cond_t cv;
   _Atomic int wstate;   /* W_*: written by the waiter and the event */
   _Atomic bool poked;   /* a poke came: try again */
-  _Atomic bool napping; /* inside the wait on cv now (the tester's view) */
+  _Atomic bool napping; /* idle in its wait now (the tester's view) */
   int status;           /* written by the event before wstate becomes DONE */
   ordo_done_cb ucb;     /* the async caller's callback, set before queueing */
   void *uarg;
@@ -153,6 +154,12 @@ static void mem_wake(ordo__owner *w, int status, void *arg) {
   ordo__mutex_unlock(&t->mu);
 }
 
+/* On the manual clock (tests/model) time moves only when the tester says,
+ * so a spin also ends after this many rounds: the spinning thread then
+ * sleeps instead of holding a CPU until the tester next advances the
+ * clock. */
+#define MANUAL_SPIN_ROUNDS 512
+
 /*
  * wait_spin -- spins a short while for the outcome, if a spare CPU allows
  * it, answering pokes by trying again. Returns 0 or a final status, or
@@ -169,21 +176,32 @@ static int wait_spin(mem_place *p, mem_txn *t, uint64_t deadline_ns) {
   uint64_t end = ordo__now_ns() + p->spin_ns;
   if (end > deadline_ns)
     end = deadline_ns;
+  unsigned most = ordo__clock_manual() ? MANUAL_SPIN_ROUNDS : UINT_MAX;
   int rc = ORDO_PENDING;
+  atomic_store_explicit(&t->napping, true, memory_order_release);
   for (unsigned i = 1;; i++) {
     if (atomic_load_explicit(&t->wstate, memory_order_acquire) == W_DONE) {
       rc = t->status;
       break;
     }
-    if (atomic_load_explicit(&t->poked, memory_order_relaxed) &&
-        atomic_exchange(&t->poked, false) && ordo__retry(&t->ow) == 0) {
-      rc = 0; /* granted by our own try: no event will come */
-      break;
+    if (atomic_load_explicit(&t->poked, memory_order_relaxed)) {
+      /* Busy from here until the retry is done (the tester's view). */
+      atomic_store_explicit(&t->napping, false, memory_order_release);
+      if (atomic_exchange(&t->poked, false)) {
+        if (ordo__mem_before_retry)
+          ordo__mem_before_retry(&t->base); /* the tester's turn */
+        if (ordo__retry(&t->ow) == 0) {
+          rc = 0; /* granted by our own try: no event will come */
+          break;
+        }
+      }
+      atomic_store_explicit(&t->napping, true, memory_order_release);
     }
     ordo__cpu_relax();
-    if ((i & 63) == 0 && ordo__now_ns() >= end)
+    if ((i & 63) == 0 && (i >= most || ordo__now_ns() >= end))
       break;
   }
+  atomic_store_explicit(&t->napping, false, memory_order_release);
   atomic_fetch_sub_explicit(&p->spinners, 1, memory_order_relaxed);
   return rc;
 }

@@ -1048,6 +1048,32 @@ void ordo__table_snapshot(ordo__table *tab, ordo__snap_fn fn, void *arg) {
   ordo__mutex_unlock(&tab->wait_mu);
 }
 
+/* ordo__table_objects -- the tester's view of the lock objects (see
+ * table.h). A listed object is reported from the empty list (its order is
+ * what eviction follows), the others from the hash chains. */
+void ordo__table_objects(ordo__table *tab, ordo__obj_fn fn, void *arg) {
+  for (unsigned s = 0; s < tab->opts.stripes; s++) {
+    ordo__stripe *st = &tab->stripe[s];
+    pthread_mutex_lock(&st->mu);
+    int pos = 0;
+    ordo__lock *l;
+    TAILQ_FOREACH(l, &st->empty, elink) {
+      uintptr_t fw = atomic_load_explicit(&l->fast, memory_order_acquire);
+      fn(arg, s, l->key, l->klen, pos++,
+         fw >= ORDO__FAST_HOLD   ? ORDO__OBJ_HELD
+         : fw == ORDO__FAST_IDLE ? ORDO__OBJ_IDLE
+                                 : ORDO__OBJ_SLOW,
+         fw >= ORDO__FAST_HOLD ? ((const ordo__hold *)fw)->owner->id : 0);
+    }
+    ordo__bview *bk = stripe_bk(st);
+    for (uint32_t b = 0; b < bk->n; b++)
+      for (l = atomic_load_explicit(&bk->slot[b], RELAXED); l; l = next_of(l))
+        if (!l->listed)
+          fn(arg, s, l->key, l->klen, -1, ORDO__OBJ_SLOW, 0);
+    pthread_mutex_unlock(&st->mu);
+  }
+}
+
 /* Starts the timer thread once (caller holds timer_mu). */
 static bool timer_start(ordo__table *tab) ORDO_REQUIRES(tab->timer_mu) {
   if (tab->timer_started || ordo__clock_manual())

@@ -364,6 +364,18 @@ typedef void (*ordo__key_fn)(void *arg, uint64_t owner, int mode,
 void ordo__table_key_each(ordo__table *tab, const void *key, size_t len,
                           ordo__key_fn fn, void *arg);
 void ordo__table_snapshot(ordo__table *tab, ordo__snap_fn fn, void *arg);
+/* Every lock object alive (in the hash chains), stripe by stripe, for the
+ * tester: each stripe's empty list first, oldest first (pos 0, 1, ...),
+ * then its other objects (pos -1); fast is the fast word's state
+ * (ORDO__OBJ_IDLE, _SLOW, or _HELD with the id of the owner that holds it
+ * on the fast path in fast_owner). Under each stripe's mutex in turn; it
+ * changes nothing, and reads a fast-path holder's record, so call it only
+ * while every owner's thread is still. */
+enum { ORDO__OBJ_IDLE = 0, ORDO__OBJ_SLOW = 1, ORDO__OBJ_HELD = 2 };
+typedef void (*ordo__obj_fn)(void *arg, unsigned stripe, const uint8_t *key,
+                             size_t len, int pos, int fast,
+                             uint64_t fast_owner);
+void ordo__table_objects(ordo__table *tab, ordo__obj_fn fn, void *arg);
 void ordo__table_dump(ordo__table *tab, int fd);
 int ordo__table_graph(ordo__table *tab, int fd, ordo_graph_fmt_t fmt);
 int ordo__table_deadlocks(ordo__table *tab, ordo_deadlock_t *out, size_t max);

@@ -2,9 +2,12 @@
  * model.c -- the reference model of the lock engine (see model.h and
  * tests/model/README.md). Each function is one rule of src/core/README.md
  * or src/detect/README.md, named as there; nothing here knows how the
- * engine is built (stripes, the fast path, the timer heap), only what it
- * must do. Deadlock resolution is not modelled: model_test.c judges the
- * engine's resolution as an oracle and adopts its result.
+ * engine is built (the timer heap, hold records, hints), only what it must
+ * do: of stripes and the fast path, only what the lock objects' contract
+ * says (a key's object lives in its stripe's cache; a fast-path hold
+ * stays listed). Which grants the fast path made is told by the tester
+ * (md_fast_took). Deadlock resolution is not modelled: model_test.c judges
+ * the engine's resolution as an oracle and adopts its result.
  *
  * Interface: see model.h.
  */
@@ -42,6 +45,18 @@ void md_init(model *m, int ntxn, int nkey, uint64_t now, uint64_t bound) {
   m->nkey = nkey;
   m->now = now;
   m->bound = bound;
+  m->max_locks = UINT64_MAX;
+  m->empty_cap = MD_KEYS;
+  for (int k = 0; k < MD_KEYS; k++)
+    m->k[k].fast = -1;
+}
+
+void md_objects(model *m, uint64_t max_locks, int empty_cap,
+                const int *stripe) {
+  m->max_locks = max_locks;
+  m->empty_cap = empty_cap;
+  for (int k = 0; k < m->nkey; k++)
+    m->k[k].stripe = stripe[k];
 }
 
 void md_begin(model *m, int s, uint64_t id) {
@@ -103,7 +118,7 @@ static bool reordered(const model *m, int key) {
 }
 
 static bool reserved_against(const model *m, int s, const md_req *e,
-                             bool queued, bool chains);
+                             bool queued, bool chains, bool *unsure);
 
 /* chained(o): some entry f of o, not covered, is reserved against by a
  * starving waiter ahead of it (without chains). */
@@ -111,16 +126,19 @@ static bool chained(const model *m, int o) {
   const md_txn *t = &m->t[o];
   for (int i = 0; i < t->nent; i++)
     if (!md_covered(m, o, &t->ent[i]) &&
-        reserved_against(m, o, &t->ent[i], true, false))
+        reserved_against(m, o, &t->ent[i], true, false, NULL))
       return true;
   return false;
 }
 
 /* reserved_against(e): a starving waiter ahead of e (all the queue, for a
  * request not queued yet) that e waits for, and, with chains, that is not
- * chained itself. */
+ * chained itself. Whether it is chained depends on other keys' queues,
+ * which a request's first look (its stripes only, without wait_mu) may
+ * not read: with unsure given, that look stops there, reserved and
+ * unsure, and ordo__acquire asks again with wait_mu. */
 static bool reserved_against(const model *m, int s, const md_req *e,
-                             bool queued, bool chains) {
+                             bool queued, bool chains, bool *unsure) {
   const md_key *k = &m->k[e->key];
   bool reord = reordered(m, e->key);
   for (int i = 0; i < k->nq; i++) {
@@ -135,7 +153,13 @@ static bool reserved_against(const model *m, int s, const md_req *e,
     }
     if (!waits_for_queued(m, s, e, q))
       continue;
-    if (!chains || !chained(m, q->slot))
+    if (!chains)
+      return true;
+    if (unsure) {
+      *unsure = true;
+      return true;
+    }
+    if (!chained(m, q->slot))
       return true;
     md_cov.chained++;
   }
@@ -143,8 +167,8 @@ static bool reserved_against(const model *m, int s, const md_req *e,
 }
 
 /* grantable(w): for every entry, no other holder in a conflicting mode, and
- * (covered, or not reserved against). */
-static bool grantable(const model *m, int s, bool queued) {
+ * (covered, or not reserved against). With unsure, a first look (above). */
+static bool grantable_look(const model *m, int s, bool queued, bool *unsure) {
   const md_txn *t = &m->t[s];
   for (int i = 0; i < t->nent; i++) {
     const md_req *e = &t->ent[i];
@@ -156,11 +180,120 @@ static bool grantable(const model *m, int s, bool queued) {
     if (m->k[e->key].nq > 0 && md_covered(m, s, e))
       md_cov.covered++;
     if (m->k[e->key].nq > 0 && !md_covered(m, s, e) &&
-        reserved_against(m, s, e, queued, true)) {
-      md_cov.reserved++;
+        reserved_against(m, s, e, queued, true, unsure)) {
+      if (!unsure || !*unsure)
+        md_cov.reserved++;
       return false;
     }
   }
+  return true;
+}
+
+static bool grantable(const model *m, int s, bool queued) {
+  return grantable_look(m, s, queued, NULL);
+}
+
+/* ---- Lock objects (src/core/README.md, invariant 4) --------------------- */
+
+static bool held_by_any(const model *m, int key) {
+  for (int s = 0; s < m->ntxn; s++)
+    if (find_hold_c(&m->t[s], key))
+      return true;
+  return false;
+}
+
+static void unlist(model *m, int key) {
+  m->k[key].listed = false;
+  m->k[key].slow = false;
+}
+
+/* evict_one(stripe): the oldest listed object of the stripe is evicted;
+ * one the fast path holds is adopted instead (taken off the list, its
+ * holder now a listed one) and the next is looked at. */
+static bool evict_one(model *m, int stripe) {
+  for (;;) {
+    int o = -1;
+    for (int k = 0; k < m->nkey; k++)
+      if (m->k[k].listed && m->k[k].stripe == stripe &&
+          (o < 0 || m->k[k].lseq < m->k[o].lseq))
+        o = k;
+    if (o < 0)
+      return false;
+    unlist(m, o);
+    if (m->k[o].fast >= 0) {
+      m->k[o].fast = -1;
+      md_cov.evict_adopted++;
+      continue;
+    }
+    m->k[o].live = false;
+    m->st.locks--;
+    md_cov.evicted++;
+    return true;
+  }
+}
+
+/* retire(key): an object left with no holder and no waiter joins the end
+ * of its stripe's list, idle for the fast path; past the stripe's cap the
+ * oldest is evicted. */
+static void retire(model *m, int key) {
+  md_key *k = &m->k[key];
+  if (!k->live || k->listed || k->nq > 0 || k->pinned || held_by_any(m, key))
+    return;
+  k->listed = true;
+  k->slow = false;
+  k->lseq = ++m->lseq;
+  int n = 0;
+  for (int o = 0; o < m->nkey; o++)
+    n += m->k[o].listed && m->k[o].stripe == k->stripe;
+  if (n > m->empty_cap)
+    evict_one(m, k->stripe);
+}
+
+/* lookup(key): the key's object, if alive, moved off the fast path: a
+ * fast-path hold is adopted (off the list); an idle listed object stays
+ * listed but slow. */
+static bool lookup(model *m, int key) {
+  md_key *k = &m->k[key];
+  if (!k->live)
+    return false;
+  if (k->fast >= 0) {
+    k->fast = -1;
+    unlist(m, key);
+  } else if (k->listed) {
+    k->slow = true;
+  }
+  return true;
+}
+
+/* lookup_or_create(key): the object found is taken off the list (no
+ * eviction may take it while the request uses it); a new one needs room:
+ * below max_locks, or an eviction in the key's own stripe. */
+static int lookup_or_create(model *m, int key) {
+  if (lookup(m, key)) {
+    unlist(m, key);
+    return 0;
+  }
+  if (m->st.locks >= m->max_locks && !evict_one(m, m->k[key].stripe))
+    return ORDO_ELIMIT;
+  m->k[key].live = true;
+  m->st.locks++;
+  if (m->k[key].lseq)
+    md_cov.recreated++; /* it was listed once, so evicted since */
+  return 0;
+}
+
+bool md_fast_took(model *m, int s) {
+  md_fastc *f = &m->fastc;
+  if (!f->valid || f->slot != s)
+    return false;
+  for (int i = 0; i < f->n; i++) {
+    md_key *k = &m->k[f->key[i]];
+    k->listed = true;
+    k->slow = false;
+    k->lseq = f->lseq[i];
+    k->fast = s;
+  }
+  f->valid = false;
   return true;
 }
 
@@ -212,6 +345,7 @@ enum { WAKE_NO, WAKE_GRANTED, WAKE_POKED };
  * it tries); any other grantable waiter is handed its whole set. */
 static int wake_one(model *m, int s) {
   md_txn *t = &m->t[s];
+  m->st.wake_asks++;
   if (!grantable(m, s, true))
     return WAKE_NO;
   if (t->kind == MD_THREAD && m->now - t->enq < m->bound) {
@@ -227,18 +361,52 @@ static int wake_one(model *m, int s) {
   return WAKE_GRANTED;
 }
 
-/* wake_queue(key): each waiter in queue order, stopping after the first X
- * that was granted or poked. */
+/* holders_block(key, q): a holder of key other than q's own slot holds it
+ * in a mode that conflicts with q's (ordo__waits_for_hold). */
+static bool holders_block(const model *m, int key, const md_qent *q) {
+  for (int o = 0; o < m->ntxn; o++) {
+    const md_hold *h = o == q->slot ? NULL : find_hold_c(&m->t[o], key);
+    if (h && conflicts(q->mode, h->mode))
+      return true;
+  }
+  return false;
+}
+
+/* wake_queue(key): the waiters in queue order, stopping after the first X
+ * that was granted or poked. Those that the key's own holders block are
+ * passed over without an ask (wake_one would say no to them); while the
+ * key is held in X that is everyone but the holder, so only the holder's
+ * own queued request, if any, is asked. (Asking every waiter, as the rule
+ * was first written, wakes the same ones: a waiter blocked on this key is
+ * never grantable. The tester compares the asks with the engine's.) */
 static void wake_queue(model *m, int key) {
   md_key *k = &m->k[key];
+  for (int o = 0; o < m->ntxn; o++) {
+    const md_hold *h = find_hold_c(&m->t[o], key);
+    if (!h || h->mode != ORDO_MODE_X)
+      continue;
+    md_cov.wake_xheld++;
+    for (int i = 0; i < k->nq; i++)
+      if (k->q[i].slot == o) {
+        wake_one(m, o);
+        break;
+      }
+    return;
+  }
   int i = 0;
-  while (i < k->nq) {
+  for (;;) {
+    while (i < k->nq && holders_block(m, key, &k->q[i])) {
+      md_cov.wake_skipped++;
+      i++;
+    }
+    if (i >= k->nq)
+      return;
     int s = k->q[i].slot, mode = k->q[i].mode;
     int next = i + 1 < k->nq ? k->q[i + 1].slot : -1;
     if (wake_one(m, s) != WAKE_NO && mode == ORDO_MODE_X)
-      break;
+      return;
     if (next < 0)
-      break;
+      return;
     /* Find the next entry again: a grant took s's entry out. */
     for (i = 0; i < k->nq && k->q[i].slot != next; i++)
       ;
@@ -257,11 +425,45 @@ int md_acquire(model *m, int s, const md_req *r, int n, uint64_t deadline,
     if (h && h->count >= INT32_MAX)
       return ORDO_ELIMIT;
   }
-  if (grantable(m, s, false)) {
-    md_grant_all(m, s);
-    return 0;
+  /* What the fast path of a blocking call would find (md_fast_took). */
+  md_fastc *f = &m->fastc;
+  f->valid = kind == MD_THREAD;
+  f->slot = s;
+  f->n = n;
+  for (int i = 0; i < n; i++) {
+    const md_key *k = &m->k[r[i].key];
+    f->valid &= r[i].mode == ORDO_MODE_X && k->live && k->listed &&
+                k->fast < 0 && !k->slow;
+    f->key[i] = r[i].key;
+    f->lseq[i] = k->lseq;
+  }
+  /* ordo__acquire: each key's object in order, then the grant rules; a
+   * first look unsure of a reservation gives the objects back and looks
+   * again (with wait_mu). */
+  for (bool again = false;; again = true) {
+    for (int i = 0; i < n; i++)
+      if (lookup_or_create(m, r[i].key) != 0) {
+        for (int j = 0; j < i; j++)
+          retire(m, r[j].key);
+        m->st.limits++;
+        md_cov.limited++;
+        return ORDO_ELIMIT;
+      }
+    bool unsure = false;
+    if (grantable_look(m, s, false, again ? NULL : &unsure)) {
+      md_grant_all(m, s);
+      return 0;
+    }
+    if (unsure) {
+      for (int i = 0; i < n; i++)
+        retire(m, r[i].key);
+      continue;
+    }
+    break;
   }
   if (deadline <= m->now) {
+    for (int i = 0; i < n; i++)
+      retire(m, r[i].key);
     m->st.timeouts++;
     return ORDO_ETIMEDOUT;
   }
@@ -284,6 +486,7 @@ int md_retry(model *m, int s) {
   if (!t->waiting)
     return ORDO_ENOTHELD;
   t->woken = false;
+  m->st.wake_asks++;
   if (grantable(m, s, true)) {
     grant_waiter(m, s);
     return 0;
@@ -295,13 +498,20 @@ int md_retry(model *m, int s) {
   return ORDO_PENDING;
 }
 
-/* abort(w, status): the request leaves every queue, then each of its keys
- * that still has waiters is woken, in entry order. */
+/* abort(w, status): the request leaves every queue; each key left with
+ * no waiter is retired at once, in entry order, and each that still has
+ * waiters is pinned, then woken, unpinned and retired, in entry order. */
 static bool abort_wait(model *m, int s, int status) {
   md_txn *t = &m->t[s];
   if (!t->waiting)
     return false;
   dequeue(m, s);
+  for (int i = 0; i < t->nent; i++) {
+    md_key *k = &m->k[t->ent[i].key];
+    k->pinned = k->nq > 0;
+    if (!k->pinned)
+      retire(m, t->ent[i].key);
+  }
   t->waiting = false;
   m->st.waiting--;
   if (status == ORDO_ETIMEDOUT)
@@ -309,9 +519,15 @@ static bool abort_wait(model *m, int s, int status) {
   else if (status == ORDO_ECANCELED)
     m->st.canceled++;
   outcome(m, s, status);
-  for (int i = 0; i < t->nent; i++)
-    if (m->k[t->ent[i].key].nq > 0)
+  for (int i = 0; i < t->nent; i++) {
+    md_key *k = &m->k[t->ent[i].key];
+    if (!k->pinned)
+      continue;
+    if (k->nq > 0)
       wake_queue(m, t->ent[i].key);
+    k->pinned = false;
+    retire(m, t->ent[i].key);
+  }
   return true;
 }
 
@@ -319,7 +535,9 @@ int md_cancel(model *m, int s) {
   return abort_wait(m, s, ORDO_ECANCELED) ? 0 : ORDO_ENOTHELD;
 }
 
-/* Drops hold i of slot s whole; its key's waiters are woken. */
+/* Drops hold i of slot s whole. A fast-path hold goes back to idle where
+ * it is listed (it has no waiters: queueing adopts it); otherwise the key's
+ * waiters are woken, or, with none, its object is retired. */
 static void release_hold(model *m, int s, int i) {
   md_txn *t = &m->t[s];
   int key = t->hold[i].key;
@@ -327,8 +545,14 @@ static void release_hold(model *m, int s, int i) {
           (size_t)(t->nhold - i - 1) * sizeof t->hold[0]);
   t->nhold--;
   m->st.released++;
+  if (m->k[key].fast == s) {
+    m->k[key].fast = -1;
+    return;
+  }
   if (m->k[key].nq > 0)
     wake_queue(m, key);
+  else
+    retire(m, key);
 }
 
 int md_unlock(model *m, int s, int key) {
@@ -342,6 +566,7 @@ int md_unlock(model *m, int s, int key) {
       release_hold(m, s, i);
     return 0;
   }
+  lookup(m, key); /* ordo__release_one looks the key up to say so */
   return ORDO_ENOTHELD;
 }
 

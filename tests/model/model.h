@@ -11,7 +11,8 @@
  * and the driver's key table is sorted by ordo_key_cmp, so a request
  * sorted by index is in the canonical order. Time is the manual clock's.
  *
- * Interface: md_init, md_begin, md_normalize, md_acquire, md_retry,
+ * Interface: md_init, md_objects, md_fast_took, md_begin, md_normalize,
+ * md_acquire, md_retry,
  * md_cancel, md_unlock, md_unlock_all, md_end, md_tick, md_has_cycle,
  * md_scc, md_free_request, md_covered, md_grant_all, md_cov.
  */
@@ -67,16 +68,42 @@ typedef struct md_qent {
   int mode;
 } md_qent;
 
+/*
+ * A key's queue, and its lock object (src/core/README.md, invariant 4;
+ * docs/backend-mem.md, "Capabilities"): alive or not; an empty one (no
+ * holder, no waiter) is listed on its stripe's empty list, oldest first
+ * (lseq orders it), and evicted from there, oldest first, past the
+ * stripe's cap or when a new object is needed at max_locks. A listed
+ * object may be held on the fast path (fast: the slot, else -1): it stays
+ * listed meanwhile, and a lookup or an eviction that meets it adopts it
+ * (takes it off the list). slow: listed, but a lookup inflated it, so the
+ * fast path keeps off it until it is listed anew.
+ */
 typedef struct md_key {
   md_qent q[MD_TXNS]; /* in queue order, head first */
   int nq;
+  int stripe;
+  bool live, listed, slow, pinned;
+  int fast;
+  uint64_t lseq;
 } md_key;
 
-/* The counters of ordo_stats_t that the model keeps. */
+/* The counters of ordo_stats_t that the model keeps, and the engine's
+ * count of wake_one's asks (ordo__table's wake_asks). */
 typedef struct md_stats {
   uint64_t acquired, waited, timeouts, canceled, deadlocks, reorders, pokes,
-      wakeups, released, waiting;
+      wakeups, released, waiting, limits, locks, wake_asks;
 } md_stats;
+
+/* The last blocking request, as the fast path would have found it: every
+ * key X, its object listed and idle (then it may have been granted with
+ * no lock at all, and its objects stayed listed where they were). */
+typedef struct md_fastc {
+  bool valid;
+  int slot, n;
+  int key[MD_SET];
+  uint64_t lseq[MD_SET];
+} md_fastc;
 
 /* An outcome event: slot's request ended with status (0 or negative). */
 typedef struct md_outcome {
@@ -94,6 +121,11 @@ typedef struct model {
   md_key k[MD_KEYS];
   md_stats st;
   uint64_t grant_seq;
+  /* Lock objects: the most alive at once, the empty ones kept per stripe,
+   * the last list position given. */
+  uint64_t max_locks, lseq;
+  int empty_cap;
+  md_fastc fastc;
   /* Outcome events since the driver last took them (md_outcomes_take). */
   md_outcome out[MD_MAX_OUT];
   int nout;
@@ -106,10 +138,23 @@ typedef struct model {
  * starved, in a reordered queue. */
 typedef struct md_coverage {
   uint64_t reserved, chained, covered, reordered_scan;
+  /* Lock objects: evicted (for room or past a stripe's cap), made anew
+   * for a key whose object had been evicted, requests refused at
+   * max_locks, fast-path holds adopted by an eviction. */
+  uint64_t evicted, recreated, limited, evict_adopted;
+  /* Wake-ups: waiters passed over because the key's holders block them,
+   * and walks cut to the X holder's own request. */
+  uint64_t wake_skipped, wake_xheld;
 } md_coverage;
 extern md_coverage md_cov;
 
 void md_init(model *m, int ntxn, int nkey, uint64_t now, uint64_t bound);
+/* The lock objects' limits, and each key's stripe (stripe[k]). */
+void md_objects(model *m, uint64_t max_locks, int empty_cap, const int *stripe);
+/* The engine took slot s's last request (granted at once) on the fast
+ * path: its objects stay listed where they were, held by s. false when
+ * the fast path could not have taken it (m->fastc). */
+bool md_fast_took(model *m, int s);
 /* A new txn in slot s (the slot's previous one has ended). */
 void md_begin(model *m, int s, uint64_t id);
 /* Sorts r[0..n) by key and merges duplicates (the strongest mode wins), as
@@ -118,7 +163,9 @@ int md_normalize(md_req *r, int n);
 /*
  * md_acquire -- slot s asks the normalized r[0..n): 0 when granted at once,
  * ORDO_PENDING when queued, ORDO_ETIMEDOUT when not grantable and the
- * deadline has passed (nothing changes), ORDO_ELIMIT past the hold limit.
+ * deadline has passed, ORDO_ELIMIT past the hold limit or when a key's
+ * object cannot be made within max_locks (nothing is granted or queued;
+ * the objects it looked up are listed again).
  */
 int md_acquire(model *m, int s, const md_req *r, int n, uint64_t deadline,
                int kind);

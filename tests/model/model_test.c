@@ -22,12 +22,16 @@
  * still leaves the steps that led to it, and shrinking replays each
  * candidate in a child of its own.
  *
- * A worker is really asleep in the engine when ordo__mem_wait_state has
- * ORDO__MEM_NAPPING: W_SLEEP alone holds from a waiter's first sleep to
- * its return, through a poked waiter's retry too, so it cannot tell a
- * retry that failed and went back to sleep from one still running.
+ * A worker is idle in its wait (asleep, or spinning with the hot-key spin
+ * on) when ordo__mem_wait_state has ORDO__MEM_NAPPING: W_SLEEP alone holds
+ * from a waiter's first sleep to its return, through a poked waiter's
+ * retry too, so it cannot tell a retry that failed and went back to sleep
+ * from one still running. Each episode draws spin_us, stripes, max_locks
+ * and its keys' lengths (across the lock objects' size classes); every
+ * lock object is compared with the model's (ordo__table_objects), and each
+ * blocking call's yields (sched_yield, wrapped) with the spin's rules.
  */
-#include "core/table.h"
+#include "core/fast.h" /* hash_key, stripe_of: where a key's object lives */
 #include "model.h"
 #include "../common/testutil.h"
 
@@ -41,15 +45,52 @@
 
 /* ---- Configuration ------------------------------------------------------- */
 
+/* A blocking call's hot-key spin yields at most this many times
+ * (src/backend/mem.c, FAST_YIELDS; docs/backend-mem.md, spin_us). */
+#define FAST_YIELDS 3
+/* --strict-yields: a call must not yield unless a key of it is busy
+ * (another txn holds it or waits for it: docs/backend-mem.md, "a request
+ * whose keys are busy first yields") or its object is listed slow (a
+ * lookup left it so: README.md, "What it found"). --strict-yields=busy
+ * allows only the first. Off by default: both find cost defects. */
+enum { STRICT_OFF, STRICT_SLOW, STRICT_BUSY };
+static int STRICT_YIELDS;
+
 #define EPISODE_STEPS 2000
 #define MAX_STEPS 100000 /* of one replay file */
 #define STARVE_US 5000   /* the starvation bound: 5 ms of the manual clock */
 #define MS 1000000ull
 
-/* Keys in the canonical order (checked against ordo_key_cmp at start): an
- * episode takes a subset, in this order, so key indexes sort as keys do. */
+/* Key names in the canonical order (checked against ordo_key_cmp at
+ * start): an episode takes a subset, in this order, so key indexes sort as
+ * keys do. A key may be longer than its name: "b*40" is "b" and 39 dots,
+ * 40 bytes, and dots sort before letters, so the order holds. Lengths are
+ * drawn across the lock objects' size classes: each 8-byte step of the
+ * slab (src/core/table_int.h, ORDO__SLAB_BYTES) and the malloc'd sizes
+ * past it, up to max_key_len. */
 static const char *const KEY_POOL[] = {"a", "ab", "b", "ba", "c", "ca"};
 #define KEY_POOL_N 6
+#define KEY_MAX 512 /* the default max_key_len */
+#define KEY_PAD '.'
+/* Key length bands: the slab's classes, then malloc'd keys of up to 255,
+ * up to 511, and of 512 bytes. */
+#define SLAB_KEY_MAX ((int)ORDO__SLAB_KEY_MAX)
+#define BANDS (ORDO__SLAB_CLASSES + 3)
+
+/* The slab class (0, 1, ...) of a key of len bytes, as table.c's
+ * slab_bytes makes it; past the slab, BANDS - 3 and up. */
+static int key_band(size_t len) {
+  size_t off = offsetof(ordo__lock, key);
+  if (len <= ORDO__SLAB_KEY_MAX)
+    return (int)((((off + len + 7) & ~(size_t)7) - ((off + 7) & ~(size_t)7)) /
+                 8);
+  return len < 256 ? BANDS - 3 : len < 512 ? BANDS - 2 : BANDS - 1;
+}
+
+/* What an episode's hot-key spin and lock objects are drawn among. */
+#define SPIN_CHOICES 3
+static const long SPIN_US[SPIN_CHOICES] = {0, 20, 1000000};
+#define BIG_MAX_LOCKS 1000000
 
 /* The deterministic victim policies (ORDO_VICTIM_RANDOM is left out). */
 static const char *const VICTIM_NAMES[] = {
@@ -59,8 +100,29 @@ static const char *const VICTIM_NAMES[] = {
 
 typedef struct config {
   int ntxn, nkey, victim;
-  int key[MD_KEYS]; /* indexes into KEY_POOL, increasing */
+  int key[MD_KEYS];        /* indexes into KEY_POOL, increasing */
+  int klen[MD_KEYS];       /* each key's length: its name, then dots */
+  char kspec[MD_KEYS][12]; /* "b", or "b*40" */
+  char kbytes[MD_KEYS][KEY_MAX + 1];
+  long spin_us;       /* ordo_options_t's spin_us */
+  uint64_t max_locks; /* and max_locks */
+  unsigned stripes;   /* and stripes */
 } config;
+
+/* Fills in key k's spec and bytes from its name and length. */
+static void key_make(config *c, int k) {
+  const char *name = KEY_POOL[c->key[k]];
+  size_t nl = strlen(name);
+  if ((size_t)c->klen[k] < nl)
+    c->klen[k] = (int)nl;
+  memset(c->kbytes[k], KEY_PAD, (size_t)c->klen[k]);
+  memcpy(c->kbytes[k], name, nl);
+  c->kbytes[k][c->klen[k]] = 0;
+  if ((size_t)c->klen[k] == nl)
+    snprintf(c->kspec[k], sizeof c->kspec[k], "%s", name);
+  else
+    snprintf(c->kspec[k], sizeof c->kspec[k], "%s*%d", name, c->klen[k]);
+}
 
 /* ---- Steps --------------------------------------------------------------- */
 
@@ -151,8 +213,9 @@ static const char *status_name(int rc) {
   return ordo_err_name(rc);
 }
 
+/* Key k as the replay format names it. */
 static const char *key_name(const config *c, int k) {
-  return KEY_POOL[c->key[k]];
+  return c->kspec[k];
 }
 
 static void fmt_timeout(sbuf *b, int32_t tmo) {
@@ -198,13 +261,16 @@ static void fmt_header(sbuf *b, const config *c) {
   sb_printf(b, "model txns=%d keys=", c->ntxn);
   for (int k = 0; k < c->nkey; k++)
     sb_printf(b, "%s%s", k ? "," : "", key_name(c, k));
-  sb_printf(b, " victim=%s\n", VICTIM_NAMES[c->victim]);
+  sb_printf(b, " victim=%s spin_us=%ld max_locks=%" PRIu64 " stripes=%u\n",
+            VICTIM_NAMES[c->victim], c->spin_us, c->max_locks, c->stripes);
 }
 
 /* The C form: the calls a regression test makes, marked [t<i>] where they
  * run on slot i's own thread (and may block there). */
 static void fmt_c_step(sbuf *b, const config *c, const step *st) {
-  const char *k0 = key_name(c, st->key[0]);
+  (void)c;
+  char k0[32];
+  snprintf(k0, sizeof k0, "k[%d], strlen(k[%d])", st->key[0], st->key[0]);
   char tmo[24];
   if (st->tmo < 0)
     snprintf(tmo, sizeof tmo, "ORDO_FOREVER");
@@ -212,8 +278,8 @@ static void fmt_c_step(sbuf *b, const config *c, const step *st) {
     snprintf(tmo, sizeof tmo, "%" PRId32, st->tmo);
   switch (st->kind) {
   case ST_LOCK:
-    sb_printf(b, "[t%d] ordo_lock(t[%d], \"%s\", %zu, ORDO_MODE_%s, %s);\n",
-              st->slot, st->slot, k0, strlen(k0), mode_name(st->mode[0]), tmo);
+    sb_printf(b, "[t%d] ordo_lock(t[%d], %s, ORDO_MODE_%s, %s);\n", st->slot,
+              st->slot, k0, mode_name(st->mode[0]), tmo);
     return;
   case ST_LOCK_ALL:
   case ST_ASYNC:
@@ -222,11 +288,9 @@ static void fmt_c_step(sbuf *b, const config *c, const step *st) {
     else
       sb_printf(b, "[t%d] ordo_lock_all(t[%d], (ordo_req_t[]){", st->slot,
                 st->slot);
-    for (int i = 0; i < st->n; i++) {
-      const char *k = key_name(c, st->key[i]);
-      sb_printf(b, "%sORDO_REQ_%s(\"%s\", %zu)", i ? ", " : "",
-                mode_name(st->mode[i]), k, strlen(k));
-    }
+    for (int i = 0; i < st->n; i++)
+      sb_printf(b, "%sORDO_REQ_%s(k[%d], strlen(k[%d]))", i ? ", " : "",
+                mode_name(st->mode[i]), st->key[i], st->key[i]);
     sb_printf(b, "}, %d, %s%s);\n", st->n, tmo,
               st->kind == ST_ASYNC ? ", cb, NULL" : "");
     return;
@@ -234,8 +298,7 @@ static void fmt_c_step(sbuf *b, const config *c, const step *st) {
     sb_printf(b, "     ordo_cancel(t[%d]);\n", st->slot);
     return;
   case ST_UNLOCK:
-    sb_printf(b, "     ordo_unlock(t[%d], \"%s\", %zu);\n", st->slot, k0,
-              strlen(k0));
+    sb_printf(b, "     ordo_unlock(t[%d], %s);\n", st->slot, k0);
     return;
   case ST_UNLOCK_ALL:
     sb_printf(b, "     ordo_unlock_all(t[%d]);\n", st->slot);
@@ -253,14 +316,24 @@ static void fmt_c_step(sbuf *b, const config *c, const step *st) {
   }
 }
 
-/* Parses one line of the replay format; 1 for a step, 0 for a blank or
- * comment line, -1 for an error. */
+/* The index of the key named s[0..n) in the replay format, or -1. */
 static int key_index(const config *c, const char *s, size_t n) {
   for (int k = 0; k < c->nkey; k++)
     if (strlen(key_name(c, k)) == n && memcmp(key_name(c, k), s, n) == 0)
       return k;
   return -1;
 }
+
+/* The index of the key whose bytes are s[0..n), or -1. */
+static int key_of_bytes(const config *c, const void *s, size_t n) {
+  for (int k = 0; k < c->nkey; k++)
+    if ((size_t)c->klen[k] == n && memcmp(c->kbytes[k], s, n) == 0)
+      return k;
+  return -1;
+}
+
+/* Parses one line of the replay format; 1 for a step, 0 for a blank or
+ * comment line, -1 for an error. */
 
 static int parse_mode(const char *s) {
   return strcmp(s, "X") == 0   ? ORDO_MODE_X
@@ -350,6 +423,10 @@ static int parse_step(const config *c, char *line, step *st) {
 static bool parse_header(char *line, config *c) {
   memset(c, 0, sizeof *c);
   c->victim = -1;
+  /* What a header without them (an older replay file) meant. */
+  c->spin_us = 0;
+  c->max_locks = BIG_MAX_LOCKS;
+  c->stripes = 8;
   char *tok = strtok(line, " \t\r\n");
   if (!tok || strcmp(tok, "model") != 0)
     return false;
@@ -360,24 +437,38 @@ static bool parse_header(char *line, config *c) {
       for (int i = 0; i < VICTIMS_N; i++)
         if (strcmp(tok + 7, VICTIM_NAMES[i]) == 0)
           c->victim = i;
+    } else if (strncmp(tok, "spin_us=", 8) == 0) {
+      c->spin_us = atol(tok + 8);
+    } else if (strncmp(tok, "max_locks=", 10) == 0) {
+      c->max_locks = strtoull(tok + 10, NULL, 10);
+    } else if (strncmp(tok, "stripes=", 8) == 0) {
+      c->stripes = (unsigned)atoi(tok + 8);
     } else if (strncmp(tok, "keys=", 5) == 0) {
       int last = -1;
       for (char *p = tok + 5; *p;) {
         size_t n = strcspn(p, ",");
+        size_t nl = strcspn(p, ",*");
         int found = -1;
         for (int i = 0; i < KEY_POOL_N; i++)
-          if (strlen(KEY_POOL[i]) == n && memcmp(KEY_POOL[i], p, n) == 0)
+          if (strlen(KEY_POOL[i]) == nl && memcmp(KEY_POOL[i], p, nl) == 0)
             found = i;
         if (found <= last || c->nkey == MD_KEYS)
           return false; /* unknown, or out of the canonical order */
-        c->key[c->nkey++] = last = found;
+        int len = nl < n ? atoi(p + nl + 1) : (int)nl;
+        if (len < (int)nl || len > KEY_MAX)
+          return false;
+        c->key[c->nkey] = last = found;
+        c->klen[c->nkey] = len;
+        key_make(c, c->nkey++);
         p += n + (p[n] == ',');
       }
     } else {
       return false;
     }
   }
-  return c->ntxn >= 1 && c->ntxn <= MD_TXNS && c->nkey >= 1 && c->victim >= 0;
+  return c->ntxn >= 1 && c->ntxn <= MD_TXNS && c->nkey >= 1 && c->victim >= 0 &&
+         c->max_locks >= 1 && c->stripes >= 1 &&
+         (c->stripes & (c->stripes - 1)) == 0;
 }
 
 /* ---- Worker threads --------------------------------------------------------
@@ -408,11 +499,29 @@ typedef struct slot {
    * a failure on its own: cb_bad). */
   _Atomic long issued, cbs;
   _Atomic int cb_status, cb_bad;
+  /* sched_yield calls made inside the current blocking call (the hot-key
+   * spin's yields, src/backend/mem.c: yield_retry). */
+  _Atomic long yields;
 } slot;
 
 /* The slot whose worker is inside an ordo call on this thread (NULL while
  * it waits for its turn in before_retry, or outside calls). */
 static _Thread_local slot *tls_call;
+
+/* sched_yield, wrapped at link time (-Wl,--wrap=sched_yield): a worker's
+ * yields inside its call are counted, so that the driver can check when
+ * the hot-key spin yields. */
+int __real_sched_yield(void);
+int __wrap_sched_yield(void);
+int __wrap_sched_yield(void) {
+  slot *s = tls_call;
+  if (s)
+    atomic_fetch_add(&s->yields, 1);
+  return __real_sched_yield();
+}
+
+/* Pokes that found their waiter spinning (in this child). */
+static _Atomic uint64_t spin_pokes;
 
 /* ordo__mem_before_retry: a poked worker parks here until the driver gives
  * it its turn, so retries happen one at a time, in an order the driver
@@ -421,6 +530,8 @@ static void before_retry(ordo_txn_t *t) {
   slot *s = tls_call;
   if (!s || s->t != t)
     return;
+  if ((ordo__mem_wait_state(t) & 3) == 0)
+    atomic_fetch_add(&spin_pokes, 1); /* W_SPIN: answered while spinning */
   tls_call = NULL;
   pthread_mutex_lock(&s->mu);
   atomic_store(&s->phase, PH_PARKED);
@@ -480,6 +591,12 @@ static void async_cb(ordo_txn_t *t, int status, void *arg) {
 typedef struct counters {
   uint64_t steps, skipped, episodes, oracle, turns, victims, reorders, pokes,
       wakeups, timeouts, canceled, async_cbs, upgrades, grants;
+  /* The hot-key spin: episodes with it on, quiescent points with a waiter
+   * spinning, pokes answered while spinning, blocking calls that yielded.
+   * Lock objects: episodes with a small max_locks, fast-path grants seen,
+   * keys by size band (each slab class, then malloc'd sizes). */
+  uint64_t spin_episodes, spin_seen, spin_pokes, yield_calls, small_episodes,
+      fast_grants, band[BANDS];
   md_coverage cov;
 } counters;
 
@@ -492,6 +609,14 @@ typedef struct expect {
   int cb_status;         /* the last one's status */
   uint64_t gen;          /* txns begun in this slot (priority and cost) */
   uint64_t tok[MD_KEYS]; /* fencing token of each hold */
+  /* The call just dispatched may yield at most this many times (checked
+   * once it returned or queued); fast: it may have been granted on the
+   * fast path (md_fast_took). */
+  bool yield_check, fast;
+  int yield_max;
+  /* The call found no key busy, and none with a slow listed object
+   * (--strict-yields). */
+  bool yield_unbusy, yield_unslow;
 } expect;
 
 typedef struct run {
@@ -503,6 +628,7 @@ typedef struct run {
   model m;
   expect x[MD_TXNS];
   uint64_t last_tok[MD_KEYS];
+  int stripe[MD_KEYS]; /* each key's stripe, by the engine's hash */
   bool failed;
   sbuf msg;
   counters *c;
@@ -562,8 +688,9 @@ static bool run_open(run *r, const config *cfg, double bound_s, counters *c) {
   r->c = c;
   ordo_options_t opt;
   ordo_options_init(&opt);
-  opt.stripes = 8;
-  opt.spin_us = 0;
+  opt.stripes = cfg->stripes;
+  opt.spin_us = cfg->spin_us;
+  opt.max_locks = cfg->max_locks;
   opt.starvation_holds = 0;
   opt.starvation_us = STARVE_US;
   opt.log_wait_ms = 0;
@@ -577,6 +704,22 @@ static bool run_open(run *r, const config *cfg, double bound_s, counters *c) {
   r->tab = ordo__engine_table(r->o);
   md_init(&r->m, cfg->ntxn, cfg->nkey, ordo__now_ns(),
           (uint64_t)STARVE_US * 1000u);
+  /* Empty objects kept per stripe, as docs/backend-mem.md says: a quarter
+   * of max_locks over the stripes, at least 1 and at most 256. */
+  uint64_t cap = cfg->max_locks / 4 / cfg->stripes;
+  cap = cap < 1 ? 1 : cap > 256 ? 256 : cap;
+  if (cap != r->tab->empty_cap)
+    return fail(r, "the engine caches %u empty objects a stripe, not %" PRIu64,
+                r->tab->empty_cap, cap);
+  for (int k = 1; k < cfg->nkey; k++)
+    if (ordo_key_cmp(cfg->kbytes[k - 1], (size_t)cfg->klen[k - 1],
+                     cfg->kbytes[k], (size_t)cfg->klen[k]) >= 0)
+      return fail(r, "keys %s and %s are not in the canonical order",
+                  key_name(cfg, k - 1), key_name(cfg, k));
+  for (int k = 0; k < cfg->nkey; k++)
+    r->stripe[k] =
+        (int)stripe_of(r->tab, hash_key(cfg->kbytes[k], (size_t)cfg->klen[k]));
+  md_objects(&r->m, cfg->max_locks, (int)cap, r->stripe);
   for (int s = 0; s < cfg->ntxn; s++) {
     slot *sl = &r->sl[s];
     sl->idx = s;
@@ -691,14 +834,17 @@ static bool view_quiet(const run *r, const qview *v, const ordo_stats_t *st) {
     case PH_IDLE:
       break;
     case PH_PARKED:
-      /* Still waiting (asleep), or its outcome delivered meanwhile. */
-      if (queued ? (ws & WS_STATE) != ORDO__MEM_SLEEP
-                 : (ws & WS_STATE) != WS_DONE)
+      /* Still waiting (asleep or spinning), or its outcome delivered
+       * meanwhile. */
+      if (queued ? (ws & WS_STATE) == WS_DONE : (ws & WS_STATE) != WS_DONE)
         return false;
       waiting += queued;
       break;
     case PH_IN_CALL:
-      if (!v[s].napping || (ws & WS_STATE) != ORDO__MEM_SLEEP || !queued ||
+      /* Idle in its wait: asleep, or spinning (the hot-key spin) with no
+       * event or poke to act on. Either way it moves only when an event
+       * or a poke reaches it, and the view shows those first. */
+      if (!v[s].napping || (ws & WS_STATE) == WS_DONE || !queued ||
           (ws & ORDO__MEM_POKED))
         return false;
       waiting++;
@@ -743,8 +889,12 @@ static bool quiesce(run *r, const char *where) {
                         ? "a second call"
                         : status_name(atomic_load(&r->sl[s].cb_bad)));
     if (memcmp(a, b, sizeof(qview) * (size_t)r->cfg.ntxn) == 0 &&
-        view_quiet(r, a, &st))
+        view_quiet(r, a, &st)) {
+      for (int s = 0; s < r->cfg.ntxn; s++)
+        r->c->spin_seen +=
+            a[s].phase == PH_IN_CALL && (a[s].ws & WS_STATE) == 0;
       return true;
+    }
     if (tu_now_ns() > end) {
       fail(r, "%s: not quiescent within %.1f s (waiting %" PRIu64 ")", where,
            r->bound_s * tu_mult(), st.waiting);
@@ -783,7 +933,7 @@ static void snap_cb(void *arg, const uint8_t *key, size_t len,
                     const ordo__snap_item *h, size_t nh,
                     const ordo__snap_item *q, size_t nq) {
   esnap *e = arg;
-  int k = key_index(&e->r->cfg, (const char *)key, len);
+  int k = key_of_bytes(&e->r->cfg, key, len);
   if (k < 0 || nh > SNAP_MAX || nq > SNAP_MAX) {
     e->unknown++;
     return;
@@ -893,6 +1043,13 @@ static bool compare_stats(run *r, const char *where) {
   const model *m = &r->m;
   ordo_stats_t st;
   ordo_stats(r->o, &st);
+  /* wake_one's asks: the wake rule's cost (src/core/README.md, step 4). */
+  uint64_t asks = GET(r->tab->wake_asks);
+  if (asks != m->st.wake_asks)
+    return fail(r,
+                "%s: the engine asked %" PRIu64 " waiters whether they can "
+                "go, the wake rule %" PRIu64,
+                where, asks, m->st.wake_asks);
   CHECK_STAT(acquired);
   CHECK_STAT(waited);
   CHECK_STAT(timeouts);
@@ -903,12 +1060,115 @@ static bool compare_stats(run *r, const char *where) {
   CHECK_STAT(wakeups);
   CHECK_STAT(released);
   CHECK_STAT(waiting);
+  CHECK_STAT(limits);
+  CHECK_STAT(locks);
   if (st.sweep_finds != 0)
     return fail(r, "%s: the sweep found %" PRIu64 " cycle(s)", where,
                 st.sweep_finds);
-  if (st.limits != 0)
-    return fail(r, "%s: %" PRIu64 " requests refused by a limit", where,
-                st.limits);
+  return true;
+}
+
+/* ---- Lock objects -----------------------------------------------------------
+ * ordo__table_objects lists every object alive: each stripe's empty list
+ * in order, then the rest. The model predicts all of it (md_key), but for
+ * which grants the fast path made, which it learns after each blocking
+ * call (md_fast_took).
+ */
+
+typedef struct eobj {
+  bool live;
+  int stripe, pos, fast;
+  uint64_t owner;
+} eobj;
+
+typedef struct eobjs {
+  const config *cfg;
+  eobj k[MD_KEYS];
+  int n, unknown;
+} eobjs;
+
+static void obj_cb(void *arg, unsigned stripe, const uint8_t *key, size_t len,
+                   int pos, int fast, uint64_t owner) {
+  eobjs *e = arg;
+  e->n++;
+  int k = key_of_bytes(e->cfg, key, len);
+  if (k < 0 || e->k[k].live) {
+    e->unknown++;
+    return;
+  }
+  e->k[k] = (eobj){true, (int)stripe, pos, fast, owner};
+}
+
+static void take_objects(run *r, eobjs *e) {
+  memset(e, 0, sizeof *e);
+  e->cfg = &r->cfg;
+  ordo__table_objects(r->tab, obj_cb, e);
+}
+
+/* The fast word the model expects of key k's listed object. */
+static int model_fast(const model *m, int k) {
+  return m->k[k].fast >= 0                 ? ORDO__OBJ_HELD
+         : m->k[k].listed && !m->k[k].slow ? ORDO__OBJ_IDLE
+                                           : ORDO__OBJ_SLOW;
+}
+
+static void fmt_objects(run *r, const eobjs *e) {
+  static const char *const FW[] = {"idle", "slow", "held"};
+  const model *m = &r->m;
+  sb_printf(&r->msg, "  key       stripe | model: live  list# fast     | "
+                     "engine: live list-pos fast\n");
+  for (int k = 0; k < r->cfg.nkey; k++) {
+    const md_key *mk = &m->k[k];
+    const eobj *ek = &e->k[k];
+    char mf[32] = "-", ef[32] = "-", ml[24] = "-", el[24] = "-";
+    if (mk->live && mk->fast >= 0)
+      snprintf(mf, sizeof mf, "held(%" PRIu64 ")", m->t[mk->fast].id);
+    else if (mk->live)
+      snprintf(mf, sizeof mf, "%s", FW[model_fast(m, k)]);
+    if (ek->live && ek->fast == ORDO__OBJ_HELD)
+      snprintf(ef, sizeof ef, "held(%" PRIu64 ")", ek->owner);
+    else if (ek->live)
+      snprintf(ef, sizeof ef, "%s", FW[ek->fast]);
+    if (mk->listed)
+      snprintf(ml, sizeof ml, "%" PRIu64, mk->lseq);
+    if (ek->live && ek->pos >= 0)
+      snprintf(el, sizeof el, "%d", ek->pos);
+    sb_printf(
+        &r->msg, "  %-9s %6d |        %4d %6s %-8s |         %4d %8s %s\n",
+        key_name(&r->cfg, k), mk->stripe, mk->live, ml, mf, ek->live, el, ef);
+  }
+  sb_printf(&r->msg,
+            "  objects: model %" PRIu64 ", engine %d (max_locks %" PRIu64
+            ", %d empty a stripe)\n",
+            m->st.locks, e->n, m->max_locks, m->empty_cap);
+}
+
+/* Each key's object against the model's: alive, in its stripe, listed or
+ * not, in list order within the stripe, and its fast word. */
+static bool compare_objects(run *r, const char *where) {
+  const model *m = &r->m;
+  eobjs e;
+  take_objects(r, &e);
+  bool same = !e.unknown && (uint64_t)e.n == m->st.locks;
+  for (int k = 0; same && k < r->cfg.nkey; k++) {
+    const md_key *mk = &m->k[k];
+    const eobj *ek = &e.k[k];
+    same = mk->live == ek->live;
+    if (!same || !mk->live)
+      continue;
+    same = ek->stripe == mk->stripe && (ek->pos >= 0) == mk->listed &&
+           ek->fast == model_fast(m, k) &&
+           (mk->fast < 0 || ek->owner == m->t[mk->fast].id);
+    for (int j = 0; same && j < k; j++)
+      if (mk->listed && m->k[j].listed && m->k[j].stripe == mk->stripe)
+        same = (ek->pos < e.k[j].pos) == (mk->lseq < m->k[j].lseq);
+  }
+  if (!same) {
+    fail(r, "%s: the lock objects differ%s", where,
+         e.unknown ? " (an unknown or repeated key)" : "");
+    fmt_objects(r, &e);
+    return false;
+  }
   return true;
 }
 
@@ -960,6 +1220,27 @@ static bool compare_calls(run *r, const char *where) {
     } else if (ph != PH_IDLE || ret != x->returns) {
       return fail(r, "%s: slot %d's worker is busy with no call", where, s);
     }
+    if (x->yield_check && (ph == PH_IDLE || t->waiting)) {
+      /* The call has returned or queued: its yields are all made. */
+      long y = atomic_load(&sl->yields);
+      x->yield_check = false;
+      r->c->yield_calls += y > 0;
+      if (y > x->yield_max)
+        return fail(r,
+                    "%s: slot %d (txn %" PRIu64 ")'s call yielded %ld "
+                    "time(s), at most %d (spin_us %ld; a try, or a key it "
+                    "holds itself, yields none)",
+                    where, s, t->id, y, x->yield_max, r->cfg.spin_us);
+      if (y > 0 && x->yield_unbusy &&
+          (STRICT_YIELDS == STRICT_BUSY ||
+           (STRICT_YIELDS == STRICT_SLOW && x->yield_unslow)))
+        return fail(r,
+                    "%s: slot %d (txn %" PRIu64 ")'s call yielded %ld "
+                    "time(s), though no key of it was held by another or "
+                    "waited for%s (--strict-yields)",
+                    where, s, t->id, y,
+                    x->yield_unslow ? "" : " (a key's object was slow)");
+    }
     long cbs = atomic_load(&sl->cbs);
     if (cbs != x->cbs)
       return fail(r,
@@ -998,7 +1279,7 @@ typedef struct ehold_list {
 static void each_hold_cb(void *arg, const void *key, size_t len,
                          ordo_mode_t mode, uint64_t fence, unsigned count) {
   ehold_list *l = arg;
-  int k = key_index(l->cfg, key, len);
+  int k = key_of_bytes(l->cfg, key, len);
   if (k < 0 || l->n == MD_KEYS) {
     l->bad++;
     return;
@@ -1097,7 +1378,7 @@ static bool compare_all(run *r, const char *where) {
   take_snapshot(r, &e);
   return compare_tables(r, &e, where) && compare_stats(r, where) &&
          compare_calls(r, where) && compare_holds(r, where) &&
-         check_wakeups(r, where);
+         compare_objects(r, where) && check_wakeups(r, where);
 }
 
 /* The model's outcome events become what the driver expects to see: a
@@ -1130,6 +1411,34 @@ typedef struct ehold {
   int mode;
   uint32_t count;
 } ehold;
+
+/* The engine's lock objects, adopted by model n after a resolution (which
+ * the model does not predict): each key's object, its list order and
+ * fast word. */
+static bool adopt_objects(run *r, model *n) {
+  eobjs e;
+  take_objects(r, &e);
+  if (e.unknown)
+    return fail(r, "oracle: an unknown or repeated lock object");
+  n->st.locks = (uint64_t)e.n;
+  uint64_t base = n->lseq + 1;
+  for (int k = 0; k < r->cfg.nkey; k++) {
+    md_key *mk = &n->k[k];
+    const eobj *ek = &e.k[k];
+    mk->live = ek->live;
+    mk->listed = ek->live && ek->pos >= 0;
+    mk->slow = mk->listed && ek->fast == ORDO__OBJ_SLOW;
+    mk->fast =
+        ek->live && ek->fast == ORDO__OBJ_HELD ? slot_of_id(r, ek->owner) : -1;
+    if (mk->listed)
+      mk->lseq = base + (uint64_t)ek->pos;
+    if (ek->live && ek->fast == ORDO__OBJ_HELD && mk->fast < 0)
+      return fail(r, "oracle: key %s held on the fast path by an unknown txn",
+                  key_name(&r->cfg, k));
+  }
+  n->lseq = base + MD_KEYS;
+  return true;
+}
 
 static bool oracle(run *r, int w, const model *pre, const esnap *e) {
   bool scc[MD_TXNS];
@@ -1332,6 +1641,10 @@ static bool oracle(run *r, int w, const model *pre, const esnap *e) {
   n.st.deadlocks = st.deadlocks;
   n.st.reorders = st.reorders;
   n.st.pokes = st.pokes;
+  /* The resolution's wake-ups and retired objects: adopted too. */
+  n.st.wake_asks = GET(r->tab->wake_asks);
+  if (!adopt_objects(r, &n))
+    return false;
   if (md_has_cycle(&n)) {
     r->m = n;
     fail(r, "oracle: the engine's graph still has a cycle");
@@ -1422,10 +1735,32 @@ static bool turns(run *r) {
 
 static void to_reqs(const run *r, const step *st, ordo_req_t *out, md_req *mr) {
   for (int i = 0; i < st->n; i++) {
-    const char *k = key_name(&r->cfg, st->key[i]);
-    out[i] = (ordo_req_t){k, strlen(k), (ordo_mode_t)st->mode[i]};
+    out[i] =
+        (ordo_req_t){r->cfg.kbytes[st->key[i]], (size_t)r->cfg.klen[st->key[i]],
+                     (ordo_mode_t)st->mode[i]};
     mr[i] = (md_req){st->key[i], st->mode[i]};
   }
+}
+
+/* Slot s's blocking call was granted at once, and the fast path could
+ * have taken it: did it? Then its objects are still listed, held by s. */
+static bool fast_grant(run *r, int s, const md_req *mr, int n) {
+  eobjs e;
+  take_objects(r, &e);
+  int held = 0;
+  for (int i = 0; i < n; i++)
+    held += e.k[mr[i].key].fast == ORDO__OBJ_HELD &&
+            e.k[mr[i].key].owner == r->m.t[s].id;
+  r->x[s].fast = false;
+  if (held == 0)
+    return true; /* granted the slow way: as the model has it */
+  if (held != n || !md_fast_took(&r->m, s)) {
+    fail(r, "lock: %d of %d keys held on the fast path", held, n);
+    fmt_objects(r, &e);
+    return false;
+  }
+  r->c->fast_grants++;
+  return true;
 }
 
 /* Runs one step on both sides and compares. false on a mismatch (r->msg
@@ -1451,14 +1786,30 @@ static bool exec_step(run *r, step *io, bool *ran) {
   case ST_LOCK:
   case ST_LOCK_ALL: {
     st.tmo = io->tmo = distinct_timeout(r, st.tmo);
+    bool self = false, busy = false, slow = false;
     for (int i = 0; i < n; i++) {
       const md_hold *h = NULL;
       for (int j = 0; j < m->t[s].nhold; j++)
         if (m->t[s].hold[j].key == mr[i].key)
           h = &m->t[s].hold[j];
       r->c->upgrades += h && h->mode < mr[i].mode;
+      self |= h != NULL;
+      busy |= m->k[mr[i].key].nq > 0;
+      slow |= m->k[mr[i].key].slow;
+      for (int o = 0; o < r->cfg.ntxn; o++)
+        for (int j = 0; o != s && j < m->t[o].nhold; j++)
+          busy |= m->t[o].hold[j].key == mr[i].key;
     }
+    /* The hot-key spin (src/backend/mem.c, yield_retry) yields only with
+     * spin_us on, in a call that may wait, on keys it does not hold. */
+    r->x[s].yield_check = true;
+    r->x[s].yield_max =
+        r->cfg.spin_us > 0 && st.tmo != 0 && !self ? FAST_YIELDS : 0;
+    r->x[s].yield_unbusy = !busy;
+    r->x[s].yield_unslow = !slow;
+    atomic_store(&sl->yields, 0);
     int rc = md_acquire(m, s, mr, n, deadline_of(r, st.tmo), MD_THREAD);
+    r->x[s].fast = rc == 0 && m->fastc.valid;
     r->x[s].busy = true;
     if (rc != ORDO_PENDING) {
       r->x[s].want_ret = true;
@@ -1554,6 +1905,9 @@ static bool exec_step(run *r, step *io, bool *ran) {
     take_outcomes(r);
   if (!quiesce(r, STEP_NAMES[st.kind]))
     return false;
+  if (r->x[s].fast && (st.kind == ST_LOCK || st.kind == ST_LOCK_ALL) &&
+      !fast_grant(r, s, mr, n))
+    return false;
   if (check_cycle) {
     esnap e;
     take_snapshot(r, &e);
@@ -1630,6 +1984,19 @@ static step gen_step(rng *g, const run *r) {
   }
 }
 
+/* A length for a key named nl bytes long, in band b (key_band). */
+static int gen_len(rng *g, int b, int nl) {
+  int lo = KEY_MAX, hi = 0;
+  for (int len = nl; len <= KEY_MAX; len++)
+    if (key_band((size_t)len) == b) {
+      lo = len < lo ? len : lo;
+      hi = len;
+    }
+  if (lo > hi)
+    return nl; /* no such length (a name longer than the band) */
+  return lo + rng_int(g, hi - lo + 1);
+}
+
 static config gen_config(rng *g) {
   config c;
   memset(&c, 0, sizeof c);
@@ -1643,6 +2010,30 @@ static config gen_config(rng *g) {
       c.key[c.nkey - left] = i;
       left--;
     }
+  /* Their lengths: bare names, any band, or (so that a stripe's dead
+   * objects are reused by its other keys) one band for all. */
+  int p = rng_int(g, 100);
+  int one = p < 25 ? rng_int(g, BANDS) : -1;
+  for (int k = 0; k < c.nkey; k++) {
+    int nl = (int)strlen(KEY_POOL[c.key[k]]);
+    int q = rng_int(g, 100);
+    c.klen[k] = one >= 0 ? gen_len(g, one, nl)
+                : q < 25 ? nl
+                         : gen_len(g, rng_int(g, BANDS), nl);
+    key_make(&c, k);
+  }
+  /* The hot-key spin: off, the default, or long enough that the mean
+   * hold on the manual clock is always below it. */
+  c.spin_us = SPIN_US[rng_int(g, SPIN_CHOICES)];
+  /* Lock objects: one stripe (every eviction possible), two, or eight;
+   * max_locks that the keys never reach, below the keys (evictions and
+   * refusals), or a few per stripe (evictions past a cap of 1 or 2). */
+  int sp = rng_int(g, 4);
+  c.stripes = sp == 0 ? 1 : sp == 1 ? 2 : 8;
+  int lp = rng_int(g, 100);
+  c.max_locks = lp < 40   ? BIG_MAX_LOCKS
+                : lp < 75 ? (uint64_t)(1 + rng_int(g, c.nkey + 1))
+                          : (uint64_t)(4 * c.stripes * (1 + rng_int(g, 2)));
   return c;
 }
 
@@ -1696,6 +2087,11 @@ static void episode(const config *cfg, rng *g, const step *given, int n,
     SH->c.canceled += st.canceled;
   }
   SH->c.cov = md_cov;
+  SH->c.spin_pokes = atomic_load(&spin_pokes);
+  SH->c.spin_episodes = cfg->spin_us > 0;
+  SH->c.small_episodes = cfg->max_locks < BIG_MAX_LOCKS;
+  for (int k = 0; k < cfg->nkey; k++)
+    SH->c.band[key_band((size_t)cfg->klen[k])]++;
   if (r.failed && SH->fail_at < 0)
     SH->fail_at = atomic_load(&SH->nsteps) - 1;
   run_close(&r);
@@ -1850,9 +2246,12 @@ static void print_failure(const config *cfg, const char *what, const step *s,
   fmt_header(&cb, cfg);
   cb.n--; /* the header's newline */
   sb_printf(&cb,
-            "; mem:// on the manual clock, spin_us=0, "
-            "starvation_us=%d, starvation_holds=0, stripes=8 */\n",
+            "; mem:// on the manual clock, starvation_us=%d, "
+            "starvation_holds=0 */\nstatic const char *const k[] = {",
             STARVE_US);
+  for (int k = 0; k < cfg->nkey; k++)
+    sb_printf(&cb, "%s\"%s\"", k ? ", " : "", cfg->kbytes[k]);
+  sb_printf(&cb, "};\n");
   for (int i = 0; i < n; i++)
     fmt_c_step(&cb, cfg, &s[i]);
   fprintf(stderr, "--- as C calls ([tN]: on slot N's own thread):\n%s", cb.p);
@@ -1910,7 +2309,7 @@ static void report(const config *cfg, const char *what, const char *file) {
 
 static void usage(void) {
   fprintf(stderr, "usage: model_test [--seed S] [--steps N] [--replay FILE] "
-                  "[--json]\n");
+                  "[--json] [--strict-yields[=busy]]\n");
   exit(2);
 }
 
@@ -1932,6 +2331,20 @@ static void add_counters(counters *a, const counters *b) {
   a->cov.chained += b->cov.chained;
   a->cov.covered += b->cov.covered;
   a->cov.reordered_scan += b->cov.reordered_scan;
+  a->spin_episodes += b->spin_episodes;
+  a->spin_seen += b->spin_seen;
+  a->spin_pokes += b->spin_pokes;
+  a->yield_calls += b->yield_calls;
+  a->small_episodes += b->small_episodes;
+  a->fast_grants += b->fast_grants;
+  for (int i = 0; i < BANDS; i++)
+    a->band[i] += b->band[i];
+  a->cov.evicted += b->cov.evicted;
+  a->cov.recreated += b->cov.recreated;
+  a->cov.limited += b->cov.limited;
+  a->cov.evict_adopted += b->cov.evict_adopted;
+  a->cov.wake_skipped += b->cov.wake_skipped;
+  a->cov.wake_xheld += b->cov.wake_xheld;
 }
 
 static int replay_file(const char *path) {
@@ -1990,6 +2403,10 @@ int main(int argc, char **argv) {
       replay = argv[++i];
     else if (strcmp(argv[i], "--json") == 0)
       json = true;
+    else if (strcmp(argv[i], "--strict-yields") == 0)
+      STRICT_YIELDS = STRICT_SLOW;
+    else if (strcmp(argv[i], "--strict-yields=busy") == 0)
+      STRICT_YIELDS = STRICT_BUSY;
     else
       usage();
   }
@@ -2053,7 +2470,10 @@ int main(int argc, char **argv) {
   double secs = (double)(tu_now_ns() - t0) / 1e9;
   if (tty)
     fprintf(stderr, "\n");
-  if (json)
+  int bands = 0;
+  for (int i = 0; i < BANDS; i++)
+    bands += total.band[i] > 0;
+  if (json) {
     printf(
         "{\"seed\": %" PRIu64 ", \"result\": \"%s\", \"steps\": %" PRIu64
         ", \"skipped\": %" PRIu64 ", \"episodes\": %" PRIu64
@@ -2064,19 +2484,47 @@ int main(int argc, char **argv) {
         ", \"canceled\": %" PRIu64 ", \"async_callbacks\": %" PRIu64
         ", \"upgrades\": %" PRIu64 ", \"grants\": %" PRIu64
         ", \"reservations\": %" PRIu64 ", \"chained\": %" PRIu64
-        ", \"covered\": %" PRIu64 ", \"reordered_scans\": %" PRIu64 "}\n",
+        ", \"covered\": %" PRIu64 ", \"reordered_scans\": %" PRIu64,
         seed, ok ? "pass" : "fail", total.steps, total.skipped, total.episodes,
         secs, (double)total.steps / secs, total.oracle, total.turns,
         total.victims, total.reorders, total.pokes, total.wakeups,
         total.timeouts, total.canceled, total.async_cbs, total.upgrades,
         total.grants, total.cov.reserved, total.cov.chained, total.cov.covered,
         total.cov.reordered_scan);
-  else
+    printf(
+        ", \"wake_skipped\": %" PRIu64 ", \"wake_xheld\": %" PRIu64
+        ", \"spin_episodes\": %" PRIu64 ", \"spinning_seen\": %" PRIu64
+        ", \"pokes_while_spinning\": %" PRIu64 ", \"yielding_calls\": %" PRIu64
+        ", \"small_max_locks_episodes\": %" PRIu64 ", \"fast_grants\": %" PRIu64
+        ", \"evicted\": %" PRIu64 ", \"recreated\": %" PRIu64
+        ", \"evictions_adopting\": %" PRIu64 ", \"refused_max_locks\": %" PRIu64
+        ", \"size_bands_hit\": %d, \"size_bands\": %d, \"keys_by_band\": [",
+        total.cov.wake_skipped, total.cov.wake_xheld, total.spin_episodes,
+        total.spin_seen, total.spin_pokes, total.yield_calls,
+        total.small_episodes, total.fast_grants, total.cov.evicted,
+        total.cov.recreated, total.cov.evict_adopted, total.cov.limited, bands,
+        BANDS);
+    for (int i = 0; i < BANDS; i++)
+      printf("%s%" PRIu64, i ? ", " : "", total.band[i]);
+    printf("]}\n");
+  } else {
     printf("%s: %" PRIu64 " steps in %" PRIu64 " episodes, %.1f s (%.0f "
            "steps/s); %" PRIu64 " cycles judged, %" PRIu64 " victims, %" PRIu64
            " reorders, %" PRIu64 " pokes, %" PRIu64 " retry turns\n",
            ok ? "pass" : "FAIL", total.steps, total.episodes, secs,
            (double)total.steps / secs, total.oracle, total.victims,
            total.reorders, total.pokes, total.turns);
+    printf("  spin: %" PRIu64 " episodes, %" PRIu64
+           " spinning waiters seen, %" PRIu64
+           " pokes answered spinning, %" PRIu64
+           " calls yielded; objects: %" PRIu64
+           " episodes with a small max_locks, %" PRIu64 " evicted, %" PRIu64
+           " made anew, %" PRIu64 " requests refused, %" PRIu64
+           " fast-path grants; key sizes: %d of %d bands\n",
+           total.spin_episodes, total.spin_seen, total.spin_pokes,
+           total.yield_calls, total.small_episodes, total.cov.evicted,
+           total.cov.recreated, total.cov.limited, total.fast_grants, bands,
+           BANDS);
+  }
   return ok ? 0 : 1;
 }
