@@ -43,9 +43,14 @@ model: bootstrap
 # Then the probe protocol between shards at 3 txns on 3 shards in one cycle
 # with one fault of any kind (src/server/README.md, "The model"): about 10
 # million states, 3.5 GB, 3 minutes; its bugs run in make test.
+# Then the executor's action protocol at 3 workers and 4 tasks, two cancels,
+# every wait with a deadline (src/exec/README.md, "The model"): about 49
+# million states, 2.4 GB, 5 minutes of CPU; its bugs run in make test.
 verify: bootstrap
 	tests/spin/run_spin.sh src/core/grant.pml
 	tests/spin/run_spin.sh --no-bugs --hash 25 -D SCEN=8 src/server/probe.pml
+	tests/spin/run_spin.sh --no-bugs --hash 25 -D SCEN=3 -D NW=3 -D NCANCEL=2 \
+	  -D ALL_DEADLINES src/exec/exec.pml
 
 # The fault harness at 10^6 locks granted per backend (tests/faults/run.sh,
 # docs/reliability.md): ordod, redis, redlock, postgres, each under the four

@@ -9,10 +9,11 @@
 # reports "errors: 0", and its report has no assertion violation, no
 # invalid end state (a thread that can never end: a deadlock or a lost
 # wake-up), and no sign of a search cut short (its depth bound, its memory
-# bound). It prints the state count, "errors: 0" and the time. Each bug
-# passes when spin reports at least one error for it (an assertion or an
-# invalid end state); a bug line that says "(pan -A)" is checked with
-# pan's assertions off, so that what it must show is the invalid end state.
+# bound). It prints the state count, the depth reached, pan's memory (MB),
+# "errors: 0" and the time. Each bug passes when spin reports at least one
+# error for it (an assertion or an invalid end state); a bug line that says
+# "(pan -A)" is checked with pan's assertions off, so that what it must
+# show is the invalid end state.
 # A bug line that says "(with -DNAME=VALUE ...)" (on its first line) is
 # checked with those defines added to the bound's: the bound at which that
 # bug shows (src/server/probe.pml's scenarios); the model itself is then
@@ -118,9 +119,19 @@ verify() {
     fail "pan did not finish within $((TMO * MULT)) s ($*)"
 }
 
-# report_field DIR: the state count and the errors line of DIR/report.
+# The state count, the depth reached, pan's memory (MB) and the errors
+# line of DIR/report.
 states_of() {
   awk '/states, stored/ { print $1; exit }' "$1/report"
+}
+depth_of() {
+  grep -oE 'depth reached [0-9]+' "$1/report" | head -1 | awk '{ print $3 }'
+}
+mem_of() {
+  awk '/total actual memory usage/ { print $1; exit }' "$1/report"
+}
+summary_of() {
+  echo "$(states_of "$1") states, depth $(depth_of "$1"), $(mem_of "$1") MB"
 }
 errors_of() {
   grep -oE 'errors: [0-9]+' "$1/report" | head -1
@@ -143,7 +154,7 @@ if [ "$PAN_RC" -ne 0 ] || [ "$ERRS" != "errors: 0" ] || [ -n "$BAD" ]; then
   show "$D"
   fail "spin reports an error (pan exit $PAN_RC, '${ERRS:-no errors line}'): ${BAD:-see above}"
 fi
-echo "$NAME ${DEFS[*]:-(default bound)}: $(states_of "$D") states, $ERRS, ${SECS} s"
+echo "$NAME ${DEFS[*]:-(default bound)}: $(summary_of "$D"), $ERRS, ${SECS} s"
 
 # with_of BUG: the defines its header line adds, "(with -DA=1 -DB)".
 with_of() {
@@ -179,7 +190,7 @@ if [ "$BUGS" -eq 1 ]; then
       show "$D"
       fail "spin reports an error at $w (pan exit $PAN_RC, '${ERRS:-no errors line}'): ${BAD:-see above}"
     fi
-    echo "  $NAME $w: $(states_of "$D") states, $ERRS, ${SECS} s"
+    echo "  $NAME $w: $(summary_of "$D"), $ERRS, ${SECS} s"
   done <<<"$withs"
   nb=0
   for b in $bugs; do
