@@ -133,11 +133,20 @@ ORDO_HOT ordo__lock *fast_walk(ordo__lock *l, uint32_t h) {
   return l;
 }
 
+/* Whether w's hint l is still the lock object of hash h: an evicted one
+ * keeps its hash but is DEAD, and is not (the model tester found a dead
+ * hint answered BUSY, a spin and three yields for a key nobody held). */
+ORDO_HOT bool fast_hint_holds(const ordo__lock *l, uint32_t h) {
+  return l && hash_of(l) == h &&
+         atomic_load_explicit(&((ordo__lock *)l)->fast, RELAXED) !=
+             ORDO__FAST_DEAD;
+}
+
 /* The lock object of the key of hash h, found without a mutex (w's hint
  * if it still has that hash, else the bucket's chain), or NULL. */
 ORDO_HOT ordo__lock *fast_find(ordo__table *tab, ordo__owner *w, uint32_t h) {
   ordo__lock *l = fast_hint(w, h);
-  if (l && hash_of(l) == h)
+  if (fast_hint_holds(l, h))
     return l;
   return fast_walk(
       atomic_load_explicit(fast_slot(tab, h), memory_order_acquire), h);
@@ -247,7 +256,7 @@ ORDO_HOT int ordo__fast_acquire(ordo__owner *w, const ordo_req_t *r, size_t n) {
     __builtin_prefetch(l ? (const void *)l : (const void *)sp[i]);
   }
   for (size_t i = 0; i < n; i++) {
-    if (lk[i] && hash_of(lk[i]) == hs[i]) {
+    if (fast_hint_holds(lk[i], hs[i])) {
       sp[i] = NULL; /* the hint holds */
       continue;
     }
