@@ -226,6 +226,16 @@ static ordo__lock *unbury(ordo__stripe *st, size_t len) {
   return NULL;
 }
 
+/* After a lookup that only read l (caller holds the stripe): a cached
+ * empty lock that lookup() made SLOW is idle again, for the fast path to
+ * take (else the next lock of the key found it "busy" and spun; the model
+ * tester's --strict-yields=busy found it). */
+static void idle_again(ordo__lock *l) {
+  if (l && l->listed &&
+      atomic_load_explicit(&l->fast, RELAXED) == ORDO__FAST_SLOW)
+    atomic_store_explicit(&l->fast, ORDO__FAST_IDLE, memory_order_release);
+}
+
 /* Evicts the oldest cached empty lock of this stripe; false if none. A
  * lock the fast path holds is on the list too: it is adopted (and so taken
  * off the list) instead. */
@@ -1731,6 +1741,7 @@ int ordo__release_one(ordo__owner *w, const void *key, size_t len) {
   ordo__lock *l = lookup(st, h, key, len);
   ordo__hold *hd = l && !l->listed ? find_hold(l, w) : NULL;
   if (!hd) {
+    idle_again(l);
     pthread_mutex_unlock(&st->mu);
     return ORDO_ENOTHELD;
   }
@@ -1818,6 +1829,7 @@ int ordo__held(ordo__owner *w, const void *key, size_t len, ordo_mode_t *mode,
     if (fence)
       *fence = hold_fence(tab, hd, true);
   }
+  idle_again(l);
   pthread_mutex_unlock(&st->mu);
   return count;
 }
@@ -1963,5 +1975,6 @@ void ordo__table_key_each(ordo__table *tab, const void *key, size_t len,
     for (ordo__entry *e = l->qhead; e; e = e->qnext)
       fn(arg, e->owner->id, e->mode, 0, 0, true);
   }
+  idle_again(l);
   pthread_mutex_unlock(&st->mu);
 }

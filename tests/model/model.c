@@ -566,7 +566,10 @@ int md_unlock(model *m, int s, int key) {
       release_hold(m, s, i);
     return 0;
   }
-  lookup(m, key); /* ordo__release_one looks the key up to say so */
+  /* ordo__release_one looks the key up to say so, and leaves an idle
+   * listed object idle (idle_again): only a fast-path hold is adopted. */
+  if (lookup(m, key) && m->k[key].listed)
+    m->k[key].slow = false;
   return ORDO_ENOTHELD;
 }
 
