@@ -38,8 +38,9 @@ model: bootstrap
 	cd $(BUILD)/tests && ./model_test --steps 100000000
 
 # The model check of the grant protocol at its larger bound, 3 threads and
-# 2 keys (src/core/README.md, "The models"): about 35 million states and 2 GB,
-# 4 minutes with its deliberate bugs. make test runs it with 2 threads.
+# 2 keys (src/core/README.md, "The models"): about 33 million states and
+# 1.5 GB, 4 minutes with its deliberate bugs. make test runs it with 2
+# threads.
 # Then the probe protocol between shards at 3 txns on 3 shards in one cycle
 # with one fault of any kind (src/server/README.md, "The model"): about 10
 # million states, 3.5 GB, 3 minutes; its bugs run in make test.

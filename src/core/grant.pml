@@ -12,15 +12,15 @@
  *                  key, X only; ordo__try_one for one key), mem_lock_wait
  *   acquire        src/core/table.c: ordo__acquire (the attempt without
  *                  wait_mu, its trylock, the attempt with it, the queueing)
- *   grantable      table.c: grantable, holders_block, reserved_against,
- *                  chained
+ *   grantable      table.c: grantable, holders_block (HOLDERS_BLOCK, which
+ *                  the walk asks too), reserved_against, chained
  *   release_key    table.c: release_hold, drop_hold (and the fast path's
  *                  give-back, ordo__fast_give_back, which releases the same
  *                  way)
- *   wake_queue     table.c: ordo__wake_queue, wake_one, grant_waiter (the
- *                  C passes over waiters that the key's holders block,
- *                  whose wake_one would answer WAKE_NO and change nothing;
- *                  the model asks them all)
+ *   wake_queue     table.c: ordo__wake_queue (its walk passes over the
+ *                  waiters that the key's holders block, and while the
+ *                  key is held in X asks only the holder's own request),
+ *                  wake_one, grant_waiter
  *   retry          table.c: ordo__retry (and its pass-on of the wake-up)
  *   abort_wait     table.c: ordo__abort_wait, ordo__abort_locked
  *   wait           mem.c: wait_spin, the sleep loop of mem_lock_wait
@@ -51,6 +51,20 @@
  *     has nothing to do), the timer thread and its heap (blocking callers
  *     enforce their own deadlines), hold counts, upgrades, statistics,
  *     asynchronous callers (every waiter here is pokeable: it has a thread).
+ *   - The walk's looks. ordo__wake_queue looks at the key's holders under
+ *     its stripe alone (X held, or which waiters they block), lets the
+ *     stripe go, and then calls wake_one, which takes the waiter's
+ *     stripes; here a look and the wake_one it leads to are one step. That
+ *     hides no interleaving that matters: the walker holds wait_mu, so no
+ *     waiter comes or goes and no holder of the key lets go (a release of
+ *     a key with waiters takes wait_mu); a request that runs meanwhile can
+ *     only add holders (barging), which block more. So a waiter passed
+ *     over is still blocked at the wake_one, the X holder is still the
+ *     holder, and a waiter that a new holder blocks gets WNO from its
+ *     wake_one, as if the look had come after that grant. The walk under
+ *     X asks the holder's own request only if it is queued on the key;
+ *     lock_all callers never hold while they wait, so here (but under
+ *     BUG_PARTIAL_GRANT) there is none and the walk asks nobody.
  *   - Memory order: spin explores sequentially consistent interleavings;
  *     mem.c's handshake is written for that (its wstate and poked accesses
  *     are sequentially consistent atomics).
@@ -85,6 +99,10 @@
  *      starved, no other request is granted a key of W in a conflicting
  *      mode (assert at every grant). So every later request, and every
  *      younger waiter, is granted W's keys only after W is granted.
+ *   P6 the walk passes over only waiters that wake_one would answer WNO
+ *      (assert in passed_over): those the key's holders block, which under
+ *      X is every waiter but the holder's own. So passing over them loses
+ *      no wake-up that asking every waiter, the rule before, made.
  *
  * Deliberate bugs (each must make spin report an error; see
  * tests/spin/run_spin.sh, which checks that every one of them does):
@@ -100,6 +118,12 @@
  *                          for the rest (hold and wait)
  *   -DBUG_SX               holders_block lets X in beside S holders
  *   -DBUG_PASS_STARVING    a new request ignores the reservations
+ *   -DBUG_SKIP_STALE       (pan -A) the walk's first look passes over the
+ *                          waiters that the released hold blocked, as a look
+ *                          made before drop_hold would: P6 reports it first;
+ *                          with pan -A, P4: a waiter sleeps for ever with its
+ *                          keys free (under X the look finds the releaser,
+ *                          who waits for nothing, and asks nobody)
  *
  * Run (what tests/spin/run_spin.sh does, in a temporary folder):
  *   spin -a grant.pml && cc -DSAFETY -DNOCLAIM -DCOLLAPSE -o pan pan.c && ./pan -m1000000
@@ -148,6 +172,7 @@
 #define WGRANTED 1
 #define WPOKED 2
 #define WSTOP 3
+#define WSTART 4 /* wake_queue's first look */
 
 /* The engine, under wait_mu and the stripes. */
 byte wait_mu;          /* 0 free, else thread + 1 */
@@ -195,6 +220,27 @@ inline unlock_wait() {
 /* Is key k free of holders and waiters (what the fast path and try_one
  * take)? */
 #define FREE(k) (xh[k] == 0 && sh[k] == 0 && ql[k] == 0)
+
+/* holders_block: does a holder of key k keep owner w from it (another
+ * owner's X, or for an X request another owner's S)? The grant rule and
+ * wake_queue's walk both ask it, as in the C. */
+#ifdef BUG_SX
+#define HOLDERS_BLOCK(k, w) (xh[k] != 0 && xh[k] != (w) + 1)
+#else
+#define HOLDERS_BLOCK(k, w) \
+  ((xh[k] != 0 && xh[k] != (w) + 1) || (xm[w] && (sh[k] & ~(1 << (w))) != 0))
+#endif
+
+/* What the walk passes over: the waiters k's holders block. */
+#ifdef BUG_SKIP_STALE
+/* ... and, in its first look, those that the releasing hold (stale: the
+ * releaser + 1, 0 if none) blocked before release_key dropped it. */
+#define WALK_BLOCKS(k, w) \
+  (HOLDERS_BLOCK(k, w) || (stale != 0 && stale != (w) + 1 && \
+                           (xm[stale - 1] || xm[w])))
+#else
+#define WALK_BLOCKS(k, w) HOLDERS_BLOCK(k, w)
+#endif
 
 /* The position of owner w in key k's queue (ql[k] if absent). */
 inline qpos(k, w, res) {
@@ -259,15 +305,8 @@ inline grantable(w, queued, hw) {
   :: gk < NK && gok ->
     if
     :: (set[w] >> gk) & 1 ->
-      /* holders_block */
       if
-#ifdef BUG_SX
-      :: xm[w] && xh[gk] != 0 && xh[gk] != w + 1 -> gok = 0
-#else
-      :: xm[w] && ((xh[gk] != 0 && xh[gk] != w + 1) ||
-                   (sh[gk] & ~(1 << w)) != 0) -> gok = 0
-#endif
-      :: !xm[w] && xh[gk] != 0 && xh[gk] != w + 1 -> gok = 0
+      :: HOLDERS_BLOCK(gk, w) -> gok = 0
       :: else -> skip
       fi;
       /* reserved_against, with chains (lock_all callers hold nothing
@@ -438,49 +477,97 @@ inline mem_wake_poke(e) {
   sig = 0
 }
 
-/* ordo__wake_queue(k): wake_one on each waiter in arrival order, until an
- * X is granted or poked. Caller holds wait_mu. Only the waiter woken can
- * leave the queue meanwhile (pokes do not change it), so the walk goes by
- * position. */
+/* wake_one(e)'s stripe section (the caller is atomic and holds wait_mu):
+ * res is WGRANTED (handed over, e is on the fire list), WPOKED (sig: a
+ * poke to deliver, unless one is out already) or WNO. */
+inline wake_one(e) {
+  grantable(e, 1, 1);
+  if
+  :: gok && starving[e] ->
+    /* hand-over: a starving waiter is granted, never poked */
+    grant_waiter(e);
+    ostate[e] = IDLE;
+    estatus[e] = OK;
+    pending[e] = 1;
+    fire = fire | (1 << e);
+    res = WGRANTED
+  :: gok && !starving[e] ->
+    res = WPOKED;
+    if
+    :: !woken[e] -> woken[e] = 1; poked[e] = 1; sig = 1
+    :: else -> skip
+    fi
+  :: else -> res = WNO
+  fi;
+  gok = 0
+}
+
+/* P6 for e, a waiter the walk passes over: wake_one would answer WNO. */
+inline passed_over(e) {
+  grantable(e, 1, 1);
+  assert(!gok);
+  gok = 0
+}
+
+/*
+ * ordo__wake_queue(k): in arrival order, wake_one on each waiter that k's
+ * holders do not block, until an X is granted or poked. While k is held in
+ * X, that is only the holder's own request, if it waits queued on k (the
+ * model's lock_all callers never hold while they wait, so there is none
+ * but under BUG_PARTIAL_GRANT). Caller holds wait_mu. Only the waiter
+ * woken can leave the queue meanwhile (pokes do not change it), so the
+ * walk goes by position i. Each step is the C's look under k's stripe (the
+ * first one decides X or not; the others pass over from i) together with
+ * the wake_one it leads to: see "The walk's looks" in the header.
+ */
 inline wake_queue(k) {
   i = 0;
+  res = WSTART;
   do
   :: atomic {
       if
-      :: i >= ql[k] -> res = WSTOP
-      :: else ->
-        e = q[k * NT + i];
-        /* wake_one's stripe section */
-        grantable(e, 1, 1);
-        if
-        :: gok && starving[e] ->
-          /* hand-over: a starving waiter is granted, never poked */
-          grant_waiter(e);
-          ostate[e] = IDLE;
-          estatus[e] = OK;
-          pending[e] = 1;
-          fire = fire | (1 << e);
-          res = WGRANTED
-        :: gok && !starving[e] ->
-          res = WPOKED;
+      :: res == WSTART && xh[k] != 0 ->
+        /* l->xheld: X is never shared, so every waiter but the holder's
+         * own is blocked (P6), and the walk ends with this step. */
+        do
+        :: i < ql[k] ->
           if
-          :: !woken[e] -> woken[e] = 1; poked[e] = 1; sig = 1
+          :: q[k * NT + i] != xh[k] - 1 -> e = q[k * NT + i]; passed_over(e)
           :: else -> skip
-          fi
-        :: else -> res = WNO
+          fi;
+          i++
+        :: else -> break
+        od;
+        e = xh[k] - 1;
+        qpos(k, e, i);
+        if
+        :: ostate[e] == WAITING && i < ql[k] -> wake_one(e)
+        :: else -> res = WSTOP
         fi;
-        gok = 0
-      fi
+        i = NT
+      :: else ->
+        do
+        :: i < ql[k] && WALK_BLOCKS(k, q[k * NT + i]) ->
+          e = q[k * NT + i];
+          passed_over(e);
+          i++
+        :: else -> break
+        od;
+        if
+        :: i < ql[k] -> e = q[k * NT + i]; wake_one(e)
+        :: else -> res = WSTOP
+        fi
+      fi;
+#ifdef BUG_SKIP_STALE
+      stale = 0
+#endif
     };
-    if
-    :: res == WSTOP -> break
-    :: else -> skip
-    fi;
     if
     :: sig -> mem_wake_poke(e)
     :: else -> skip
     fi;
     if
+    :: res == WSTOP || i == NT -> break
     :: res != WNO && xm[e] -> break /* X taken or promised */
     :: res == WGRANTED && !xm[e] -> skip /* it left: the next is at i */
     :: else -> i++
@@ -544,7 +631,12 @@ inline release_key(k) {
   wake = 0;
 #endif
   if
-  :: wake -> wake = 0; wake_queue(k)
+  :: wake ->
+    wake = 0;
+#ifdef BUG_SKIP_STALE
+    stale = t + 1;
+#endif
+    wake_queue(k)
   :: else -> skip
   fi
 }
@@ -626,9 +718,16 @@ inline retry() {
   };
   if
   :: rc == PENDING ->
-    /* A waiter behind us that the poke held back may go: pass it on. */
-    wake_queue(0);
-    wake_queue(1);
+    /* A waiter behind us that the poke held back may go: pass it on, on
+     * each of our keys (our entries keep their queues non-empty). */
+    if
+    :: set[t] & 1 -> wake_queue(0)
+    :: else -> skip
+    fi;
+    if
+    :: set[t] & 2 -> wake_queue(1)
+    :: else -> skip
+    fi;
     atomic { unlock_wait() };
     fire_all()
   :: else -> skip
@@ -962,6 +1061,9 @@ proctype thread(byte t) {
   bool hw, again, wake, sig, cas, did, p, done, expired, to, dl, part, gap;
   byte gk, gi, gj, gf, ge, ge2, gpos, gself;
   bool gok, gunsure, gch;
+#ifdef BUG_SKIP_STALE
+  byte stale;
+#endif
 
   do
   :: r < ROUNDS ->

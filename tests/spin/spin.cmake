@@ -8,7 +8,7 @@
 # its full bound (3 threads, 2 keys, 2 lock objects, any number of calls) and
 # the grant protocol at 2 threads (and again with every thread allowed to
 # time out and cancel); `make verify` runs the grant protocol at 3 threads
-# (about 35 million states). make test runs the probe protocol's small
+# (about 33 million states). make test runs the probe protocol's small
 # bound (every scenario but 3 txns on 3 shards, one fault each, about half a
 # million states, and each deliberate bug at its scenario: about a minute);
 # make verify runs 3 txns on 3 shards. make test runs the executor's model at
